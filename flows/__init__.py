@@ -1,0 +1,1 @@
+"""Prefect flows: they only compose tasks; `flows.runtime` sets up the server and task runner."""

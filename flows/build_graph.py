@@ -1,0 +1,76 @@
+"""The `build_graph` flow: ingest -> chunk -> metadata -> embed (fanned out per source batch on Dask)
+-> assemble -> edges (fanned out per modality pair) -> store + statistics."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow, unmapped
+
+from sagegraph.build.stages import present_pairs
+from sagegraph.config import BuildConfig
+from tasks import build as T
+
+
+def _modalities(counts: dict[str, int]) -> set[str]:
+    present = set()
+    if counts.get("documents"):
+        present.add("doc_chunk")
+    if counts.get("tables"):
+        present.add("table_chunk")
+    if counts.get("kb_nodes"):
+        present.add("entity")
+    return present
+
+
+@flow(name="build_graph", log_prints=True)
+def build_graph(cfg: BuildConfig) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    stage_wall: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        stage_wall[name] = round(now - since, 2)
+        return now
+
+    t = t0
+    ing = T.ingest(cfg)
+    t = lap("ingest", t)
+    chunks = T.chunk.map(unmapped(cfg), ing["batches"])
+    chunk_results = chunks.result()
+    t = lap("chunk", t)
+    estimate = T.estimate_cost(cfg, chunk_results) if cfg.metadata.mode == "llm" else None
+    metas = T.metadata.map(unmapped(cfg), chunk_results)
+    meta_results = metas.result()
+    t = lap("metadata", t)
+    vecs = T.embed.map(unmapped(cfg), meta_results)
+    vec_results = vecs.result()
+    t = lap("embed", t)
+    T.assemble(cfg, meta_results, vec_results)
+    t = lap("assemble", t)
+    pairs = present_pairs(_modalities(ing["counts"]))
+    pair_results = T.edges.map(unmapped(cfg), pairs).result()
+    t = lap("edges", t)
+    fin = T.finalize_edges(cfg, pair_results, ing["kb_edges"])
+    t = lap("finalize_edges", t)
+    store = T.load_store(cfg)
+    t = lap("load_store", t)
+    stats = T.graph_stats(cfg, pair_results)
+    t = lap("stats", t)
+    llm = [m.get("llm", {}) for m in meta_results]
+    return {
+        "graph": str(cfg.out / "graph"),
+        "stats": stats["path"],
+        "plots": stats["plots"],
+        "store": store,
+        "counts": stats["summary"],
+        "edges": fin["edges"],
+        "stage_seconds": stage_wall,
+        "encode_seconds": round(sum(r.get("encode_seconds", 0.0) for r in chunk_results + vec_results), 2),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "llm_estimate": estimate,
+        "llm_usage": {k: round(sum(u.get(k, 0) for u in llm), 6) for k in ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "fallbacks", "retries")} if cfg.metadata.mode == "llm" else None,
+        "skipped_records": ing["skipped_records"],
+        "resumed_batches": sum(1 for r in chunk_results + meta_results + vec_results if r.get("resumed")),
+    }

@@ -1,0 +1,1 @@
+"""Offline SAGE graph construction: chunking, tables, metadata, embeddings, edges, statistics."""

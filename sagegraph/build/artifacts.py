@@ -1,0 +1,70 @@
+"""Where each build stage writes, and how a rerun knows a stage is finished.
+
+Each stage writes into a directory named by the fingerprint of the config it depends on (and its
+upstream stages'), files are written atomically, so: an existing file is a finished piece of work;
+a changed config writes a new directory and never overwrites what was built before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sagegraph.config import BuildConfig
+from sagegraph.model import content_id
+
+
+@dataclass(frozen=True)
+class Layout:
+    out: Path
+    cfg_fp: dict[str, str]
+
+    @classmethod
+    def of(cls, cfg: BuildConfig) -> "Layout":
+        src = cfg.stage_fingerprint("corpus", "max_sources") + content_id(str(cfg.runner.batch_size), str(cfg.runner.n_workers))
+        chunks = content_id(src, cfg.stage_fingerprint("chunking", "tables"), cfg.embedding.model)
+        meta = content_id(chunks, cfg.stage_fingerprint("metadata"), cfg.llm.model if cfg.metadata.mode == "llm" else "")
+        vecs = content_id(meta, cfg.embedding.model)
+        edges = content_id(vecs, cfg.stage_fingerprint("edges"))
+        return cls(cfg.out, {"sources": src, "chunks": chunks, "metadata": meta, "vectors": vecs, "edges": edges})
+
+    def stage_dir(self, stage: str) -> Path:
+        d = self.out / "stages" / f"{stage}-{self.cfg_fp[stage]}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    @property
+    def graph(self) -> Path:
+        return self.out / "graph"
+
+    @property
+    def stats(self) -> Path:
+        return self.out / "stats"
+
+    @property
+    def cache(self) -> Path:
+        return self.out / "cache"
+
+
+def write_json(path: Path, obj: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def save_npz(path: Path, **arrays) -> Path:
+    import numpy as np
+
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+    return path

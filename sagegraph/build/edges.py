@@ -1,0 +1,282 @@
+"""SAGE similarity edges (sage.txt §2.1 B): per modality pair, several metadata signals; an edge is
+kept when a signal exceeds its percentile (95th by default) over the candidate pairs, with OR logic
+across signals (AND selectable).
+
+Candidate pairs never come from all n² pairs: each node proposes its ANN top-M per vector signal
+(faiss; HNSW above a size) and every pair sharing a not-too-common entity (inverted index with a
+document-frequency cap). Work is therefore O(n·M) pairs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import faiss
+import numpy as np
+import scipy.sparse as sp
+
+from sagegraph.model import DOC_CHUNK, ENTITY, NEXT_CHUNK, SAME_SOURCE, SIMILAR_PREFIX, TABLE_CHUNK, Edge
+
+log = logging.getLogger("sagegraph.edges")
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str
+    kind: Literal["vector", "entity"]
+    field_a: str = ""
+    field_b: str = ""
+
+
+ENTITY_OVERLAP = Signal("entity", "entity")
+PAIR_SIGNALS: dict[tuple[str, str], tuple[Signal, ...]] = {
+    (DOC_CHUNK, DOC_CHUNK): (Signal("topic", "vector", "topic", "topic"), Signal("content", "vector", "content", "content"), ENTITY_OVERLAP),
+    (TABLE_CHUNK, TABLE_CHUNK): (Signal("column", "vector", "columns", "columns"), Signal("title", "vector", "title", "title"), ENTITY_OVERLAP),
+    (DOC_CHUNK, TABLE_CHUNK): (Signal("content_column", "vector", "content", "columns"), Signal("topic_title", "vector", "topic", "title"), ENTITY_OVERLAP),
+    (ENTITY, ENTITY): (Signal("description", "vector", "content", "content"), ENTITY_OVERLAP),
+}
+
+
+def edge_type(signal: str) -> str:
+    return f"{SIMILAR_PREFIX}{signal.upper()}"
+
+
+@dataclass
+class EdgeParams:
+    percentile: float = 95.0
+    logic: Literal["or", "and"] = "or"
+    top_m: int = 20
+    entity_max_df: int = 50
+    ann: Literal["auto", "flat", "hnsw"] = "auto"
+    hnsw_m: int = 32
+    flat_below: int = 5000
+
+
+@dataclass
+class PairResult:
+    """Candidates with their signal values, the thresholds and what was kept: stats read this."""
+
+    pair: tuple[str, str]
+    signals: list[str]
+    a: np.ndarray
+    b: np.ndarray
+    values: np.ndarray  # (n_candidates, n_signals)
+    thresholds: np.ndarray
+    keep: np.ndarray
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def n_candidates(self) -> int:
+        return len(self.a)
+
+
+# ---- candidates -----------------------------------------------------------------------------------
+
+def _index(base: np.ndarray, params: EdgeParams):
+    d = base.shape[1]
+    use_hnsw = params.ann == "hnsw" or (params.ann == "auto" and len(base) >= params.flat_below)
+    if use_hnsw:
+        index = faiss.IndexHNSWFlat(d, params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = 80
+        index.hnsw.efSearch = max(64, 2 * params.top_m)
+    else:
+        index = faiss.IndexFlatIP(d)
+    index.add(np.ascontiguousarray(base, dtype=np.float32))
+    return index
+
+
+def ann_pairs(query: np.ndarray, q_ids: np.ndarray, base: np.ndarray, b_ids: np.ndarray, params: EdgeParams) -> tuple[np.ndarray, np.ndarray]:
+    """Each query node's top-M base nodes (self excluded): (query ids, base ids)."""
+    if len(query) == 0 or len(base) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    m = min(params.top_m + 1, len(base))
+    _, nn = _index(base, params).search(np.ascontiguousarray(query, dtype=np.float32), m)
+    qa = np.repeat(q_ids, m)
+    nb = nn.reshape(-1)
+    ok = nb >= 0
+    qa, bb = qa[ok], b_ids[nb[ok]]
+    ok = qa != bb
+    return qa[ok], bb[ok]
+
+
+def entity_matrix(entity_sets: list[set[str]]) -> tuple[sp.csr_matrix, list[str]]:
+    vocab: dict[str, int] = {}
+    rows, cols = [], []
+    for i, ents in enumerate(entity_sets):
+        for e in ents:
+            rows.append(i)
+            cols.append(vocab.setdefault(e, len(vocab)))
+    m = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(len(entity_sets), max(1, len(vocab))))
+    m.data[:] = 1.0
+    names = [""] * len(vocab)
+    for k, v in vocab.items():
+        names[v] = k
+    return m, names
+
+
+def entity_pairs(E: sp.csr_matrix, a_ids: np.ndarray, b_ids: np.ndarray, max_df: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (a in A, b in B) sharing an entity whose postings are at most max_df long on each side."""
+    Ec = E.tocsc()
+    a_mask = np.zeros(E.shape[0], bool)
+    a_mask[a_ids] = True
+    b_mask = np.zeros(E.shape[0], bool)
+    b_mask[b_ids] = True
+    out_a, out_b = [], []
+    for col in range(Ec.shape[1]):
+        post = Ec.indices[Ec.indptr[col] : Ec.indptr[col + 1]]
+        if len(post) < 2 or len(post) > max_df:
+            continue
+        pa, pb = post[a_mask[post]], post[b_mask[post]]
+        if len(pa) == 0 or len(pb) == 0:
+            continue
+        out_a.append(np.repeat(pa, len(pb)))
+        out_b.append(np.tile(pb, len(pa)))
+    if not out_a:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    a, b = np.concatenate(out_a).astype(np.int64), np.concatenate(out_b).astype(np.int64)
+    ok = a != b
+    return a[ok], b[ok]
+
+
+def canonical_pairs(a: np.ndarray, b: np.ndarray, same_modality: bool, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Deduplicate; within one modality (i, j) and (j, i) are one undirected pair."""
+    if same_modality:
+        a, b = np.minimum(a, b), np.maximum(a, b)
+    keys = np.unique(a.astype(np.int64) * n + b.astype(np.int64))
+    return keys // n, keys % n
+
+
+# ---- signals ----------------------------------------------------------------------------------
+
+def pair_cosine(va: np.ndarray, vb: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 200_000) -> np.ndarray:
+    out = np.empty(len(a), np.float32)
+    for s in range(0, len(a), chunk):
+        out[s : s + chunk] = np.einsum("ij,ij->i", va[a[s : s + chunk]], vb[b[s : s + chunk]])
+    return out
+
+
+def pair_jaccard(E: sp.csr_matrix, a: np.ndarray, b: np.ndarray, chunk: int = 200_000) -> np.ndarray:
+    sizes = np.asarray(E.sum(axis=1)).ravel()
+    out = np.empty(len(a), np.float32)
+    for s in range(0, len(a), chunk):
+        ia, ib = a[s : s + chunk], b[s : s + chunk]
+        inter = np.asarray(E[ia].multiply(E[ib]).sum(axis=1)).ravel()
+        union = sizes[ia] + sizes[ib] - inter
+        out[s : s + chunk] = np.where(union > 0, inter / np.maximum(union, 1), 0.0)
+    return out
+
+
+def thresholds_for(values: np.ndarray, percentile: float) -> np.ndarray:
+    if len(values) == 0:
+        return np.full(values.shape[1], np.inf, np.float32)
+    return np.percentile(values, percentile, axis=0).astype(np.float32)
+
+
+def select(values: np.ndarray, thresholds: np.ndarray, logic: str) -> np.ndarray:
+    """OR: any signal strictly above its threshold; AND: all of them."""
+    above = values > thresholds[None, :]
+    return above.any(axis=1) if logic == "or" else above.all(axis=1)
+
+
+# ---- one modality pair ---------------------------------------------------------------------------
+
+def similarity_pair(
+    pair: tuple[str, str],
+    modality: np.ndarray,
+    source: np.ndarray,
+    vectors: dict[str, np.ndarray],
+    E: sp.csr_matrix,
+    params: EdgeParams,
+) -> PairResult:
+    """Candidates, signal values, thresholds and keep-mask for one modality pair."""
+    ma, mb = pair
+    signals = PAIR_SIGNALS[pair]
+    a_ids = np.flatnonzero(modality == ma)
+    b_ids = np.flatnonzero(modality == mb)
+    same = ma == mb
+    n = len(modality)
+    t0 = time.perf_counter()
+    cand_a, cand_b = [], []
+    for sig in signals:
+        if sig.kind != "vector":
+            continue
+        qa, qb = ann_pairs(vectors[sig.field_a][a_ids], a_ids, vectors[sig.field_b][b_ids], b_ids, params)
+        cand_a.append(qa)
+        cand_b.append(qb)
+        if not same:  # cross-modal: both sides propose their neighbours
+            qb2, qa2 = ann_pairs(vectors[sig.field_b][b_ids], b_ids, vectors[sig.field_a][a_ids], a_ids, params)
+            cand_a.append(qa2)
+            cand_b.append(qb2)
+    ea, eb = entity_pairs(E, a_ids, b_ids, params.entity_max_df)
+    cand_a.append(ea)
+    cand_b.append(eb)
+    a = np.concatenate(cand_a) if cand_a else np.zeros(0, np.int64)
+    b = np.concatenate(cand_b) if cand_b else np.zeros(0, np.int64)
+    a, b = canonical_pairs(a, b, same, n)
+    if not same:  # keep orientation (A side first) after dedup
+        swap = modality[a] != ma
+        a, b = np.where(swap, b, a), np.where(swap, a, b)
+    ok = source[a] != source[b]  # chunks of one source are linked structurally instead
+    a, b = a[ok], b[ok]
+    t1 = time.perf_counter()
+    values = np.zeros((len(a), len(signals)), np.float32)
+    for k, sig in enumerate(signals):
+        if sig.kind == "vector":
+            values[:, k] = pair_cosine(vectors[sig.field_a], vectors[sig.field_b], a, b)
+        else:
+            values[:, k] = pair_jaccard(E, a, b)
+    thr = thresholds_for(values, params.percentile)
+    keep = select(values, thr, params.logic)
+    t2 = time.perf_counter()
+    log.info("%s-%s: %d candidates, %d kept", ma, mb, len(a), int(keep.sum()))
+    return PairResult(pair, [s.name for s in signals], a, b, values, thr, keep, {"candidates": t1 - t0, "signals": t2 - t1})
+
+
+def pair_edges(result: PairResult, ids: list[str], E: sp.csr_matrix, entity_names: list[str], extra=None) -> list[Edge]:
+    """Turn kept pairs into edges; type = the passing signal with the largest standardised margin."""
+    if not result.keep.any():
+        return []
+    vals = result.values[result.keep]
+    std = result.values.std(axis=0) + 1e-6
+    margin = (vals - result.thresholds[None, :]) / std[None, :]
+    margin[vals <= result.thresholds[None, :]] = -np.inf
+    best = margin.argmax(axis=1)
+    edges = []
+    for row, (i, j) in enumerate(zip(result.a[result.keep], result.b[result.keep])):
+        shared_cols = np.intersect1d(E[i].indices, E[j].indices)
+        passed = [result.signals[k] for k in range(len(result.signals)) if vals[row, k] > result.thresholds[k]]
+        meta = {
+            "signals": {s: round(float(vals[row, k]), 4) for k, s in enumerate(result.signals)},
+            "passed": passed,
+            "shared_entities": [entity_names[c] for c in shared_cols[:10]],
+            "confidence": round(float(margin[row, best[row]]), 3),
+        }
+        if extra is not None:
+            meta.update(extra(int(i), int(j), meta))
+        edges.append(Edge(ids[i], ids[j], edge_type(result.signals[best[row]]), float(vals[row, best[row]]), meta))
+    return edges
+
+
+# ---- structural -----------------------------------------------------------------------------------
+
+def structural_edges(ids: list[str], sources: list[str], positions: list[int], max_same_source: int = 20) -> list[Edge]:
+    """NEXT_CHUNK between consecutive chunks; SAME_SOURCE between all chunks of a source (a star on
+    its first chunk when a source has more than max_same_source chunks, to stay linear)."""
+    by_source: dict[str, list[tuple[int, str]]] = {}
+    for nid, src, pos in zip(ids, sources, positions):
+        by_source.setdefault(src, []).append((pos, nid))
+    edges = []
+    for src, items in by_source.items():
+        items.sort()
+        chunk_ids = [nid for _, nid in items]
+        for x, y in zip(chunk_ids, chunk_ids[1:]):
+            edges.append(Edge(x, y, NEXT_CHUNK, 1.0, {"source_id": src}))
+        if len(chunk_ids) <= max_same_source:
+            pairs = [(chunk_ids[i], chunk_ids[j]) for i in range(len(chunk_ids)) for j in range(i + 1, len(chunk_ids))]
+        else:
+            pairs = [(chunk_ids[0], other) for other in chunk_ids[1:]]
+        edges.extend(Edge(x, y, SAME_SOURCE, 1.0, {"source_id": src}) for x, y in pairs)
+    return edges

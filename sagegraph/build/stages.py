@@ -1,0 +1,335 @@
+"""The build stages as plain functions over files: each reads its inputs from disk, writes its
+outputs atomically, and returns a small summary. Finished outputs are reused, so a rerun after a
+crash resumes at the first unfinished piece and never repeats an LLM call (the reply cache) or an
+encode (the embedding cache).
+
+Prefect tasks in `tasks/` call these; tests call them directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from sagegraph.build import edges as E
+from sagegraph.build.artifacts import Layout, read_json, save_npz, write_json
+from sagegraph.build.entities import normalise
+from sagegraph.build.fields import FIELDS, entity_set, field_texts
+from sagegraph.build.metadata import estimate_llm_tokens, extract_metadata
+from sagegraph.build.nodes import document_nodes, kb_nodes, table_nodes
+from sagegraph.config import BuildConfig
+from sagegraph.corpus import load_corpus
+from sagegraph.corpus.records import Document, KBObject, KBRelation, Table
+from sagegraph.embed import Encoder, make_encoder
+from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
+
+log = logging.getLogger("sagegraph.build")
+_ENCODERS: dict[tuple, Encoder] = {}
+
+
+def get_encoder(cfg: BuildConfig) -> Encoder:
+    """One encoder per process (and per Dask worker): the model loads once, not once per batch."""
+    layout = Layout.of(cfg)
+    key = (cfg.embedding.model, cfg.embedding.device, str(layout.cache))
+    if key not in _ENCODERS:
+        threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        cache = layout.cache / "embeddings.sqlite" if cfg.embedding.cache else None
+        _ENCODERS[key] = make_encoder(cfg.embedding.model, cfg.embedding.device, cfg.embedding.batch_size, cache)
+    return _ENCODERS[key]
+
+
+def _encode_seconds(enc: Encoder) -> float:
+    return float(getattr(enc, "encode_seconds", 0.0))
+
+
+def _batch_name(i: int) -> str:
+    return f"batch-{i:05d}"
+
+
+# ---- 1. ingest --------------------------------------------------------------------------------
+
+def ingest(cfg: BuildConfig) -> dict[str, Any]:
+    """Load and validate the corpus, then split it into source batches for the fan-out."""
+    d = Layout.of(cfg).stage_dir("sources")
+    manifest = d / "manifest.json"
+    if manifest.exists():
+        return {**read_json(manifest), "resumed": True}
+    t0 = time.perf_counter()
+    corpus = load_corpus(cfg.corpus, cfg.max_sources)
+    if len(corpus) == 0:
+        raise ValueError(f"corpus {cfg.corpus.kind} at {cfg.corpus.path} has no usable sources")
+    items: list[tuple[str, Any]] = [("tables", t) for t in corpus.tables] + [("documents", x) for x in corpus.documents] + [("kb_nodes", k) for k in corpus.kb_nodes]
+    # At least two batches per worker so the fan-out keeps every worker busy on small inputs too.
+    size = max(1, min(cfg.runner.batch_size, -(-len(items) // (2 * cfg.runner.n_workers))))
+    batches = []
+    for b, start in enumerate(range(0, len(items), size)):
+        payload: dict[str, list] = {"tables": [], "documents": [], "kb_nodes": []}
+        for kind, rec in items[start : start + size]:
+            payload[kind].append(dataclasses.asdict(rec))
+        batches.append(str(write_json(d / f"{_batch_name(b)}.json", payload)))
+    write_json(d / "kb_edges.json", [dataclasses.asdict(e) for e in corpus.kb_edges])
+    summary = {
+        "batches": batches,
+        "kb_edges": str(d / "kb_edges.json"),
+        "counts": {"tables": len(corpus.tables), "documents": len(corpus.documents), "kb_nodes": len(corpus.kb_nodes), "kb_edges": len(corpus.kb_edges)},
+        "skipped_records": corpus.skipped,
+        "seconds": time.perf_counter() - t0,
+    }
+    write_json(manifest, summary)
+    return {**summary, "resumed": False}
+
+
+def _load_batch(path: Path) -> tuple[list[Table], list[Document], list[KBObject]]:
+    raw = read_json(Path(path))
+    return [Table(**t) for t in raw["tables"]], [Document(**x) for x in raw["documents"]], [KBObject(**k) for k in raw["kb_nodes"]]
+
+
+# ---- 2. chunk ---------------------------------------------------------------------------------
+
+def chunk_batch(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
+    out = Layout.of(cfg).stage_dir("chunks") / (Path(batch_path).stem + ".parquet")
+    if out.exists():
+        return {"path": str(out), "resumed": True, "seconds": 0.0, "encode_seconds": 0.0}
+    t0 = time.perf_counter()
+    tables, docs, kb = _load_batch(Path(batch_path))
+    enc = get_encoder(cfg)
+    e0 = _encode_seconds(enc)
+    nodes = table_nodes(tables, cfg.tables.rows_per_segment, cfg.tables.link_entities)
+    nodes += document_nodes(docs, enc.encode, cfg.chunking)
+    nodes += kb_nodes(kb)
+    write_parquet(nodes_to_table(nodes), out)
+    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0}
+
+
+# ---- 3. metadata ------------------------------------------------------------------------------
+
+def llm_client(cfg: BuildConfig):
+    from sagegraph.llm import LLMClient
+
+    cache = cfg.llm.cache_dir or Layout.of(cfg).cache
+    return LLMClient(cfg.llm, Path(cache) / "llm.sqlite")
+
+
+def estimate_metadata_cost(cfg: BuildConfig, chunk_paths: list[str]) -> dict[str, Any]:
+    """What an LLM metadata run would cost before it starts (cached replies are free and counted)."""
+    nodes = [n for p in chunk_paths for n in read_nodes(Path(p))]
+    prompt, completion = estimate_llm_tokens(nodes)
+    cost = (prompt * cfg.llm.price_input_per_mtok + completion * cfg.llm.price_output_per_mtok) / 1e6
+    return {"calls": len(nodes), "prompt_tokens": prompt, "completion_tokens": completion, "estimated_usd": round(cost, 4), "model": cfg.llm.model}
+
+
+def metadata_batch(cfg: BuildConfig, chunks_path: str) -> dict[str, Any]:
+    layout = Layout.of(cfg)
+    out = layout.stage_dir("metadata") / Path(chunks_path).name
+    usage_path = out.with_suffix(".usage.json")
+    if out.exists():
+        usage = read_json(usage_path) if usage_path.exists() else {}
+        return {"path": str(out), "resumed": True, "seconds": 0.0, "llm": usage}
+    t0 = time.perf_counter()
+    nodes = read_nodes(Path(chunks_path))
+    client = llm_client(cfg) if cfg.metadata.mode == "llm" else None
+    metas, fallbacks = extract_metadata(nodes, cfg.metadata.mode, client, cfg.metadata.llm_fallback, cfg.llm.concurrency)
+    for n, m in zip(nodes, metas):
+        keep = {k: n.metadata[k] for k in ("header", "rows", "row_start", "row_end", "section_title", "page_title", "fields") if k in n.metadata}
+        n.metadata = {**m, **keep}
+    usage = {**(client.usage.as_dict() if client else {}), "fallbacks": fallbacks}
+    write_json(usage_path, usage)
+    write_parquet(nodes_to_table(nodes), out)
+    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "llm": usage}
+
+
+# ---- 4. embed ---------------------------------------------------------------------------------
+
+def embed_batch(cfg: BuildConfig, metadata_path: str) -> dict[str, Any]:
+    out = Layout.of(cfg).stage_dir("vectors") / (Path(metadata_path).stem + ".npz")
+    if out.exists():
+        return {"path": str(out), "resumed": True, "seconds": 0.0, "encode_seconds": 0.0}
+    t0 = time.perf_counter()
+    nodes = read_nodes(Path(metadata_path))
+    enc = get_encoder(cfg)
+    e0 = _encode_seconds(enc)
+    texts = [field_texts(n) for n in nodes]
+    # One encode call over all fields: duplicates (a title shared by a table's segments) hit the cache.
+    flat = [t[f] for t in texts for f in FIELDS]
+    vecs = enc.encode(flat) if flat else np.zeros((0, 384), np.float32)
+    arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
+    save_npz(out, **arrays)
+    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0}
+
+
+# ---- 5. assemble ------------------------------------------------------------------------------
+
+def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str]) -> dict[str, Any]:
+    """Concatenate batches into graph/nodes.parquet and graph/vectors/<field>.npy (row-aligned)."""
+    layout = Layout.of(cfg)
+    g = layout.graph
+    marker = g / "nodes.fingerprint"
+    if marker.exists() and marker.read_text() == layout.cfg_fp["vectors"] and (g / "nodes.parquet").exists():
+        return {"path": str(g), "resumed": True, "seconds": 0.0}
+    t0 = time.perf_counter()
+    tables = [pq.read_table(p) for p in sorted(metadata_paths)]
+    import pyarrow as pa
+
+    nodes_tbl = pa.concat_tables(tables)
+    seen, keep = set(), []
+    for i, nid in enumerate(nodes_tbl.column("id").to_pylist()):
+        if nid not in seen:  # identical chunks (same source, same text) collapse: ids are content hashes
+            seen.add(nid)
+            keep.append(i)
+    nodes_tbl = nodes_tbl.take(keep)
+    write_parquet(nodes_tbl, g / "nodes.parquet")
+    (g / "vectors").mkdir(parents=True, exist_ok=True)
+    loaded = [np.load(p) for p in sorted(vector_paths)]
+    for f in FIELDS:
+        arr = np.concatenate([x[f] for x in loaded])[keep].astype(np.float32)
+        tmp = g / "vectors" / f"{f}.tmp.npy"
+        np.save(tmp, arr)
+        os.replace(tmp, g / "vectors" / f"{f}.npy")
+    marker.write_text(layout.cfg_fp["vectors"])
+    return {"path": str(g), "nodes": len(keep), "resumed": False, "seconds": time.perf_counter() - t0}
+
+
+def load_graph_inputs(graph_dir: Path) -> tuple[list[Node], dict[str, np.ndarray]]:
+    nodes = read_nodes(graph_dir / "nodes.parquet")
+    vectors = {f: np.load(graph_dir / "vectors" / f"{f}.npy", mmap_mode="r") for f in FIELDS}
+    return nodes, vectors
+
+
+# ---- 6. edges ---------------------------------------------------------------------------------
+
+def edge_params(cfg: BuildConfig) -> E.EdgeParams:
+    c = cfg.edges
+    return E.EdgeParams(c.percentile, c.logic, c.top_m, c.entity_max_df, c.ann, c.hnsw_m, c.flat_below)
+
+
+def present_pairs(modalities: set[str]) -> list[tuple[str, str]]:
+    return [p for p in E.PAIR_SIGNALS if p[0] in modalities and p[1] in modalities]
+
+
+def _edge_extra(nodes: list[Node], pair: tuple[str, str]):
+    """Edge metadata beyond the signals: joinable columns (table-table), row references (doc-table)."""
+    if pair == (TABLE_CHUNK, TABLE_CHUNK):
+        def joinable(i: int, j: int, meta: dict) -> dict:
+            hi = {normalise(h): h for h in nodes[i].metadata.get("header", [])}
+            hj = {normalise(h) for h in nodes[j].metadata.get("header", [])}
+            return {"joinable_columns": sorted(hi[k] for k in hi.keys() & hj if k)}
+        return joinable
+    if pair == (DOC_CHUNK, TABLE_CHUNK):
+        def rows(i: int, j: int, meta: dict) -> dict:
+            keys = {normalise(nodes[i].title), *meta["shared_entities"]} - {""}
+            tmeta = nodes[j].metadata
+            hits = [tmeta.get("row_start", 0) + r for r, row in enumerate(tmeta.get("rows", [])) if any(normalise(c) in keys for c in row)]
+            return {"rows": hits[:10]}
+        return rows
+    return None
+
+
+def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str]) -> dict[str, Any]:
+    layout = Layout.of(cfg)
+    d = layout.stage_dir("edges")
+    name = f"pair-{pair[0]}-{pair[1]}"
+    out, stats_path = d / f"{name}.parquet", d / f"{name}.npz"
+    if out.exists() and stats_path.exists():
+        return {"path": str(out), "stats": str(stats_path), "resumed": True, "seconds": 0.0}
+    t0 = time.perf_counter()
+    nodes, vectors = load_graph_inputs(layout.graph)
+    ids = [n.id for n in nodes]
+    modality = np.array([n.modality for n in nodes])
+    source = np.array([n.source_id for n in nodes])
+    Emat, names = E.entity_matrix([entity_set(n) for n in nodes])
+    vec = {f: np.asarray(v) for f, v in vectors.items()}
+    res = E.similarity_pair(pair, modality, source, vec, Emat, edge_params(cfg))
+    edges = E.pair_edges(res, ids, Emat, names, _edge_extra(nodes, pair))
+    write_parquet(edges_to_table(edges), out)
+    save_npz(stats_path, values=res.values, thresholds=res.thresholds, keep=res.keep, signals=np.array(res.signals))
+    return {"path": str(out), "stats": str(stats_path), "pair": list(pair), "candidates": res.n_candidates, "edges": len(edges), "resumed": False, "seconds": time.perf_counter() - t0, "phase_seconds": res.seconds}
+
+
+def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str) -> dict[str, Any]:
+    """Similarity edges + structural edges + native KB edges -> graph/edges.parquet."""
+    import pyarrow as pa
+
+    layout = Layout.of(cfg)
+    t0 = time.perf_counter()
+    nodes = read_nodes(layout.graph / "nodes.parquet")
+    chunked = [n for n in nodes if n.modality != "entity"]
+    structural = E.structural_edges([n.id for n in chunked], [n.source_id for n in chunked], [n.position for n in chunked])
+    by_source = {n.source_id: n.id for n in nodes if n.modality == "entity"}
+    native = [Edge(by_source[r["src"]], by_source[r["dst"]], r["type"], 1.0, {}) for r in read_json(Path(kb_edges_path)) if r["src"] in by_source and r["dst"] in by_source]
+    parts = [pq.read_table(p) for p in pair_paths] + [edges_to_table(structural + native)]
+    table = pa.concat_tables(parts)
+    write_parquet(table, layout.graph / "edges.parquet")
+    manifest = {
+        "nodes": len(nodes),
+        "edges": table.num_rows,
+        "embedding_model": cfg.embedding.model,
+        "dim": int(np.load(layout.graph / "vectors" / "content.npy", mmap_mode="r").shape[1]),
+        "fingerprint": layout.cfg_fp["edges"],
+        "config": cfg.model_dump(mode="json"),
+    }
+    write_json(layout.graph / "manifest.json", manifest)
+    return {"path": str(layout.graph / "edges.parquet"), "edges": table.num_rows, "seconds": time.perf_counter() - t0}
+
+
+# ---- 7. store ---------------------------------------------------------------------------------
+
+def load_store(cfg: BuildConfig) -> dict[str, Any]:
+    """MERGE the graph into the configured store; a repeated load of the same graph is skipped."""
+    from sagegraph.model import read_edges
+    from sagegraph.store import open_store
+
+    if cfg.store.backend == "none":
+        return {"backend": "none", "seconds": 0.0}
+    layout = Layout.of(cfg)
+    path = cfg.store.path or layout.out / "store"
+    marker = Path(path) / f"loaded-{cfg.store.graph}.json" if cfg.store.backend == "falkordb" else layout.out / f"loaded-neo4j-{cfg.store.graph}.json"
+    fp = layout.cfg_fp["edges"]
+    previous = read_json(marker).get("fingerprint") if marker.exists() else None
+    if previous == fp:
+        return {**read_json(marker), "resumed": True, "seconds": 0.0}
+    t0 = time.perf_counter()
+    nodes = read_nodes(layout.graph / "nodes.parquet")
+    vectors = np.load(layout.graph / "vectors" / "content.npy")
+    edges = read_edges(layout.graph / "edges.parquet")
+    with open_store(cfg.store.backend, Path(path), cfg.store.graph) as store:
+        if previous is not None:  # a different graph was loaded before: replace it, do not mix
+            store.clear()
+        store.ensure_indexes(vectors.shape[1])
+        store.load_nodes(nodes, vectors, cfg.store.batch_size)
+        store.load_edges(edges, cfg.store.batch_size)
+        counts = {"nodes": store.count_nodes(), "edges": store.count_edges()}
+    summary = {"backend": cfg.store.backend, "path": str(path), "graph": cfg.store.graph, "fingerprint": fp, **counts, "seconds": time.perf_counter() - t0}
+    write_json(marker, summary)
+    return {**summary, "resumed": False}
+
+
+__all__ = [
+    "ingest", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
+    "load_store", "graph_stats", "present_pairs", "estimate_metadata_cost", "content_id",
+]
+
+
+# ---- 8. statistics ----------------------------------------------------------------------------
+
+def graph_stats(cfg: BuildConfig, pair_stats: list[str]) -> dict[str, Any]:
+    from sagegraph.build.stats import compute_stats, plot_stats
+
+    layout = Layout.of(cfg)
+    t0 = time.perf_counter()
+    named = {Path(p).stem.removeprefix("pair-"): Path(p) for p in pair_stats}
+    stats = compute_stats(layout.graph, named)
+    plots = plot_stats(stats, named, layout.stats)
+    stats["plots"] = [str(p) for p in plots]
+    write_json(layout.stats / "graph_stats.json", stats)
+    return {"path": str(layout.stats / "graph_stats.json"), "plots": stats["plots"], "seconds": time.perf_counter() - t0, "summary": {k: stats[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")}}

@@ -1,0 +1,190 @@
+"""Pydantic configs, one per stage, with documented defaults; YAML files validate into BuildConfig.
+
+Relative paths in a config file resolve against the file's own directory's parent project root
+(the directory holding `conf/`), so `conf/ottqa.yaml` works from any working directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sagegraph.errors import ConfigError
+
+SHARED_OTTQA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ottqa-dev"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CorpusConfig(_Strict):
+    kind: Literal["ottqa", "generic", "kb"] = "ottqa"
+    path: Path | None = Field(None, description="OTT-QA dir or KB dir; defaults to ../shared/data/ottqa-dev when it exists")
+    documents: Path | None = Field(None, description="generic: JSONL documents {id, text, title?}")
+    tables: Path | None = Field(None, description="generic: a dir of CSV files or a JSONL of {id, title, header, rows}")
+    questions: Path | None = None
+    on_error: Literal["raise", "skip"] = "raise"
+
+    def resolved_path(self) -> Path:
+        if self.path is not None:
+            return self.path
+        if self.kind == "ottqa" and SHARED_OTTQA.exists():
+            return SHARED_OTTQA
+        raise ConfigError(
+            "corpus.path: not set and ../shared/data/ottqa-dev is absent; run `sagegraph data fetch ottqa DIR` and set corpus.path to DIR"
+        )
+
+
+class ChunkingConfig(_Strict):
+    percentile: float = Field(20.0, ge=0, le=100, description="cut where window similarity <= this percentile (SAGE: 20)")
+    scope: Literal["document", "corpus"] = Field("document", description="percentile over each document's similarities or the whole batch's")
+    min_chunk_chars: int = Field(200, ge=0, description="pieces shorter than this merge into their neighbour")
+    max_chunk_chars: int = Field(2000, ge=100, description="longer pieces are cut at their weakest boundary")
+
+
+class TableConfig(_Strict):
+    rows_per_segment: int = Field(8, ge=5, le=10, description="SAGE keeps 5-10 rows per segment")
+    link_entities: bool = Field(False, description="ablation only: use cell hyperlinks as table entities")
+
+
+class LLMConfig(_Strict):
+    base_url: str | None = Field(None, description="any OpenAI-compatible endpoint; None = the openai default")
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    timeout_s: float = 60.0
+    max_retries: int = 6
+    concurrency: int = Field(4, ge=1)
+    cache_dir: Path | None = Field(None, description="defaults to <out>/cache/llm")
+    price_input_per_mtok: float = Field(0.15, description="USD per 1M prompt tokens (gpt-4o-mini list price)")
+    price_output_per_mtok: float = Field(0.60, description="USD per 1M completion tokens")
+
+
+class MetadataConfig(_Strict):
+    mode: Literal["heuristic", "llm"] = "heuristic"
+    llm_fallback: bool = Field(True, description="use the heuristic extractor when an LLM reply cannot be parsed")
+
+
+class EmbeddingConfig(_Strict):
+    model: str = "all-MiniLM-L6-v2"
+    batch_size: int = Field(128, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    cache: bool = True
+
+
+class EdgeConfig(_Strict):
+    percentile: float = Field(95.0, ge=0, lt=100, description="keep a similarity edge above this percentile of its signal")
+    logic: Literal["or", "and"] = "or"
+    top_m: int = Field(20, ge=1, description="ANN candidates per node and signal")
+    entity_max_df: int = Field(50, ge=2, description="entities on more nodes than this are too generic to propose pairs")
+    ann: Literal["auto", "flat", "hnsw"] = "auto"
+    hnsw_m: int = 32
+    flat_below: int = Field(5000, description="auto: exact search below this many nodes")
+
+
+class StoreConfig(_Strict):
+    backend: Literal["falkordb", "neo4j", "none"] = "falkordb"
+    graph: str = "sagegraph"
+    path: Path | None = Field(None, description="falkordb: data dir; defaults to <out>/store")
+    batch_size: int = 1000
+
+
+class RunnerConfig(_Strict):
+    dask_address: str | None = Field(None, description="an existing Dask scheduler; None starts a LocalCluster")
+    n_workers: int = Field(2, ge=1)
+    threads_per_worker: int = Field(1, ge=1)
+    batch_size: int = Field(1000, ge=1, description="sources per fanned-out batch")
+
+
+class BuildConfig(_Strict):
+    name: str = "sagegraph"
+    out: Path = Path("work/graph")
+    corpus: CorpusConfig = CorpusConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    tables: TableConfig = TableConfig()
+    metadata: MetadataConfig = MetadataConfig()
+    llm: LLMConfig = LLMConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    edges: EdgeConfig = EdgeConfig()
+    store: StoreConfig = StoreConfig()
+    runner: RunnerConfig = RunnerConfig()
+    max_sources: int | None = Field(None, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.replace("-", "").replace("_", "").isalnum():
+            raise ValueError("use letters, digits, '-' and '_' only")
+        return v
+
+    @model_validator(mode="after")
+    def _generic_inputs(self) -> "BuildConfig":
+        if self.corpus.kind == "generic" and not (self.corpus.documents or self.corpus.tables):
+            raise ValueError("corpus.kind 'generic' needs corpus.documents and/or corpus.tables")
+        return self
+
+    def stage_fingerprint(self, *sections: str) -> str:
+        """A hash of the config sections a stage depends on: change them and that stage reruns."""
+        payload = {s: json.loads(getattr(self, s).model_dump_json()) if hasattr(getattr(self, s), "model_dump_json") else getattr(self, s) for s in sections}
+        return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _format_errors(path: Path, exc: ValidationError) -> str:
+    lines = [f"{path}: invalid config ({exc.error_count()} problem{'s' if exc.error_count() > 1 else ''})"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"  {loc}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _resolve(base: Path, value: Path | None) -> Path | None:
+    if value is None:
+        return None
+    value = Path(os.path.expandvars(str(value))).expanduser()
+    return value if value.is_absolute() else (base / value).resolve()
+
+
+def load_config(path: str | Path, **overrides) -> BuildConfig:
+    """Read a YAML build config; relative paths resolve against the project dir holding `conf/`."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        cfg = BuildConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(path, exc)) from None
+    base = path.resolve().parent
+    if base.name == "conf":
+        base = base.parent
+    cfg.out = _resolve(base, cfg.out)
+    for key in ("path", "documents", "tables", "questions"):
+        setattr(cfg.corpus, key, _resolve(base, getattr(cfg.corpus, key)))
+    cfg.store.path = _resolve(base, cfg.store.path)
+    cfg.llm.cache_dir = _resolve(base, cfg.llm.cache_dir)
+    return apply_overrides(cfg, **overrides)
+
+
+def apply_overrides(cfg: BuildConfig, *, out: Path | None = None, max_sources: int | None = None, metadata: str | None = None) -> BuildConfig:
+    if out is not None:
+        cfg.out = Path(out).resolve()
+    if max_sources is not None:
+        cfg.max_sources = max_sources
+    if metadata is not None:
+        cfg.metadata.mode = metadata  # type: ignore[assignment]
+    return cfg

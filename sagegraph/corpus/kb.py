@@ -1,0 +1,50 @@
+"""A semi-structured knowledge base in the STaRK SKB spirit: typed nodes with text fields, typed edges.
+
+Layout: `nodes.jsonl` with {"id", "type", "fields": {name: text, ...}} (or the fields inline) and
+`edges.jsonl` with {"src", "dst", "type"}.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sagegraph.corpus.jsonl import ErrorPolicy, require
+from sagegraph.corpus.ottqa import load_records
+from sagegraph.corpus.records import KBObject, KBRelation
+from sagegraph.errors import InputError
+
+RESERVED = {"id", "type", "fields"}
+
+
+def parse_kb_node(obj: dict[str, Any], path: Path, lineno: int) -> KBObject:
+    raw = obj.get("fields")
+    if raw is None:
+        raw = {k: v for k, v in obj.items() if k not in RESERVED}
+    if not isinstance(raw, dict):
+        raise InputError(path, lineno, "fields", "expected an object of text fields")
+    fields = {str(k): v if isinstance(v, str) else str(v) for k, v in raw.items() if v not in (None, "", [], {})}
+    if not fields:
+        raise InputError(path, lineno, "fields", "no non-empty text field")
+    return KBObject(id=str(require(obj, "id", (str, int), path, lineno)), type=require(obj, "type", str, path, lineno), fields=fields)
+
+
+def parse_kb_edge(obj: dict[str, Any], path: Path, lineno: int) -> KBRelation:
+    return KBRelation(
+        src=str(require(obj, "src", (str, int), path, lineno)),
+        dst=str(require(obj, "dst", (str, int), path, lineno)),
+        type=require(obj, "type", str, path, lineno),
+    )
+
+
+def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], list[KBRelation]]:
+    nodes = load_records(root / "nodes.jsonl", parse_kb_node, policy)
+    known = {n.id for n in nodes}
+    edges_path = root / "edges.jsonl"
+    edges = load_records(edges_path, parse_kb_edge, policy) if edges_path.exists() else []
+    for i, e in enumerate(edges):
+        if e.src not in known or e.dst not in known:
+            missing = e.src if e.src not in known else e.dst
+            policy.handle(InputError(edges_path, None, "src" if e.src == missing else "dst", f"edge {i} names unknown node {missing!r}"))
+    edges = [e for e in edges if e.src in known and e.dst in known]
+    return nodes, edges

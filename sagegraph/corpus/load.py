@@ -1,0 +1,38 @@
+"""One entry point from a corpus config to a Corpus of typed records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sagegraph.config import CorpusConfig
+from sagegraph.corpus.generic import load_generic
+from sagegraph.corpus.jsonl import ErrorPolicy
+from sagegraph.corpus.kb import load_kb
+from sagegraph.corpus.ottqa import QUESTIONS, load_ottqa
+from sagegraph.corpus.ottqa import load_questions as _load_questions
+from sagegraph.corpus.records import Corpus, Question
+
+
+def load_corpus(cfg: CorpusConfig, max_sources: int | None = None) -> Corpus:
+    policy = ErrorPolicy(cfg.on_error)
+    corpus = Corpus()
+    if cfg.kind == "ottqa":
+        corpus.tables, corpus.documents = load_ottqa(cfg.resolved_path(), policy, max_sources)
+    elif cfg.kind == "generic":
+        corpus.tables, corpus.documents = load_generic(cfg.documents, cfg.tables, policy)
+    else:
+        corpus.kb_nodes, corpus.kb_edges = load_kb(cfg.resolved_path(), policy)
+        if max_sources is not None:
+            corpus.kb_nodes = corpus.kb_nodes[:max_sources]
+            keep = {n.id for n in corpus.kb_nodes}
+            corpus.kb_edges = [e for e in corpus.kb_edges if e.src in keep and e.dst in keep]
+    if cfg.kind == "generic" and max_sources is not None:
+        corpus.tables = corpus.tables[:max_sources]
+        corpus.documents = corpus.documents[: max(0, max_sources - len(corpus.tables))]
+    corpus.skipped = dict(policy.skipped)
+    return corpus
+
+
+def load_questions(cfg: CorpusConfig) -> list[Question]:
+    path: Path = cfg.questions or cfg.resolved_path() / QUESTIONS
+    return _load_questions(path, ErrorPolicy(cfg.on_error))

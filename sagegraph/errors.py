@@ -1,0 +1,38 @@
+"""Errors that name what the user must fix: the file, the line, the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SageGraphError(Exception):
+    """Base class so callers (CLI, flows) can print a clean message instead of a traceback."""
+
+
+class InputError(SageGraphError):
+    """Bad input data; carries its location so the message points at the offending line."""
+
+    def __init__(self, path: str | Path, line: int | None, field: str | None, message: str):
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.reason = message
+        where = self.path + (f":{line}" if line is not None else "")
+        what = f" field '{field}':" if field else ""
+        super().__init__(f"{where}:{what} {message}")
+
+
+class ConfigError(SageGraphError):
+    """A config file that does not validate; the message lists every bad field."""
+
+
+class ReadOnlyViolation(SageGraphError):
+    """A query sent through the read-only path contained a write clause."""
+
+
+class StoreError(SageGraphError):
+    """The graph store could not be reached or refused an operation."""
+
+
+class LLMError(SageGraphError):
+    """An LLM call failed after its retries, or returned something unusable."""

@@ -1,0 +1,124 @@
+"""Node and edge records, content-hash ids and their Parquet layout.
+
+Ids are content hashes so that rebuilding the same corpus yields the same ids and reloading the
+graph store is idempotent (MERGE by id never duplicates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DOC_CHUNK = "doc_chunk"
+TABLE_CHUNK = "table_chunk"
+ENTITY = "entity"
+MODALITIES = (DOC_CHUNK, TABLE_CHUNK, ENTITY)
+
+SAME_SOURCE = "SAME_SOURCE"
+NEXT_CHUNK = "NEXT_CHUNK"
+STRUCTURAL_EDGE_TYPES = (SAME_SOURCE, NEXT_CHUNK)
+SIMILAR_PREFIX = "SIMILAR_"
+
+
+def content_id(*parts: str, prefix: str = "") -> str:
+    """A stable 16-hex id of the given parts; the prefix keeps modalities readable in dumps."""
+    h = hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+    return f"{prefix}{h}"
+
+
+def node_id(modality: str, source_id: str, text: str) -> str:
+    return content_id(modality, source_id, text, prefix={"doc_chunk": "d", "table_chunk": "t"}.get(modality, "e"))
+
+
+@dataclass(slots=True)
+class Node:
+    id: str
+    modality: str
+    type: str
+    text: str
+    source_id: str
+    title: str = ""
+    position: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Edge:
+    src: str
+    dst: str
+    type: str
+    weight: float = 1.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+NODE_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("modality", pa.string()),
+        ("type", pa.string()),
+        ("text", pa.string()),
+        ("source_id", pa.string()),
+        ("title", pa.string()),
+        ("position", pa.int32()),
+        ("metadata", pa.string()),  # JSON: title/topic/entities/... (METHODS §1)
+    ]
+)
+
+EDGE_SCHEMA = pa.schema(
+    [
+        ("src", pa.string()),
+        ("dst", pa.string()),
+        ("type", pa.string()),
+        ("weight", pa.float32()),
+        ("metadata", pa.string()),  # JSON: signal scores, shared entities, joinable columns, rows
+    ]
+)
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True)
+
+
+def nodes_to_table(nodes: Iterable[Node]) -> pa.Table:
+    rows = [asdict(n) for n in nodes]
+    for r in rows:
+        r["metadata"] = _dumps(r["metadata"])
+    return pa.Table.from_pylist(rows, schema=NODE_SCHEMA)
+
+
+def edges_to_table(edges: Iterable[Edge]) -> pa.Table:
+    rows = [asdict(e) for e in edges]
+    for r in rows:
+        r["metadata"] = _dumps(r["metadata"])
+    return pa.Table.from_pylist(rows, schema=EDGE_SCHEMA)
+
+
+def table_to_nodes(table: pa.Table) -> list[Node]:
+    return [Node(**{**r, "metadata": json.loads(r["metadata"] or "{}")}) for r in table.to_pylist()]
+
+
+def table_to_edges(table: pa.Table) -> list[Edge]:
+    return [Edge(**{**r, "metadata": json.loads(r["metadata"] or "{}")}) for r in table.to_pylist()]
+
+
+def write_parquet(table: pa.Table, path: Path) -> Path:
+    """Write atomically: a crash mid-write must never leave a half file that resume would trust."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    return path
+
+
+def read_nodes(path: Path) -> list[Node]:
+    return table_to_nodes(pq.read_table(path))
+
+
+def read_edges(path: Path) -> list[Edge]:
+    return table_to_edges(pq.read_table(path))

@@ -1,0 +1,204 @@
+"""The store interface. Shared Cypher lives here in the dialect both engines accept (UNWIND/MERGE,
+plain labels, no APOC); what differs (indexes, vector search, vector literals, read-only execution,
+introspection) is isolated in each backend."""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node
+from sagegraph.store.readonly import assert_read_only
+
+NODE_LABEL = "Node"
+MODALITY_LABELS = {DOC_CHUNK: "DocChunk", TABLE_CHUNK: "TableChunk", ENTITY: "Entity"}
+_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def safe_label(name: str) -> str:
+    """Labels and relationship types cannot be parameters in Cypher, so they are whitelisted text."""
+    cleaned = "".join(c if c in _SAFE else "_" for c in name)
+    if not cleaned or cleaned[0].isdigit():
+        cleaned = "T_" + cleaned
+    return cleaned
+
+
+@dataclass
+class GraphSchema:
+    """What an LLM planner needs to write valid Cypher: labels, relationship types, property keys,
+    the (label)-[type]->(label) patterns that occur, and counts."""
+
+    labels: list[str] = field(default_factory=list)
+    relationship_types: list[str] = field(default_factory=list)
+    property_keys: list[str] = field(default_factory=list)
+    patterns: list[tuple[str, str, str]] = field(default_factory=list)
+    node_count: int = 0
+    edge_count: int = 0
+
+    def as_text(self) -> str:
+        lines = [f"Node labels: {', '.join(self.labels)}", f"Relationship types: {', '.join(self.relationship_types)}", f"Property keys: {', '.join(self.property_keys)}"]
+        lines += [f"(:{a})-[:{r}]->(:{b})" for a, r, b in self.patterns]
+        return "\n".join(lines)
+
+
+def node_row(node: Node, embedding: np.ndarray | None) -> dict[str, Any]:
+    """Store properties must be primitives or lists of them, so metadata travels as JSON text."""
+    meta = node.metadata
+    row = {
+        "id": node.id,
+        "props": {
+            "modality": node.modality,
+            "type": node.type,
+            "text": node.text,
+            "source_id": node.source_id,
+            "title": node.title,
+            "position": node.position,
+            "topic": meta.get("topic") or meta.get("table_description") or "",
+            "entities": sorted(meta.get("entities", {}))[:50],
+            "metadata": json.dumps(meta, ensure_ascii=False),
+        },
+    }
+    if embedding is not None:
+        row["embedding"] = [float(x) for x in embedding]
+    return row
+
+
+def edge_row(edge: Edge) -> dict[str, Any]:
+    return {"src": edge.src, "dst": edge.dst, "props": {"weight": float(edge.weight), "metadata": json.dumps(edge.metadata, ensure_ascii=False)}}
+
+
+def batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    buf = []
+    for r in rows:
+        buf.append(r)
+        if len(buf) >= size:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
+
+
+def edge_patterns(store: "GraphStore", labels: list[str]) -> list[tuple[str, str, str]]:
+    """Distinct (label)-[type]->(label) patterns, sampled: the schema lines an LLM prompt shows."""
+    specific = [lab for lab in labels if lab != NODE_LABEL]
+    rows = store.read(
+        f"MATCH (a:{NODE_LABEL})-[r]->(b:{NODE_LABEL}) WITH a, r, b LIMIT 20000 "
+        "RETURN DISTINCT labels(a) AS la, type(r) AS t, labels(b) AS lb",
+        max_rows=5000,
+    )
+    out = set()
+    for row in rows:
+        la = [x for x in row["la"] if x in specific] or [NODE_LABEL]
+        lb = [x for x in row["lb"] if x in specific] or [NODE_LABEL]
+        out.add((la[-1], row["t"], lb[-1]))
+    return sorted(out)
+
+
+class GraphStore(ABC):
+    """Load, introspect and query a chunk graph. Subclasses implement the engine-specific parts."""
+
+    backend: str = "abstract"
+    vector_literal: str = "row.embedding"
+
+    # ---- engine-specific ----
+    @abstractmethod
+    def write(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def _read(self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int) -> tuple[list[dict[str, Any]], bool]: ...
+
+    @abstractmethod
+    def ensure_indexes(self, dim: int | None) -> None: ...
+
+    @abstractmethod
+    def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]: ...
+
+    @abstractmethod
+    def introspect(self) -> GraphSchema: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def clear(self) -> None:
+        self.write("MATCH (n) DETACH DELETE n")
+
+    # ---- shared Cypher ----
+    def load_nodes(self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000) -> int:
+        """MERGE by id: loading the same nodes twice leaves one copy of each."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for i, n in enumerate(nodes):
+            label = MODALITY_LABELS.get(n.modality, "Entity")
+            if n.modality == ENTITY and n.type:
+                label = f"{label}:{safe_label(n.type)}"  # KB nodes also carry their own type as a label
+            groups.setdefault(label, []).append(node_row(n, vectors[i] if vectors is not None else None))
+        count = 0
+        for label, rows in groups.items():
+            has_vec = vectors is not None
+            set_vec = f", n.embedding = {self.vector_literal}" if has_vec else ""
+            q = f"UNWIND $rows AS row MERGE (n:{NODE_LABEL} {{id: row.id}}) SET n:{label}, n += row.props{set_vec}"
+            for batch in batched(rows, batch_size):
+                self.write(q, {"rows": batch})
+                count += len(batch)
+        return count
+
+    def load_edges(self, edges: list[Edge], batch_size: int = 1000) -> int:
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for e in edges:
+            groups.setdefault(safe_label(e.type), []).append(edge_row(e))
+        count = 0
+        for rtype, rows in groups.items():
+            q = (
+                f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
+                f"MERGE (a)-[r:{rtype}]->(b) SET r += row.props"
+            )
+            for batch in batched(rows, batch_size):
+                self.write(q, {"rows": batch})
+                count += len(batch)
+        return count
+
+    def count_nodes(self) -> int:
+        return int(self.read("MATCH (n) RETURN count(n) AS c")[0]["c"])
+
+    def count_edges(self) -> int:
+        return int(self.read("MATCH ()-[r]->() RETURN count(r) AS c")[0]["c"])
+
+    def neighbours(self, node_id: str, edge_type: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        rel = f":{safe_label(edge_type)}" if edge_type else ""
+        q = f"MATCH (a:{NODE_LABEL} {{id: $id}})-[r{rel}]-(b:{NODE_LABEL}) RETURN b.id AS id, type(r) AS type, b.modality AS modality LIMIT $limit"
+        return self.read(q, {"id": node_id, "limit": limit})
+
+    def read(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000) -> list[dict[str, Any]]:
+        """Run a query that must not write: guarded, time-limited and row-capped."""
+        rows, _ = self.read_capped(query, params, timeout_ms, max_rows)
+        return rows
+
+    def read_capped(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000) -> tuple[list[dict[str, Any]], bool]:
+        """(rows, truncated)."""
+        assert_read_only(query)
+        return self._read(query, params or {}, timeout_ms, max_rows)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_store(backend: str, path: Path | None = None, graph: str = "sagegraph") -> GraphStore:
+    if backend == "falkordb":
+        from sagegraph.store.falkor import FalkorStore
+
+        if path is None:
+            raise ValueError("falkordb store needs a data directory")
+        return FalkorStore(Path(path), graph)
+    if backend == "neo4j":
+        from sagegraph.store.neo4j import Neo4jStore
+
+        return Neo4jStore.from_env(database=os.environ.get("NEO4J_DATABASE"))
+    raise ValueError(f"unknown store backend {backend!r} (falkordb, neo4j)")

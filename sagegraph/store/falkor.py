@@ -1,0 +1,139 @@
+"""FalkorDB embedded through falkordblite: a redis-server child process with the FalkorDB module.
+
+Opened with append-only persistence (fsync on every write) so a killed process loses nothing that
+was acknowledged; a stale settings file left by a killed run is detected and the server restarted
+from its AOF.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from sagegraph.errors import StoreError
+from sagegraph.store.base import NODE_LABEL, GraphSchema, GraphStore, edge_patterns
+
+log = logging.getLogger("sagegraph.store")
+DB_FILE = "graph.db"
+
+
+def _value(v: Any) -> Any:
+    """Falkor returns Node/Edge objects; callers get plain dicts (the embedding left out)."""
+    props = getattr(v, "properties", None)
+    if props is not None:
+        out = {k: val for k, val in props.items() if k != "embedding"}
+        labels = getattr(v, "labels", None)
+        if labels is not None:
+            out["_labels"] = list(labels)
+        relation = getattr(v, "relation", None)
+        if relation is not None:
+            out["_type"] = relation
+        return out
+    if isinstance(v, list):
+        return [_value(x) for x in v]
+    return v
+
+
+def _clear_stale_registry(path: Path) -> None:
+    settings = path / f"{DB_FILE}.settings"
+    if not settings.exists():
+        return
+    try:
+        pidfile = json.loads(settings.read_text()).get("pidfile", "")
+        pid = int(Path(pidfile).read_text().strip()) if pidfile and Path(pidfile).exists() else 0
+        alive = pid > 0 and psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (ValueError, OSError, json.JSONDecodeError, psutil.Error):
+        alive = False
+    if not alive:
+        log.warning("removing stale FalkorDB settings %s (server from a killed run); data reloads from the AOF", settings)
+        settings.unlink(missing_ok=True)
+
+
+class FalkorStore(GraphStore):
+    backend = "falkordb"
+    vector_literal = "vecf32(row.embedding)"
+
+    def __init__(self, path: Path, graph: str = "sagegraph"):
+        from redislite.falkordb_client import FalkorDB
+
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        _clear_stale_registry(self.path)
+        try:
+            self.db = FalkorDB(str(self.path / DB_FILE), serverconfig={"appendonly": "yes", "appendfsync": "always"})
+        except Exception as exc:
+            raise StoreError(f"could not start embedded FalkorDB in {self.path}: {exc}") from exc
+        self.graph_name = graph
+        self.g = self.db.select_graph(graph)
+
+    def write(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        res = self.g.query(query, params or {})
+        return self._rows(res)
+
+    @staticmethod
+    def _rows(res) -> list[dict[str, Any]]:
+        header = [h[1] if isinstance(h, (list, tuple)) else h for h in (res.header or [])]
+        return [dict(zip(header, (_value(v) for v in row))) for row in res.result_set]
+
+    def _read(self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int) -> tuple[list[dict[str, Any]], bool]:
+        try:
+            res = self.g.ro_query(query, params, timeout=timeout_ms)
+        except Exception as exc:
+            raise StoreError(f"read query failed: {exc}") from exc
+        rows = self._rows(res)
+        return rows[:max_rows], len(rows) > max_rows
+
+    def ensure_indexes(self, dim: int | None) -> None:
+        existing = self._index_fields()
+        if "id" not in existing:
+            self.g.query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (n.id)")
+        if dim and "embedding" not in existing:
+            self.g.query(f"CREATE VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding) OPTIONS {{dimension:{int(dim)}, similarityFunction:'cosine'}}")
+
+    def _index_fields(self) -> set[str]:
+        try:
+            rows = self.g.query("CALL db.indexes()").result_set
+        except Exception:
+            return set()
+        return {f for row in rows if row and row[0] == NODE_LABEL for f in row[1]}
+
+    def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        q = f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $k, vecf32($v)) YIELD node, score RETURN node.id AS id, score"
+        rows = self.g.ro_query(q, {"k": int(k), "v": [float(x) for x in vector]}).result_set
+        # Falkor reports cosine distance; callers get similarity, higher is better, as from Neo4j.
+        return [(r[0], 1.0 - float(r[1])) for r in rows]
+
+    def introspect(self) -> GraphSchema:
+        q = self.g.ro_query
+        schema = GraphSchema(
+            labels=sorted(r[0] for r in q("CALL db.labels()").result_set),
+            relationship_types=sorted(r[0] for r in q("CALL db.relationshipTypes()").result_set),
+            property_keys=sorted(r[0] for r in q("CALL db.propertyKeys()").result_set),
+        )
+        schema.node_count = int(q("MATCH (n) RETURN count(n)").result_set[0][0])
+        schema.edge_count = int(q("MATCH ()-[r]->() RETURN count(r)").result_set[0][0])
+        schema.patterns = edge_patterns(self, schema.labels)
+        return schema
+
+    def clear(self) -> None:
+        try:
+            self.g.delete()
+        except Exception:
+            pass
+        self.g = self.db.select_graph(self.graph_name)
+
+    def close(self) -> None:
+        db, self.db = getattr(self, "db", None), None
+        if db is not None:
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+
+            # SHUTDOWN drops the connection by design; redis-py would retry it with backoff for ~4 s.
+            db.client.set_retry(Retry(NoBackoff(), 0))
+            db.close()
+

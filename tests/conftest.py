@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("DO_NOT_TRACK", "true")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+from tests.fixtures import make_kb, make_ottqa  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ottqa_dir(tmp_path_factory) -> Path:
+    return make_ottqa(tmp_path_factory.mktemp("ottqa"))
+
+
+@pytest.fixture(scope="session")
+def kb_dir(tmp_path_factory) -> Path:
+    return make_kb(tmp_path_factory.mktemp("kb"))
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    from sagegraph.embed import SentenceTransformerEncoder
+
+    return SentenceTransformerEncoder()

@@ -1,0 +1,90 @@
+import json
+
+import pytest
+
+from sagegraph.config import CorpusConfig
+from sagegraph.corpus import load_corpus, load_questions
+from sagegraph.corpus.generic import load_generic
+from sagegraph.corpus.jsonl import ErrorPolicy
+from sagegraph.corpus.kb import load_kb
+from sagegraph.corpus.ottqa import load_ottqa
+from sagegraph.errors import InputError
+from tests.fixtures import make_ottqa
+
+
+def test_ottqa_loader_reads_tables_passages_questions(ottqa_dir):
+    tables, docs = load_ottqa(ottqa_dir, ErrorPolicy())
+    assert len(tables) == 4 and len(docs) == 30
+    t = tables[0]
+    assert t.header == ["Team", "Stadium", "City"] and len(t.rows) == 7
+    assert t.cell_links[0][0] == ["/wiki/Riverton_Rovers"]
+    assert docs[0].title == "Riverton Rovers"
+    qs = load_questions(CorpusConfig(kind="ottqa", path=ottqa_dir))
+    assert qs[0].gold_sources == ["List_of_football_0", "/wiki/Riverton_Rovers"]
+
+
+def test_max_sources_keeps_tables_with_their_linked_passages(ottqa_dir):
+    tables, docs = load_ottqa(ottqa_dir, ErrorPolicy(), max_sources=10)
+    assert len(tables) == 1 and len(tables) + len(docs) == 10
+    linked = {link for row in tables[0].cell_links for cell in row for link in cell}
+    assert sum(d.id in linked for d in docs) == 7
+
+
+def _corrupt(tmp_path, name, mutate):
+    root = make_ottqa(tmp_path / "c")
+    lines = (root / name).read_bytes().splitlines(keepends=True)
+    lines[2] = mutate(lines[2])
+    (root / name).write_bytes(b"".join(lines))
+    return root
+
+
+@pytest.mark.parametrize(
+    "name,mutate,field,message",
+    [
+        ("passages.jsonl", lambda b: b[:-5] + b"\n", None, "malformed JSON"),
+        ("passages.jsonl", lambda b: json.dumps({"id": "/wiki/X"}).encode() + b"\n", "text", "missing"),
+        ("passages.jsonl", lambda b: json.dumps({"id": "/wiki/X", "text": "  "}).encode() + b"\n", "text", "empty"),
+        ("passages.jsonl", lambda b: b'{"id": "/wiki/X", "text": "caf\xe9"}\n', None, "not valid UTF-8"),
+        ("tables.jsonl", lambda b: json.dumps({**json.loads(b), "data": [[["a", []]]]}).encode() + b"\n", "data[0]", "ragged row"),
+    ],
+)
+def test_bad_input_names_file_line_and_field(tmp_path, name, mutate, field, message):
+    root = _corrupt(tmp_path, name, mutate)
+    with pytest.raises(InputError) as err:
+        load_ottqa(root, ErrorPolicy("raise"))
+    e = err.value
+    assert e.path.endswith(name) and e.line == 3 and e.field == field
+    assert message in str(e) and f"{name}:3:" in str(e)
+
+
+def test_skip_policy_counts_bad_records(tmp_path):
+    root = _corrupt(tmp_path, "passages.jsonl", lambda b: json.dumps({"id": "/wiki/X"}).encode() + b"\n")
+    corpus = load_corpus(CorpusConfig(kind="ottqa", path=root, on_error="skip"))
+    assert corpus.skipped == {"text": 1}
+    assert len(corpus.documents) == 29
+
+
+def test_generic_corpus_csv_and_jsonl(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"id": "d1", "text": "Alpha is a city."}) + "\n", encoding="utf-8")
+    tdir = tmp_path / "tables"
+    tdir.mkdir()
+    (tdir / "cities.csv").write_text("City,Population\nAlpha,100\nBeta,200\n", encoding="utf-8")
+    (tdir / "ragged.csv").write_text("A,B\n1,2\n3\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"ragged.csv:3: field 'row': ragged row"):
+        load_generic(docs, tdir, ErrorPolicy("raise"))
+    policy = ErrorPolicy("skip")
+    tables, documents = load_generic(docs, tdir, policy)
+    assert [t.id for t in tables] == ["cities", "ragged"] and tables[0].rows == [["Alpha", "100"], ["Beta", "200"]]
+    assert documents[0].title == "d1" and policy.skipped == {"row": 1}
+
+
+def test_kb_loader_and_unknown_edge_endpoint(kb_dir, tmp_path):
+    nodes, edges = load_kb(kb_dir, ErrorPolicy())
+    assert len(nodes) == 6 and len(edges) == 6 and nodes[3].name == "Ada Lindqvist"
+    bad = tmp_path / "kb"
+    bad.mkdir()
+    (bad / "nodes.jsonl").write_text((kb_dir / "nodes.jsonl").read_text())
+    (bad / "edges.jsonl").write_text(json.dumps({"src": "p1", "dst": "zz", "type": "CITES"}) + "\n")
+    with pytest.raises(InputError, match="unknown node 'zz'"):
+        load_kb(bad, ErrorPolicy())

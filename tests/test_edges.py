@@ -1,0 +1,89 @@
+import numpy as np
+import pytest
+
+from sagegraph.build import edges as E
+from sagegraph.model import DOC_CHUNK, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK
+
+
+def test_percentile_pruning_keeps_the_top_share_per_signal():
+    rng = np.random.default_rng(1)
+    values = np.stack([rng.permutation(1000), rng.permutation(1000), rng.permutation(1000)], axis=1).astype(np.float32)
+    thr = E.thresholds_for(values, 95)
+    assert np.allclose(thr, np.percentile(np.arange(1000), 95))
+    above = values > thr
+    assert above.sum(axis=0).tolist() == [50, 50, 50]
+    keep_or = E.select(values, thr, "or")
+    keep_and = E.select(values, thr, "and")
+    assert keep_or.sum() == above.any(axis=1).sum() and 50 <= keep_or.sum() <= 150
+    assert keep_and.sum() == above.all(axis=1).sum() and keep_and.sum() <= keep_or.sum()
+    # a stricter percentile keeps fewer edges, as in SAGE Table 5
+    assert E.select(values, E.thresholds_for(values, 99), "or").sum() < keep_or.sum()
+
+
+def test_or_versus_and_on_crafted_signals():
+    values = np.array([[0.9, 0.1], [0.1, 0.9], [0.9, 0.9], [0.1, 0.1]], dtype=np.float32)
+    thr = np.array([0.5, 0.5], dtype=np.float32)
+    assert E.select(values, thr, "or").tolist() == [True, True, True, False]
+    assert E.select(values, thr, "and").tolist() == [False, False, True, False]
+
+
+def _synthetic(n, d=32, seed=0, n_entities=None):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(max(4, n // 20), d))
+    lab = rng.integers(0, len(centers), n)
+    def field():
+        v = centers[lab] + 0.5 * rng.normal(size=(n, d))
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    vectors = {f: field() for f in ("content", "topic", "title", "columns")}
+    modality = np.where(rng.random(n) < 0.8, DOC_CHUNK, TABLE_CHUNK)
+    source = np.array([f"s{i}" for i in range(n)])
+    ents = [{f"e{lab[i]}_{rng.integers(0, 5)}", f"g{rng.integers(0, n_entities or n)}"} for i in range(n)]
+    Emat, names = E.entity_matrix(ents)
+    return modality, source, vectors, Emat, names
+
+
+def test_candidates_grow_linearly_never_all_pairs():
+    params = E.EdgeParams(top_m=10, ann="hnsw", entity_max_df=20)
+    counts = {}
+    for n in (1000, 4000):
+        modality, source, vectors, Emat, _ = _synthetic(n)
+        total = sum(E.similarity_pair(p, modality, source, vectors, Emat, params).n_candidates for p in [(DOC_CHUNK, DOC_CHUNK), (DOC_CHUNK, TABLE_CHUNK)])
+        counts[n] = total
+        # per node: <= top_m per vector signal (x2 directions cross-modally) + entity pairs bounded by max_df
+        assert total <= n * (2 * 2 * params.top_m + 2 * params.entity_max_df)
+        assert total < n * (n - 1) / 2 / 10
+    assert 3.0 <= counts[4000] / counts[1000] <= 5.0
+
+
+def test_entity_pairs_skip_generic_entities():
+    ents = [{"common", f"u{i // 2}"} for i in range(10)]  # 'common' is on every node
+    Emat, _ = E.entity_matrix(ents)
+    ids = np.arange(10)
+    a, b = E.entity_pairs(Emat, ids, ids, max_df=5)
+    pairs = {tuple(sorted(p)) for p in zip(a.tolist(), b.tolist())}
+    assert pairs == {(0, 1), (2, 3), (4, 5), (6, 7), (8, 9)}
+
+
+def test_similarity_pair_excludes_same_source_and_orients_cross_modal():
+    modality, source, vectors, Emat, names = _synthetic(300, seed=3)
+    source[:] = "one"  # everything from one source: only structural edges may link them
+    res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, E.EdgeParams(top_m=5))
+    assert res.n_candidates == 0
+    modality, source, vectors, Emat, names = _synthetic(300, seed=3)
+    res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, E.EdgeParams(top_m=5))
+    assert (modality[res.a] == DOC_CHUNK).all() and (modality[res.b] == TABLE_CHUNK).all()
+    ids = [f"n{i}" for i in range(300)]
+    edges = E.pair_edges(res, ids, Emat, names)
+    assert len(edges) == int(res.keep.sum()) > 0
+    for e in edges[:20]:
+        sig = e.type.removeprefix("SIMILAR_").lower()
+        assert sig in e.metadata["passed"] and e.weight == pytest.approx(e.metadata["signals"][sig], abs=1e-3)
+
+
+def test_structural_edges():
+    edges = E.structural_edges(["a", "b", "c", "x"], ["s1", "s1", "s1", "s2"], [0, 1, 2, 0])
+    nxt = {(e.src, e.dst) for e in edges if e.type == NEXT_CHUNK}
+    same = {(e.src, e.dst) for e in edges if e.type == SAME_SOURCE}
+    assert nxt == {("a", "b"), ("b", "c")} and same == {("a", "b"), ("a", "c"), ("b", "c")}
+    many = E.structural_edges([f"c{i}" for i in range(30)], ["s"] * 30, list(range(30)), max_same_source=20)
+    assert sum(e.type == SAME_SOURCE for e in many) == 29

@@ -1,0 +1,127 @@
+"""Store contract: the same tests run on embedded FalkorDB always and on Neo4j when NEO4J_URI is set."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from sagegraph.errors import ReadOnlyViolation
+from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node
+from sagegraph.store import assert_read_only, open_store
+
+BACKENDS = ["falkordb"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
+
+
+def _graph():
+    nodes = [
+        Node("d1", DOC_CHUNK, "Passage", "The Amarin River flows south.", "/wiki/Amarin", "Amarin River", 0, {"topic": "a river", "entities": {"Amarin River": {}}}),
+        Node("d2", DOC_CHUNK, "Passage", "Its delta is wide.", "/wiki/Amarin", "Amarin River", 1, {"topic": "the delta"}),
+        Node("t1", TABLE_CHUNK, "Table", "Rivers | Length", "rivers_0", "List of rivers", 0, {"table_description": "rivers"}),
+        Node("k1", ENTITY, "Paper", "title: Graph retrieval", "p1", "Graph retrieval", 0, {}),
+    ]
+    vecs = np.eye(4, 8, dtype=np.float32)
+    edges = [
+        Edge("d1", "d2", "NEXT_CHUNK", 1.0, {"source_id": "/wiki/Amarin"}),
+        Edge("d1", "t1", "SIMILAR_TOPIC_TITLE", 0.8, {"shared_entities": ["amarin river"]}),
+        Edge("k1", "d1", "CITES", 1.0, {}),
+    ]
+    return nodes, vecs, edges
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request, tmp_path):
+    s = open_store(request.param, tmp_path / "store", graph="contract")
+    s.clear()
+    yield s
+    s.clear()
+    s.close()
+
+
+def _load(store):
+    nodes, vecs, edges = _graph()
+    store.ensure_indexes(vecs.shape[1])
+    store.load_nodes(nodes, vecs, batch_size=2)
+    store.load_edges(edges, batch_size=2)
+    return nodes, vecs, edges
+
+
+def test_load_is_idempotent(store):
+    _load(store)
+    _load(store)
+    assert store.count_nodes() == 4 and store.count_edges() == 3
+
+
+def test_schema_introspection(store):
+    _load(store)
+    schema = store.introspect()
+    assert {"Node", "DocChunk", "TableChunk", "Entity", "Paper"} <= set(schema.labels)
+    assert {"NEXT_CHUNK", "SIMILAR_TOPIC_TITLE", "CITES"} <= set(schema.relationship_types)
+    assert {"id", "text", "source_id", "metadata"} <= set(schema.property_keys)
+    assert ("DocChunk", "SIMILAR_TOPIC_TITLE", "TableChunk") in schema.patterns
+    assert schema.node_count == 4 and schema.edge_count == 3
+    assert "Relationship types:" in schema.as_text()
+
+
+def test_read_returns_plain_rows_and_neighbours(store):
+    _load(store)
+    rows = store.read("MATCH (n:Node {id: $id}) RETURN n.title AS title, n", {"id": "t1"})
+    assert rows[0]["title"] == "List of rivers" and rows[0]["n"]["source_id"] == "rivers_0" and "embedding" not in rows[0]["n"]
+    nb = {r["id"]: r["type"] for r in store.neighbours("d1")}
+    assert nb == {"d2": "NEXT_CHUNK", "t1": "SIMILAR_TOPIC_TITLE", "k1": "CITES"}
+
+
+def test_vector_search(store):
+    _load(store)
+    hits = store.vector_search(np.eye(4, 8, dtype=np.float32)[2], k=2)
+    assert hits[0][0] == "t1" and hits[0][1] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_row_cap(store):
+    _load(store)
+    rows, truncated = store.read_capped("MATCH (n:Node) RETURN n.id AS id", max_rows=2)
+    assert len(rows) == 2 and truncated
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "CREATE (n:X)",
+        "MATCH (n) SET n.x = 1",
+        "MATCH (n) DETACH DELETE n",
+        "MERGE (n:Node {id: 'z'})",
+        "MATCH (n) REMOVE n.title RETURN n",
+        "CALL db.idx.fulltext.drop('Node')",
+        "MATCH (n) RETURN n; MATCH (m) DELETE m",
+        "LOAD CSV FROM 'file:///x' AS row RETURN row",
+    ],
+)
+def test_read_only_guard_rejects_writes(store, query):
+    _load(store)
+    with pytest.raises(ReadOnlyViolation):
+        store.read(query)
+    assert store.count_nodes() == 4
+
+
+def test_guard_ignores_keywords_inside_strings():
+    assert_read_only("MATCH (n) WHERE n.text CONTAINS 'CREATE a SET' RETURN n // delete later")
+    with pytest.raises(ReadOnlyViolation):
+        assert_read_only("   ")
+
+
+@pytest.mark.skipif("falkordb" not in BACKENDS, reason="embedded backend only")
+def test_falkor_survives_a_killed_server(tmp_path):
+    nodes, vecs, edges = _graph()
+    s = open_store("falkordb", tmp_path / "st", "g")
+    s.ensure_indexes(8)
+    s.load_nodes(nodes, vecs)
+    pid = s.db.client.pid
+    s.db = None  # abandon without shutdown, as a crashed run would
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    s2 = open_store("falkordb", tmp_path / "st", "g")
+    try:
+        assert s2.count_nodes() == 4  # appendonly + fsync always: nothing acknowledged is lost
+    finally:
+        s2.close()
