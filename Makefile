@@ -25,7 +25,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
-	$(BIN)/python benchmarks/build_ottqa.py
+	$(BIN)/python -m benchmarks.build_ottqa
 
 clean:
 	rm -rf work/ .pytest_cache

@@ -53,9 +53,9 @@ def prefect_api(work_dir: Path) -> Iterator[str | None]:
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
             yield server.api_url
     finally:
-        from prefect.logging.handlers import APILogHandler
+        from prefect.logging.handlers import APILogWorker
 
-        APILogHandler.flush()  # ship the last log lines before the server goes away
+        APILogWorker.drain_all(timeout=5)  # ship the last log lines before the server goes away
         os.environ.pop("PREFECT_API_URL", None)
         server.stop()
 

@@ -75,7 +75,7 @@ class MetadataConfig(_Strict):
 
 class EmbeddingConfig(_Strict):
     model: str = "all-MiniLM-L6-v2"
-    batch_size: int = Field(128, ge=1)
+    batch_size: int | None = Field(None, ge=1, description="None: 16 on CPU (less padding wins there), 256 on GPU")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cache: bool = True
 

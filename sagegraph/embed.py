@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
+
+from sagegraph.sqlite_store import SQLiteFile
 
 MINILM = "all-MiniLM-L6-v2"
 
@@ -48,10 +48,10 @@ def _model_path(name: str) -> str:
 class SentenceTransformerEncoder:
     """Lazy: the model loads on first encode, so importing and pickling (Dask) stay cheap."""
 
-    def __init__(self, name: str = MINILM, device: str = "auto", batch_size: int = 128):
+    def __init__(self, name: str = MINILM, device: str = "auto", batch_size: int | None = None):
         self.name = name
         self.device = pick_device(device)
-        self.batch_size = batch_size
+        self.batch_size = batch_size or (256 if self.device == "cuda" else 16)
         self._model = None
         self.encode_seconds = 0.0
         self.encoded = 0
@@ -104,19 +104,8 @@ class CachedEncoder:
     def __init__(self, inner: Encoder, path: Path):
         self.inner = inner
         self.name = inner.name
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        self.file = SQLiteFile(Path(path), "CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
         self.hits = 0
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_local"] = None
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._local = threading.local()
 
     @property
     def dim(self) -> int:
@@ -126,22 +115,13 @@ class CachedEncoder:
     def encode_seconds(self) -> float:
         return getattr(self.inner, "encode_seconds", 0.0)
 
-    def _db(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=120)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
-            self._local.conn = conn
-        return conn
-
     def _key(self, text: str) -> str:
         return hashlib.sha1(f"{self.name}\x1f{text}".encode("utf-8")).hexdigest()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         keys = [self._key(t) for t in texts]
         found: dict[str, np.ndarray] = {}
-        db = self._db()
+        db = self.file.conn()
         unique = list(dict.fromkeys(keys))
         for i in range(0, len(unique), 500):
             part = unique[i : i + 500]
@@ -163,6 +143,6 @@ class CachedEncoder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
-def make_encoder(model: str = MINILM, device: str = "auto", batch_size: int = 128, cache_path: Path | None = None) -> Encoder:
+def make_encoder(model: str = MINILM, device: str = "auto", batch_size: int | None = None, cache_path: Path | None = None) -> Encoder:
     enc: Encoder = SentenceTransformerEncoder(model, device=device, batch_size=batch_size)
     return CachedEncoder(enc, cache_path) if cache_path is not None else enc

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from sagegraph.config import LLMConfig
 from sagegraph.errors import LLMError
+from sagegraph.sqlite_store import SQLiteFile
 
 log = logging.getLogger("sagegraph.llm")
 CACHE_VERSION = 1
@@ -64,18 +65,10 @@ def estimate_tokens(text: str) -> int:
 
 class ReplyCache:
     def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        self.file = SQLiteFile(path, "CREATE TABLE IF NOT EXISTS reply (key TEXT PRIMARY KEY, text TEXT, prompt INT, completion INT, created REAL)")
 
     def _db(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=120)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS reply (key TEXT PRIMARY KEY, text TEXT, prompt INT, completion INT, created REAL)")
-            self._local.conn = conn
-        return conn
+        return self.file.conn()
 
     def get(self, key: str) -> Reply | None:
         row = self._db().execute("SELECT text, prompt, completion FROM reply WHERE key=?", (key,)).fetchone()
@@ -84,13 +77,6 @@ class ReplyCache:
     def put(self, key: str, reply: Reply) -> None:
         with self._db() as db:
             db.execute("INSERT OR REPLACE INTO reply VALUES (?,?,?,?,?)", (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time()))
-
-    def __getstate__(self):
-        return {"path": self.path}
-
-    def __setstate__(self, state):
-        self.path = state["path"]
-        self._local = threading.local()
 
 
 _RETRYABLE = ("RateLimitError", "APITimeoutError", "APIConnectionError", "InternalServerError")

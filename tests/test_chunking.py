@@ -81,3 +81,17 @@ def test_each_table_segment_keeps_title_and_header():
     assert [(a, b) for a, b, _ in segs] == [(0, 9), (9, 17)]
     for _, _, text in segs:
         assert text.startswith("Rivers - Europe\nLong rivers.\nName | Length\n")
+
+
+def test_documents_that_cannot_be_cut_are_not_encoded():
+    calls = []
+
+    def encode(texts):
+        calls.append(list(texts))
+        return np.eye(len(texts), 4, dtype=np.float32)
+
+    short = ["a" * 40 + ".", "b" * 40 + "."]  # 83 chars < 2 x 50: any cut would merge back
+    assert chunk_documents([short], encode, min_chars=50) == [[" ".join(short)]]
+    assert calls == []
+    # with the same input and no minimum, the percentile rule does cut
+    assert len(chunk_documents([short], encode, min_chars=0)[0]) == 2

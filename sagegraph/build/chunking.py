@@ -82,12 +82,15 @@ def chunk_documents(
 ) -> list[list[str]]:
     """Chunk many documents with one batched encode of all their windows.
 
-    `encode(texts) -> normalised vectors`. Documents of one sentence need no encoding at all.
+    `encode(texts) -> normalised vectors`. Documents that cannot be cut are not encoded at all: one
+    sentence, or (per-document scope) shorter than 2 x min_chars, where every piece a cut could make
+    would merge back (one side of any cut is below min_chars).
     """
     windows, spans = [], []
     for sents in docs_sentences:
         start = len(windows)
-        if len(sents) > 1:
+        too_short = scope == "document" and sum(len(s) + 1 for s in sents) - 1 < 2 * min_chars
+        if len(sents) > 1 and not too_short:
             windows.extend(window_texts(sents))
         spans.append((start, len(windows)))
     vecs = encode(windows) if windows else np.zeros((0, 1), dtype=np.float32)

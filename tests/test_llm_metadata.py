@@ -1,0 +1,104 @@
+import json
+
+import pytest
+
+from sagegraph.build.metadata import TableMetadata, TextMetadata, extract_metadata, heuristic_metadata, llm_metadata
+from sagegraph.config import LLMConfig
+from sagegraph.errors import LLMError
+from sagegraph.llm import LLMClient, parse_json_reply
+from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Node
+from tests.fake_openai import FakeOpenAI, completion
+
+TEXT_NODE = Node("d1", DOC_CHUNK, "Passage", "Cartier Field was a stadium in Notre Dame, Indiana. It opened in 1900.", "/wiki/Cartier_Field", "Cartier Field", 0, {})
+TABLE_NODE = Node("t1", TABLE_CHUNK, "Table", "...", "nd_0", "1911 Notre Dame football", 0,
+                  {"header": ["Date", "Opponent"], "rows": [["October 7", "Ohio Northern"], ["October 14", "St. Viator"]], "row_start": 0})
+
+TEXT_REPLY = {"entities": {"Cartier Field": {"details": ["A stadium in Notre Dame, Indiana."]}}, "events": {}, "timeline": ["1900 - Cartier Field opened"], "topic": "A former stadium of Notre Dame."}
+TABLE_REPLY = {"table_title": "1911 Notre Dame football", "table_description": "Games of the 1911 season.", "table_summary": "Early wins.",
+               "col_desc": {"Date": "Game date", "Opponent": "Opposing team"}, "col_format": {"Date": "date (Month Day)", "Opponent": "string - team names"},
+               "entities": {"Ohio Northern": {"type": "organization", "category": "named", "description": "Opposing team"}}}
+
+
+def recorded(body):
+    user = body["messages"][-1]["content"]
+    return 200, completion(json.dumps(TABLE_REPLY if "Rows (JSON)" in user else TEXT_REPLY), 120, 60)
+
+
+def client(server, tmp_path, **kw):
+    cfg = LLMConfig(base_url=server.base_url, model="test-model", **kw)
+    return LLMClient(cfg, tmp_path / "llm.sqlite", sleep=lambda s: None)
+
+
+def test_llm_metadata_follows_the_paper_schemas_and_counts_cost(tmp_path):
+    with FakeOpenAI(recorded) as server:
+        c = client(server, tmp_path)
+        text, ok1 = llm_metadata(TEXT_NODE, c)
+        table, ok2 = llm_metadata(TABLE_NODE, c)
+    assert ok1 and ok2
+    TextMetadata.model_validate({k: v for k, v in text.items() if k != "title"})
+    TableMetadata.model_validate({k: v for k, v in table.items() if k != "title"})
+    assert text["topic"] == TEXT_REPLY["topic"] and table["col_format"]["Date"] == "date (Month Day)"
+    assert server.requests[0]["response_format"] == {"type": "json_object"}
+    u = c.usage.as_dict()
+    assert u["calls"] == 2 and u["prompt_tokens"] == 240 and u["completion_tokens"] == 120
+    assert u["cost_usd"] == pytest.approx((240 * 0.15 + 120 * 0.60) / 1e6)
+
+
+def test_replies_are_cached_on_disk_and_never_paid_twice(tmp_path):
+    with FakeOpenAI(recorded) as server:
+        extract_metadata([TEXT_NODE, TABLE_NODE], "llm", client(server, tmp_path))
+        again = client(server, tmp_path)  # a new process after a crash: same cache file
+        extract_metadata([TEXT_NODE, TABLE_NODE], "llm", again)
+    assert len(server.requests) == 2
+    assert again.usage.cached == 2 and again.usage.cost_usd == 0.0
+
+
+def test_rate_limits_are_retried_with_backoff(tmp_path):
+    state = {"n": 0}
+
+    def flaky(body):
+        state["n"] += 1
+        if state["n"] <= 2:
+            return 429, {"error": {"message": "rate limited", "type": "rate_limit"}}
+        return recorded(body)
+
+    with FakeOpenAI(flaky) as server:
+        c = client(server, tmp_path)
+        meta, ok = llm_metadata(TEXT_NODE, c)
+    assert ok and meta["topic"] == TEXT_REPLY["topic"] and c.usage.retries == 2
+
+
+def test_exhausted_retries_raise_a_clear_error(tmp_path):
+    with FakeOpenAI(lambda b: (429, {"error": {"message": "slow down"}})) as server:
+        c = client(server, tmp_path, max_retries=1)
+        with pytest.raises(LLMError, match="RateLimitError"):
+            c.complete([{"role": "user", "content": "hi"}])
+
+
+def test_bad_replies_are_not_cached_and_fall_back_to_heuristics(tmp_path):
+    with FakeOpenAI(lambda b: (200, completion("Sure! Here is the metadata you asked for."))) as server:
+        c = client(server, tmp_path)
+        metas, fallbacks = extract_metadata([TEXT_NODE], "llm", c)
+        extract_metadata([TEXT_NODE], "llm", c)
+    assert fallbacks == 1 and metas[0] == heuristic_metadata(TEXT_NODE)
+    assert len(server.requests) == 2  # asked again: the bad reply was not cached
+
+
+def test_missing_key_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    c = LLMClient(LLMConfig(), tmp_path / "c.sqlite")
+    with pytest.raises(LLMError, match="OPENAI_API_KEY"):
+        c.complete([{"role": "user", "content": "x"}])
+
+
+def test_json_reply_parsing_tolerates_fences():
+    assert parse_json_reply('```json\n{"a": 1}\n```') == {"a": 1}
+    with pytest.raises(ValueError):
+        parse_json_reply("no json here")
+
+
+def test_heuristic_metadata_has_the_same_shapes():
+    text = heuristic_metadata(TEXT_NODE)
+    assert "Cartier Field" in text["entities"] and text["topic"].startswith("Cartier Field was") and text["timeline"][0].startswith("1900")
+    table = heuristic_metadata(TABLE_NODE)
+    assert table["col_format"] == {"Date": "date", "Opponent": "string"} and "Ohio Northern" in table["entities"]
