@@ -19,7 +19,7 @@ $(BIN)/sagegraph: pyproject.toml
 	touch $@
 
 demo: setup
-	$(BIN)/sagegraph build conf/ottqa.yaml --max-sources 200
+	$(BIN)/sagegraph build conf/ottqa.yaml --max-sources 2000
 
 test: setup
 	$(BIN)/python -m pytest -q

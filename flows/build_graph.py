@@ -8,20 +8,9 @@ from typing import Any
 
 from prefect import flow, unmapped
 
-from sagegraph.build.stages import present_pairs
+from sagegraph.build.stages import modalities_of, present_pairs
 from sagegraph.config import BuildConfig
 from tasks import build as T
-
-
-def _modalities(counts: dict[str, int]) -> set[str]:
-    present = set()
-    if counts.get("documents"):
-        present.add("doc_chunk")
-    if counts.get("tables"):
-        present.add("table_chunk")
-    if counts.get("kb_nodes"):
-        present.add("entity")
-    return present
 
 
 @flow(name="build_graph", log_prints=True)
@@ -49,7 +38,7 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
     t = lap("embed", t)
     T.assemble(cfg, meta_results, vec_results)
     t = lap("assemble", t)
-    pairs = present_pairs(_modalities(ing["counts"]))
+    pairs = present_pairs(modalities_of(ing["counts"]))
     pair_results = T.edges.map(unmapped(cfg), pairs).result()
     t = lap("edges", t)
     fin = T.finalize_edges(cfg, pair_results, ing["kb_edges"])

@@ -53,6 +53,57 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_config(args: argparse.Namespace):
+    from sagegraph.eval.runner import EvalConfig
+
+    return EvalConfig(retriever=args.retriever, k=args.k, k_prime=args.k_prime, alpha=args.alpha, seed_retriever=args.seed_retriever, policy=args.policy)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from sagegraph.eval.evaluate import default_questions, evaluate_one, read_questions
+    from sagegraph.retrieve.graph_index import GraphIndex
+
+    cfg = _eval_config(args)
+    g = GraphIndex(args.graph_dir)
+    questions = read_questions(args.questions or default_questions(args.graph_dir))
+    out = args.out or Path(args.graph_dir).parent / "runs" / cfg.key()
+    from sagegraph.eval.evaluate import make_retriever
+
+    make_retriever(g, cfg)  # validate names and parameters before any work
+    metrics = evaluate_one(g, cfg, questions, out)
+    print(f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec and metrics.json in {out}", file=sys.stderr)
+    print(json.dumps(metrics))
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from sagegraph.eval.evaluate import make_retriever
+    from sagegraph.retrieve.graph_index import GraphIndex
+
+    g = GraphIndex(args.graph_dir)
+    r = make_retriever(g, _eval_config(args)).search(args.question, args.k)
+    for rank, (i, s, how) in enumerate(zip(r.idx, r.scores, r.found_by), start=1):
+        text = " ".join(g._texts[i].split())[:100]
+        print(f"{rank:3d} {s:8.4f} {how:9s} {g.source_ids[i]}  {text}")
+    return 0
+
+
+def _retrievers(args: argparse.Namespace) -> int:
+    from sagegraph.retrieve import retriever_names
+
+    print("\n".join(retriever_names()))
+    return 0
+
+
+def _add_retriever_args(p: argparse.ArgumentParser, k: int) -> None:
+    p.add_argument("--retriever", default="hybrid", help="a registered retriever (`sagegraph retrievers`)")
+    p.add_argument("--k", type=int, default=k, help="results (sage: seeds)")
+    p.add_argument("--k-prime", type=int, default=10, help="sage: neighbours added")
+    p.add_argument("--alpha", type=float, default=0.6, help="BM25 weight in hybrid fusion")
+    p.add_argument("--seed-retriever", default="hybrid", help="sage: the seed retriever")
+    p.add_argument("--policy", default="+edge", choices=["+edge", "-edge"], help="sage: expansion policy")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sagegraph", description="Structure-aware graph retrieval over text, tables and knowledge graphs.")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -66,6 +117,22 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--workers", type=int, help="Dask LocalCluster workers")
     b.add_argument("--dask-address", help="an existing Dask scheduler address")
     b.set_defaults(func=_build)
+
+    e = sub.add_parser("evaluate", help="evaluate a retriever on a built graph; prints one JSON line of metrics last")
+    e.add_argument("graph_dir", type=Path)
+    _add_retriever_args(e, 20)
+    e.add_argument("--questions", type=Path, help="JSONL in the OTT-QA questions.jsonl format")
+    e.add_argument("--out", type=Path, help="run directory (default: GRAPH_DIR/../runs/<config hash>)")
+    e.set_defaults(func=_evaluate)
+
+    q = sub.add_parser("query", help="retrieve for one question")
+    q.add_argument("graph_dir", type=Path)
+    q.add_argument("question")
+    _add_retriever_args(q, 10)
+    q.set_defaults(func=_query)
+
+    r = sub.add_parser("retrievers", help="list registered retrievers")
+    r.set_defaults(func=_retrievers)
 
     d = sub.add_parser("data", help="datasets")
     dsub = d.add_subparsers(dest="data_command", required=True)

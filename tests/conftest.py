@@ -28,3 +28,15 @@ def encoder():
     from sagegraph.embed import SentenceTransformerEncoder
 
     return SentenceTransformerEncoder()
+
+
+@pytest.fixture(scope="session")
+def graph_dir(ottqa_dir, tmp_path_factory) -> Path:
+    """A built graph of the generated OTT-QA-style corpus (stages run directly, no Prefect)."""
+    from sagegraph.config import load_config
+    from tests.fixtures import run_all, write_config
+
+    tmp = tmp_path_factory.mktemp("graph")
+    cfg = load_config(write_config(tmp / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp / "out", store={"backend": "none"}))
+    run_all(cfg)
+    return cfg.out / "graph"

@@ -122,3 +122,19 @@ def write_config(path: Path, corpus: dict, out: Path, **sections) -> Path:
         cfg.setdefault(key, {}).update(value) if isinstance(value, dict) else cfg.__setitem__(key, value)
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     return path
+
+
+def run_all(cfg):
+    """Every build stage in order, without Prefect (the flow composes the same functions)."""
+    from sagegraph.build import stages
+
+    ing = stages.ingest(cfg)
+    chunks = [stages.chunk_batch(cfg, b) for b in ing["batches"]]
+    metas = [stages.metadata_batch(cfg, c["path"]) for c in chunks]
+    vecs = [stages.embed_batch(cfg, m["path"]) for m in metas]
+    stages.assemble(cfg, [m["path"] for m in metas], [v["path"] for v in vecs])
+    pairs = [stages.edges_for_pair(cfg, p) for p in stages.present_pairs(stages.modalities_of(ing["counts"]))]
+    fin = stages.finalize_edges(cfg, [p["path"] for p in pairs], ing["kb_edges"])
+    store = stages.load_store(cfg)
+    stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
+    return {"ingest": ing, "chunks": chunks, "metas": metas, "vecs": vecs, "pairs": pairs, "final": fin, "store": store, "stats": stats}

@@ -10,21 +10,7 @@ from sagegraph.build import stages as S
 from sagegraph.config import load_config
 from sagegraph.model import read_edges, read_nodes
 from tests.fake_openai import FakeOpenAI, completion
-from tests.fixtures import write_config
-
-
-def run_all(cfg):
-    ing = S.ingest(cfg)
-    chunks = [S.chunk_batch(cfg, b) for b in ing["batches"]]
-    metas = [S.metadata_batch(cfg, c["path"]) for c in chunks]
-    vecs = [S.embed_batch(cfg, m["path"]) for m in metas]
-    S.assemble(cfg, [m["path"] for m in metas], [v["path"] for v in vecs])
-    mods = {m for m, n in (("doc_chunk", ing["counts"]["documents"]), ("table_chunk", ing["counts"]["tables"]), ("entity", ing["counts"]["kb_nodes"])) if n}
-    pairs = [S.edges_for_pair(cfg, p) for p in S.present_pairs(mods)]
-    fin = S.finalize_edges(cfg, [p["path"] for p in pairs], ing["kb_edges"])
-    store = S.load_store(cfg)
-    stats = S.graph_stats(cfg, [p["stats"] for p in pairs])
-    return {"ingest": ing, "chunks": chunks, "metas": metas, "vecs": vecs, "pairs": pairs, "final": fin, "store": store, "stats": stats}
+from tests.fixtures import run_all, write_config
 
 
 @pytest.fixture(scope="module")

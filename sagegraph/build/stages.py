@@ -217,6 +217,12 @@ def present_pairs(modalities: set[str]) -> list[tuple[str, str]]:
     return [p for p in E.PAIR_SIGNALS if p[0] in modalities and p[1] in modalities]
 
 
+def modalities_of(counts: dict[str, int]) -> set[str]:
+    """Node modalities an ingest summary's source counts will produce."""
+    made_by = {"documents": "doc_chunk", "tables": "table_chunk", "kb_nodes": "entity"}
+    return {m for key, m in made_by.items() if counts.get(key)}
+
+
 def _edge_extra(nodes: list[Node], pair: tuple[str, str]):
     """Edge metadata beyond the signals: joinable columns (table-table), row references (doc-table)."""
     if pair == (TABLE_CHUNK, TABLE_CHUNK):
@@ -316,7 +322,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
 
 __all__ = [
     "ingest", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
-    "load_store", "graph_stats", "present_pairs", "estimate_metadata_cost", "content_id",
+    "load_store", "graph_stats", "present_pairs", "modalities_of", "estimate_metadata_cost", "content_id",
 ]
 
 

@@ -1,0 +1,1 @@
+"""Evaluation: STaRK-style metrics, OTT-QA gold mapping, run files."""

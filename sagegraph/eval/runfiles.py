@@ -1,0 +1,29 @@
+"""Run artifacts (EVAL.md): per-query CSV, TREC run file, metrics.json."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def write_trec(path: Path, rows: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
+    """`qid Q0 docid rank score tag`, docids are source ids (what the gold set names)."""
+    with path.open("w", encoding="utf-8") as fh:
+        for qid, docs, scores in rows:
+            for rank, (doc, score) in enumerate(zip(docs, scores), start=1):
+                fh.write(f"{qid} Q0 {doc.replace(' ', '_')} {rank} {score:.6f} {tag}\n")
+
+
+def write_per_query_csv(path: Path, rows: list[dict[str, Any]], metric_keys: list[str]) -> None:
+    fields = ["qid", "gold", "ranked"] + metric_keys + ["latency_ms", "neighbourhood"]
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "gold": "|".join(r["gold"]), "ranked": "|".join(r["ranked"][:100])})
+
+
+def write_metrics(path: Path, metrics: dict[str, Any]) -> None:
+    path.write_text(json.dumps(metrics, indent=1), encoding="utf-8")

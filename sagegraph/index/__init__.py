@@ -1,0 +1,1 @@
+"""Lexical (BM25) and dense (faiss) indexes over node texts and vectors."""

@@ -1,0 +1,101 @@
+"""A built graph opened for retrieval: node table, BM25 and dense indexes, CSR adjacency, and the
+query encoder. Indexes load lazily; per-query BM25 scores and query vectors are memoised so that
+several retrievers over the same question (a sweep) compute them once."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from sagegraph.embed import Encoder, make_encoder
+from sagegraph.errors import SageGraphError
+from sagegraph.graph import Adjacency
+from sagegraph.index.bm25 import BM25Index
+from sagegraph.index.dense import DenseIndex
+
+
+class GraphIndex:
+    def __init__(self, graph_dir: Path, encoder: Encoder | None = None, dense_kind: str = "flat", memo: int = 4096):
+        self.dir = Path(graph_dir)
+        if not (self.dir / "nodes.parquet").exists():
+            raise SageGraphError(f"{self.dir}: no built graph here (nodes.parquet missing); run `sagegraph build` first")
+        nodes = pq.read_table(self.dir / "nodes.parquet", columns=["id", "modality", "source_id", "text", "title"])
+        self.ids = np.array(nodes.column("id").to_pylist(), dtype=object)
+        self.source_ids = np.array(nodes.column("source_id").to_pylist(), dtype=object)
+        self.modality = np.array(nodes.column("modality").to_pylist(), dtype=object)
+        self._texts = nodes.column("text").to_pylist()
+        self._titles = nodes.column("title").to_pylist()
+        self.row = {nid: i for i, nid in enumerate(self.ids)}
+        # Integer rank of each id in sorted order: ties break by (-score, id) without string compares.
+        self.id_rank = np.empty(len(self.ids), dtype=np.int64)
+        self.id_rank[np.argsort(self.ids.astype(str), kind="stable")] = np.arange(len(self.ids))
+        manifest = self.dir / "manifest.json"
+        self.manifest = json.loads(manifest.read_text()) if manifest.exists() else {}
+        self._encoder = encoder
+        self.dense_kind = dense_kind
+        self._memo: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._memo_size = memo
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = make_encoder(self.manifest.get("embedding_model", "all-MiniLM-L6-v2"))
+        return self._encoder
+
+    @cached_property
+    def bm25(self) -> BM25Index:
+        # Title plus text: a passage's title is often the entity a question names.
+        docs = [f"{t}\n{x}" for t, x in zip(self._titles, self._texts)]
+        return BM25Index.load_or_build(self.dir / "bm25", docs)
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        v = np.load(self.dir / "vectors" / "content.npy")
+        if v.shape[0] != len(self.ids):
+            raise SageGraphError(f"{self.dir}: vectors/content.npy has {v.shape[0]} rows for {len(self.ids)} nodes")
+        return v
+
+    @cached_property
+    def dense(self) -> DenseIndex:
+        return DenseIndex(self.vectors, kind=self.dense_kind)
+
+    @cached_property
+    def adjacency(self) -> Adjacency:
+        edges = pq.read_table(self.dir / "edges.parquet", columns=["src", "dst", "type"])
+        src = np.array([self.row[s] for s in edges.column("src").to_pylist()], dtype=np.int64)
+        dst = np.array([self.row[d] for d in edges.column("dst").to_pylist()], dtype=np.int64)
+        return Adjacency.from_edges(len(self.ids), src, dst, edges.column("type").to_pylist())
+
+    def _memoised(self, kind: str, query: str, compute) -> np.ndarray:
+        key = (kind, query)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = compute()
+            self._memo[key] = hit
+            if len(self._memo) > self._memo_size:
+                self._memo.popitem(last=False)
+        return hit
+
+    def query_vector(self, query: str) -> np.ndarray:
+        vec = self._memoised("vec", query, lambda: self.encoder.encode([query])[0])
+        if vec.shape[0] != self.vectors.shape[1]:
+            raise SageGraphError(f"query encoder gives {vec.shape[0]}-d vectors, the graph was built with {self.vectors.shape[1]}-d")
+        return vec
+
+    def bm25_scores(self, query: str) -> np.ndarray:
+        return self._memoised("bm25", query, lambda: self.bm25.scores(query))
+
+    def encode_queries(self, queries: list[str]) -> None:
+        """Batch-encode questions up front (one model call instead of one per question)."""
+        todo = [q for q in dict.fromkeys(queries) if ("vec", q) not in self._memo]
+        if todo:
+            for q, v in zip(todo, self.encoder.encode(todo)):
+                self._memo[("vec", q)] = v

@@ -1,0 +1,107 @@
+import json
+
+import pytest
+import pytrec_eval
+
+from sagegraph.corpus.records import Question
+from sagegraph.eval.evaluate import evaluate_group, evaluate_one, read_questions
+from sagegraph.eval.metrics import mean_metrics, query_metrics
+from sagegraph.eval.runner import EvalConfig, run_eval
+from sagegraph.retrieve.graph_index import GraphIndex
+
+
+def test_metric_definitions_on_a_crafted_ranking():
+    ranked = ["a", "x", "b", "y", "c"]
+    m = query_metrics(ranked, {"b", "c", "z"}, recall_ks=(2, 5, 100))
+    assert m["hit@1"] == 0 and m["hit@5"] == 1 and m["mrr"] == pytest.approx(1 / 3)
+    assert m["recall@2"] == 0 and m["recall@5"] == pytest.approx(2 / 3) and m["recall@100"] == pytest.approx(2 / 3)
+    # recall is a fraction of gold covered, not a 0/1 hit; duplicates of a source count once
+    assert query_metrics(["b", "b", "b"], {"b", "c"}, recall_ks=(2,))["recall@2"] == 0.5
+    assert query_metrics(["q"], {"b"})["mrr"] == 0.0
+
+
+def test_metrics_agree_with_pytrec_eval():
+    import random
+
+    rng = random.Random(0)
+    qrels, run, ours = {}, {}, []
+    docs = [f"d{i}" for i in range(60)]
+    for q in range(40):
+        gold = set(rng.sample(docs, rng.randint(1, 4)))
+        ranked = rng.sample(docs, 30)  # unique sources: chunk level equals source level
+        qrels[f"q{q}"] = {d: 1 for d in gold}
+        run[f"q{q}"] = {d: float(30 - i) for i, d in enumerate(ranked)}
+        ours.append(query_metrics(ranked, gold, recall_ks=(2, 5, 10, 20)))
+    ev = pytrec_eval.RelevanceEvaluator(qrels, {"recall.2,5,10,20", "recip_rank", "success.1,5"})
+    theirs = ev.evaluate(run)
+    mean = mean_metrics(ours)
+    for ours_key, trec_key in [("recall@2", "recall_2"), ("recall@5", "recall_5"), ("recall@10", "recall_10"), ("recall@20", "recall_20"), ("mrr", "recip_rank"), ("hit@1", "success_1"), ("hit@5", "success_5")]:
+        ref = sum(v[trec_key] for v in theirs.values()) / len(theirs)
+        assert mean[ours_key] == pytest.approx(ref, abs=1e-9), ours_key
+
+
+@pytest.fixture(scope="module")
+def g(graph_dir, encoder):
+    return GraphIndex(graph_dir, encoder=encoder)
+
+
+@pytest.fixture(scope="module")
+def questions(ottqa_dir):
+    return read_questions(ottqa_dir / "questions.jsonl")
+
+
+def test_evaluate_writes_run_artifacts(g, questions, tmp_path):
+    m = evaluate_one(g, EvalConfig("hybrid", k=10), questions, tmp_path / "run")
+    assert m["questions"] == 12 and 0 < m["recall@10"] <= 1 and m["gold_missing"] == 0
+    assert set(m) >= {"hit@1", "hit@5", "recall@2", "recall@100", "mrr", "latency_p50_ms"}
+    lines = (tmp_path / "run" / "run.trec").read_text().splitlines()
+    qid, q0, doc, rank, score, tag = lines[0].split()
+    assert q0 == "Q0" and rank == "1" and tag.startswith("hybrid")
+    header = (tmp_path / "run" / "per_query.csv").read_text().splitlines()[0]
+    assert header.startswith("qid,gold,ranked,hit@1") and "latency_ms" in header
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["recall@10"] == m["recall@10"]
+
+
+def test_question_with_gold_outside_the_corpus_is_counted(g, questions, tmp_path):
+    extra = Question("ghost", "Who wrote the missing book?", ["Not_A_Table_0", "/wiki/Nowhere"])
+    m = evaluate_one(g, EvalConfig("bm25", k=5), questions + [extra], tmp_path / "run")
+    assert m["gold_missing"] == 1 and m["questions"] == 12
+
+
+def test_evaluation_resumes_after_a_crash(g, questions, tmp_path):
+    cfg = EvalConfig("bm25", k=5)
+    from sagegraph.retrieve import get_retriever
+
+    r = get_retriever("bm25", g)
+    seen = []
+
+    def crashing(q):
+        seen.append(q.id)
+        if len(seen) == 5:
+            raise RuntimeError("crash")
+        return r.search(q.text, 5)
+
+    with pytest.raises(RuntimeError):
+        run_eval(g, questions, cfg, crashing, tmp_path / "run")
+    seen.clear()
+    m = run_eval(g, questions, cfg, lambda q: (seen.append(q.id), r.search(q.text, 5))[1], tmp_path / "run")
+    assert len(seen) == 8 and m["questions"] == 12  # 4 finished before the crash were not redone
+
+
+def test_group_reuses_seeds_across_k_prime(g, questions, tmp_path, monkeypatch):
+    cfgs = [EvalConfig("sage", k=3, k_prime=kp) for kp in (0, 2, 5)]
+    from sagegraph.retrieve.flat import HybridRetriever
+
+    calls = {"n": 0}
+    real = HybridRetriever._search
+
+    def counting(self, query, k):
+        calls["n"] += 1
+        return real(self, query, k)
+
+    monkeypatch.setattr(HybridRetriever, "_search", counting)
+    grouped = evaluate_group(g, cfgs, questions, tmp_path / "g")
+    assert calls["n"] == len(questions)  # once per question, not once per k'
+    single = evaluate_one(g, cfgs[2], questions, tmp_path / "one")
+    assert grouped[2]["recall@100"] == single["recall@100"] and grouped[2]["mrr"] == single["mrr"]
+    assert grouped[0]["recall@100"] <= grouped[1]["recall@100"] <= grouped[2]["recall@100"]
