@@ -1,4 +1,5 @@
-PY ?= $(shell pyenv root 2>/dev/null)/versions/$(shell cat .python-version)/bin/python
+# Python 3.12: pyenv's version named in .python-version, else any python3.12 on PATH.
+PY ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/$(shell cat .python-version)/bin/python) $(shell command -v python3.12 2>/dev/null))
 VENV := .venv
 BIN := $(VENV)/bin
 export DO_NOT_TRACK := true
@@ -19,13 +20,15 @@ $(BIN)/sagegraph: pyproject.toml
 	touch $@
 
 demo: setup
-	$(BIN)/sagegraph build conf/ottqa.yaml --max-sources 2000
+	$(BIN)/sagegraph sweep conf/sweep_ottqa_demo.yaml
 
 test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python -m benchmarks.build_ottqa
+	$(BIN)/python -m benchmarks.sweep --fresh --graph work/bench-ottqa/graph
+	$(BIN)/python -m benchmarks.query_latency --graph work/bench-ottqa/graph
 
 clean:
 	rm -rf work/ .pytest_cache

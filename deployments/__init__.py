@@ -1,0 +1,1 @@
+"""Deployments: a scheduled graph rebuild and an on-demand sweep on a local process work pool."""

@@ -43,6 +43,33 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from sagegraph.config import RunnerConfig
+    from sagegraph.eval.sweep import load_sweep
+
+    cfg = load_sweep(args.sweep)
+    from sagegraph.eval.sweep import configurations
+
+    configurations(cfg)  # unknown names and bad grids fail before a server or cluster starts
+    from flows.runtime import dask_runner, prefect_api
+    from flows.sweep import sweep
+
+    runner = RunnerConfig(n_workers=args.workers or 2, dask_address=args.dask_address)
+    with prefect_api(cfg.out) as api:
+        print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
+        result = sweep.with_options(task_runner=dask_runner(runner))(cfg)
+    ml = result["mlflow"]
+    print(f"\nsummary table:   {result['summary']}")
+    print(f"Recall@k plot:   {result['plot']}")
+    print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
+    print(f"                 view: .venv/bin/mlflow ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
+    for row in result["figure4"]:
+        if row.get("bl_graph") is not None:
+            print(f"  k={row['k']:>3}: Extended BL {100 * (row['extended_bl'] or 0):5.1f}  BL+Graph {100 * row['bl_graph']:5.1f} (k1={row['k1']}, k2={row['k2']})")
+    print(json.dumps({k: result[k] for k in ("configurations", "seconds", "figure4")}))
+    return 0
+
+
 def _fetch(args: argparse.Namespace) -> int:
     from sagegraph.corpus.fetch import OTTQA_RAW, fetch_ottqa
 
@@ -130,6 +157,12 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("question")
     _add_retriever_args(q, 10)
     q.set_defaults(func=_query)
+
+    w = sub.add_parser("sweep", help="run a parameter sweep (Prefect flow on Dask, tracked in MLflow)")
+    w.add_argument("sweep", type=Path, help="sweep YAML, e.g. conf/sweep_ottqa.yaml")
+    w.add_argument("--workers", type=int)
+    w.add_argument("--dask-address")
+    w.set_defaults(func=_sweep)
 
     r = sub.add_parser("retrievers", help="list registered retrievers")
     r.set_defaults(func=_retrievers)

@@ -145,6 +145,13 @@ def _format_errors(path: Path, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _deep_merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for k, v in override.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def _resolve(base: Path, value: Path | None) -> Path | None:
     if value is None:
         return None
@@ -165,6 +172,11 @@ def load_config(path: str | Path, **overrides) -> BuildConfig:
         raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    if "extends" in data:  # a variant names its base config and overrides a few fields
+        base_path = (path.parent / data.pop("extends")).resolve()
+        if not base_path.exists():
+            raise ConfigError(f"{path}: extends: {base_path} not found")
+        data = _deep_merge(yaml.safe_load(base_path.read_text(encoding="utf-8")) or {}, data)
     try:
         cfg = BuildConfig.model_validate(data)
     except ValidationError as exc:

@@ -138,3 +138,16 @@ def run_all(cfg):
     store = stages.load_store(cfg)
     stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
     return {"ingest": ing, "chunks": chunks, "metas": metas, "vecs": vecs, "pairs": pairs, "final": fin, "store": store, "stats": stats}
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sagegraph(*args, cwd=ROOT, timeout=600):
+    """Run the CLI as a user would, in a fresh process, without any Prefect API inherited."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    return subprocess.run([sys.executable, "-m", "sagegraph.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

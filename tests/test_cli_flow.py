@@ -2,19 +2,8 @@
 LocalCluster with one local API server, and a rerun resumes everything."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-from tests.fixtures import write_config
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def sagegraph(*args, cwd=ROOT, timeout=600):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    return subprocess.run([sys.executable, "-m", "sagegraph.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+from tests.fixtures import sagegraph, write_config
 
 
 def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):

@@ -33,3 +33,8 @@ def test_relative_paths_resolve_against_project_root(tmp_path):
     (conf / "c.yaml").write_text("out: work/x\ncorpus:\n  kind: kb\n  path: data/kb\n")
     cfg = load_config(conf / "c.yaml")
     assert cfg.out == (tmp_path / "work/x").resolve() and cfg.corpus.path == (tmp_path / "data/kb").resolve()
+
+
+def test_variant_config_extends_its_base():
+    cfg = load_config("conf/ottqa_demo.yaml")
+    assert cfg.max_sources == 2000 and cfg.name == "ottqa-demo" and cfg.edges.top_m == 50 and cfg.out.name == "ottqa-demo"

@@ -63,9 +63,14 @@ def split_questions(g: GraphIndex, questions: list[Question]) -> tuple[list[Ques
     return ok, [q.id for q in missing]
 
 
-def score_query(g: GraphIndex, q: Question, r: Retrieval, latency_ms: float) -> dict[str, Any]:
+def recall_ks(cfg: EvalConfig) -> list[int]:
+    """The standard cut-offs plus the configuration's own k (+ k')."""
+    return sorted(set(RECALL_KS) | {cfg.total})
+
+
+def score_query(g: GraphIndex, q: Question, r: Retrieval, latency_ms: float, ks: list[int]) -> dict[str, Any]:
     ranked_sources = [g.source_ids[i] for i in r.idx]
-    m = query_metrics(ranked_sources, set(q.gold_sources), RECALL_KS)
+    m = query_metrics(ranked_sources, set(q.gold_sources), ks)
     docs, scores = dedupe_sources(g, r)
     return {"qid": q.id, "gold": q.gold_sources, "ranked": docs, "scores": scores, **m, "latency_ms": round(latency_ms, 3),
             "neighbourhood": r.trace.get("neighbourhood"), "short_neighbourhood": r.trace.get("short_neighbourhood", False)}
@@ -90,11 +95,11 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
                 continue
             t0 = time.perf_counter()
             r = search(q)
-            row = score_query(g, q, r, (time.perf_counter() - t0) * 1000 + r.trace.get("reused_seed_ms", 0.0))
+            row = score_query(g, q, r, (time.perf_counter() - t0) * 1000 + r.trace.get("reused_seed_ms", 0.0), recall_ks(cfg))
             fh.write(json.dumps(row) + "\n")
             done[q.id] = row
     rows = [done[q.id] for q in scorable]
-    keys = metric_names()
+    keys = metric_names(recall_ks(cfg))
     metrics = mean_metrics([{k: r[k] for k in keys} for r in rows])
     lat = np.array([r["latency_ms"] for r in rows]) if rows else np.zeros(1)
     summary = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,12 @@ from sagegraph.errors import SageGraphError
 from sagegraph.graph import Adjacency
 from sagegraph.index.bm25 import BM25Index
 from sagegraph.index.dense import DenseIndex
+
+
+@lru_cache(maxsize=4)
+def open_graph(graph_dir: str) -> "GraphIndex":
+    """One GraphIndex per process (and per Dask worker) and graph: indexes load once per sweep."""
+    return GraphIndex(Path(graph_dir))
 
 
 class GraphIndex:
@@ -92,6 +98,18 @@ class GraphIndex:
 
     def bm25_scores(self, query: str) -> np.ndarray:
         return self._memoised("bm25", query, lambda: self.bm25.scores(query))
+
+    def save_query_vectors(self, queries: list[str], path: Path) -> Path:
+        """Encode questions once (before a fan-out) so workers never load the model for them."""
+        self.encode_queries(queries)
+        uniq = list(dict.fromkeys(queries))
+        np.savez(path, texts=np.array(uniq, dtype=object), vectors=np.stack([self._memo[("vec", q)] for q in uniq]) if uniq else np.zeros((0, 1)))
+        return path
+
+    def load_query_vectors(self, path: Path) -> None:
+        z = np.load(path, allow_pickle=True)
+        for q, v in zip(z["texts"].tolist(), z["vectors"]):
+            self._memo[("vec", q)] = v
 
     def encode_queries(self, queries: list[str]) -> None:
         """Batch-encode questions up front (one model call instead of one per question)."""

@@ -1,0 +1,19 @@
+"""The `evaluate` flow: one retriever configuration over a question set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+
+from sagegraph.eval.runner import EvalConfig
+from tasks import evaluate as T
+
+
+@flow(name="evaluate", log_prints=True)
+def evaluate(graph_dir: str, questions: str, cfg: dict[str, Any], out: str) -> dict[str, Any]:
+    Path(out).mkdir(parents=True, exist_ok=True)
+    qvec = T.prepare(graph_dir, questions, out)
+    result = T.evaluate_configs(graph_dir, questions, qvec, [EvalConfig(**cfg).__dict__], str(Path(out) / "runs"))
+    return result[0]

@@ -1,0 +1,78 @@
+"""The `sweep` flow: (build if needed) -> prepare indexes and question vectors -> evaluation groups
+fanned out on Dask (seeds computed once per group and reused across k') -> MLflow parent run with a
+child per configuration, a summary table and the Recall@k plot (SAGE Fig. 4)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, unmapped
+
+from sagegraph.eval.evaluate import default_questions
+from sagegraph.eval.runner import EvalConfig
+from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, plot_figure4
+from sagegraph.tracking import SweepTracker, default_tracking_uri
+from tasks import evaluate as T
+
+
+def graph_dir_of(cfg: SweepConfig) -> Path:
+    if cfg.graph is not None:
+        return cfg.graph
+    from sagegraph.config import load_config
+
+    return load_config(cfg.build).out / "graph"
+
+
+def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:
+    keys = ["hit@1", "hit@5", "recall@2", "recall@5", "recall@10", "recall@20", "recall@50", "recall@100", "mrr", "latency_p50_ms", "questions"]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", *keys])
+        for c, m in sorted(results, key=lambda cm: (cm[0].retriever, cm[0].total, cm[0].k)):
+            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, *[m.get(k) for k in keys]])
+    return path
+
+
+@flow(name="sweep", log_prints=True)
+def sweep(cfg: SweepConfig) -> dict[str, Any]:
+    log = get_run_logger()
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    graph = graph_dir_of(cfg)
+    if not (graph / "edges.parquet").exists():
+        if cfg.build is None:
+            raise FileNotFoundError(f"{graph}: no built graph; set `build:` in the sweep to build it")
+        from flows.build_graph import build_graph
+        from sagegraph.config import load_config
+
+        log.info("no graph at %s: building it first", graph)
+        build_graph(load_config(cfg.build))
+    questions = cfg.questions or default_questions(graph)
+    cfgs = configurations(cfg)
+    tracker = SweepTracker(cfg.mlflow.tracking_uri or default_tracking_uri(out), cfg.mlflow.experiment, out / "mlflow_parent.json", cfg.name,
+                           params={"graph": graph, "questions": questions, "configurations": len(cfgs)})
+    qvec = T.prepare(str(graph), str(questions), str(out))
+    grouped = groups(cfgs)
+    log.info("%d configurations in %d seed groups", len(cfgs), len(grouped))
+    futures = T.evaluate_configs.map(unmapped(str(graph)), unmapped(str(questions)), unmapped(qvec), [[c.__dict__ for c in grp] for grp in grouped], unmapped(str(out / "runs")))
+    results: list[tuple[EvalConfig, dict[str, Any]]] = []
+    for batch in futures.result():
+        results.extend((EvalConfig(**r["config"]), r["metrics"]) for r in batch)
+    logged = tracker.finished_children()
+    for c, m in results:
+        if c.key() not in logged:
+            tracker.log_child(c, m, out / "runs" / c.key())
+    rows = figure4(results, cfg.plot_totals)
+    (out / "figure4.json").write_text(json.dumps(rows, indent=1))
+    plot = plot_figure4(rows, out / "recall_at_k.png")
+    table = write_summary(out / "summary.csv", results)
+    graph_stats = graph.parent / "stats" / "graph_stats.json"
+    tracker.log_summary([table, plot, out / "figure4.json", graph_stats], {f"bl_graph_gain@{r['k']}": r["gain"] for r in rows if r.get("gain") is not None})
+    tracker.finish()
+    return {"configurations": len(results), "summary": str(table), "plot": str(plot), "figure4": rows, "seconds": round(time.perf_counter() - t0, 1),
+            "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": cfg.mlflow.experiment, "parent_run_id": tracker.parent_id}}

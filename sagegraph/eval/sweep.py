@@ -1,0 +1,174 @@
+"""Sweep grids: YAML validated by pydantic, expanded into evaluation configurations, grouped so that
+SAGE configurations sharing (seed retriever, k, alpha, policy) reuse their seeds across k'."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sagegraph.errors import ConfigError
+from sagegraph.eval.runner import EvalConfig
+
+
+class GridBlock(BaseModel):
+    """A cartesian product of values; `total_k` x `seed_share` expands SAGE splits k = k1 + k2."""
+
+    model_config = ConfigDict(extra="forbid")
+    retriever: list[str]
+    k: list[int] = Field(default_factory=list)
+    k_prime: list[int] = Field(default_factory=lambda: [0])
+    alpha: list[float] = Field(default_factory=lambda: [0.6])
+    seed_retriever: list[str] = Field(default_factory=lambda: ["hybrid"])
+    policy: list[str] = Field(default_factory=lambda: ["+edge"])
+    total_k: list[int] = Field(default_factory=list)
+    seed_share: list[float] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> "GridBlock":
+        if not self.k and not self.total_k:
+            raise ValueError("give k (and k_prime) or total_k (and seed_share)")
+        if self.total_k and not self.seed_share and "sage" in self.retriever:
+            raise ValueError("total_k for sage needs seed_share")
+        if any(v < 1 for v in self.k + self.total_k):
+            raise ValueError("k values must be >= 1")
+        if any(v < 0 for v in self.k_prime):
+            raise ValueError("k_prime values must be >= 0")
+        return self
+
+
+class MlflowConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tracking_uri: str | None = Field(None, description="default: sqlite:///<out>/mlflow.db")
+    experiment: str = "sagegraph"
+
+
+class SweepConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = "sweep"
+    graph: Path | None = Field(None, description="a built graph dir; default: <build config out>/graph")
+    build: Path | None = Field(None, description="a build config: the graph is built first when missing")
+    questions: Path | None = None
+    out: Path = Path("work/sweeps/sweep")
+    mlflow: MlflowConfig = MlflowConfig()
+    grid: list[GridBlock]
+    plot_totals: list[int] = Field(default_factory=lambda: [2, 5, 10, 20, 50, 100])
+
+    @model_validator(mode="after")
+    def _graph_or_build(self) -> "SweepConfig":
+        if self.graph is None and self.build is None:
+            raise ValueError("give graph (a built graph dir) or build (a build config)")
+        return self
+
+
+def load_sweep(path: Path) -> SweepConfig:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: sweep file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        cfg = SweepConfig.model_validate(data)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except ValidationError as exc:
+        lines = [f"{path}: invalid sweep ({exc.error_count()} problems)"] + [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError("\n".join(lines)) from None
+    base = path.resolve().parent
+    if base.name == "conf":
+        base = base.parent
+    for key in ("graph", "build", "questions", "out"):
+        value = getattr(cfg, key)
+        if value is not None and not value.is_absolute():
+            setattr(cfg, key, (base / value).resolve())
+    return cfg
+
+
+def expand(block: GridBlock) -> list[EvalConfig]:
+    out = []
+    for retriever, alpha, seed, policy in itertools.product(block.retriever, block.alpha, block.seed_retriever, block.policy):
+        if retriever == "sage":
+            pairs = list(itertools.product(block.k, block.k_prime))
+            for total, share in itertools.product(block.total_k, block.seed_share):
+                k1 = min(total - 1, max(1, round(total * share)))
+                if total >= 2:
+                    pairs.append((k1, total - k1))
+            for k, kp in dict.fromkeys(pairs):
+                out.append(EvalConfig("sage", k, kp, alpha, seed, policy))
+        else:
+            for k in dict.fromkeys(block.k + block.total_k):
+                out.append(EvalConfig(retriever, k, 0, alpha, "hybrid", "+edge"))
+    return out
+
+
+def configurations(cfg: SweepConfig) -> list[EvalConfig]:
+    """All configurations, deduplicated; unknown retriever names fail here, before any work."""
+    from sagegraph.retrieve import retriever_names
+
+    known = set(retriever_names())
+    seen: dict[str, EvalConfig] = {}
+    for i, block in enumerate(cfg.grid):
+        for name in block.retriever + [s for s in block.seed_retriever if "sage" in block.retriever]:
+            if name not in known:
+                raise ConfigError(f"grid.{i}: unknown retriever {name!r}; registered: {', '.join(sorted(known))}")
+        for c in expand(block):
+            seen.setdefault(c.key(), c)
+    return list(seen.values())
+
+
+def groups(cfgs: list[EvalConfig]) -> list[list[EvalConfig]]:
+    """One group per seed computation: (retriever, seed retriever, k, alpha, policy)."""
+    out: dict[tuple, list[EvalConfig]] = {}
+    for c in cfgs:
+        out.setdefault((c.retriever, c.seed_retriever, c.k, c.alpha, c.policy), []).append(c)
+    return list(out.values())
+
+
+def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int]) -> list[dict[str, Any]]:
+    """SAGE Fig. 4 rows: at each total k, Extended BL (hybrid@k), BL+Graph (best k1+k2=k split,
+    chosen on these questions), and BL (the seeds alone, hybrid@k1 of that split)."""
+    hybrid = {c.k: m for c, m in results if c.retriever == "hybrid" and c.alpha == 0.6}
+    rows = []
+    for total in totals:
+        key = f"recall@{total}"
+        splits = [(c, m) for c, m in results if c.retriever == "sage" and c.seed_retriever == "hybrid" and c.k + c.k_prime == total]
+        ext = hybrid.get(total)
+        row: dict[str, Any] = {"k": total, "extended_bl": ext[key] if ext and key in ext else None}
+        if splits:
+            best_c, best_m = max(splits, key=lambda cm: (cm[1][key], -cm[0].k))
+            row.update({"bl_graph": best_m[key], "k1": best_c.k, "k2": best_c.k_prime})
+            bl = hybrid.get(best_c.k)
+            row["bl"] = bl[key] if bl else None
+        if row.get("bl_graph") is not None and row["extended_bl"] is not None:
+            row["gain"] = row["bl_graph"] - row["extended_bl"]
+        rows.append(row)
+    return rows
+
+
+def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ks = [r["k"] for r in rows]
+    for key, label, style in [("bl", "BL (k1 seeds only)", "o:"), ("extended_bl", "Extended BL (k)", "s--"), ("bl_graph", "BL+Graph (k1 + k2)", "^-")]:
+        ys = [100 * r[key] if r.get(key) is not None else None for r in rows]
+        pts = [(k, y) for k, y in zip(ks, ys) if y is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+    ax.set_xscale("log")
+    ax.set_xticks(ks)
+    ax.set_xticklabels([str(k) for k in ks])
+    ax.set_xlabel("k (retrieved chunks)")
+    ax.set_ylabel("Recall@k (%)")
+    ax.set_title("Recall@k: BL, BL+Graph, Extended BL")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,37 @@
+"""Prefect tasks for evaluation and sweeps; logic lives in sagegraph.eval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from sagegraph.eval.evaluate import evaluate_group, read_questions
+from sagegraph.eval.runner import EvalConfig
+from sagegraph.retrieve.graph_index import GraphIndex, open_graph
+
+_opts = dict(cache_policy=NO_CACHE, persist_result=False)
+
+
+@task(name="prepare-retrieval", **_opts)
+def prepare(graph_dir: str, questions_path: str, out: str) -> str:
+    """Build the BM25 index on disk and encode every question once, before the fan-out."""
+    g = GraphIndex(Path(graph_dir))
+    _ = g.bm25
+    qs = read_questions(Path(questions_path))
+    path = g.save_query_vectors([q.text for q in qs], Path(out) / "question_vectors.npz")
+    get_run_logger().info("prepared %d nodes, %d questions", len(g), len(qs))
+    return str(path)
+
+
+@task(name="evaluate-group", **_opts)
+def evaluate_configs(graph_dir: str, questions_path: str, qvec_path: str, cfgs: list[dict[str, Any]], out_root: str) -> list[dict[str, Any]]:
+    g = open_graph(graph_dir)
+    g.load_query_vectors(Path(qvec_path))
+    configs = [EvalConfig(**c) for c in cfgs]
+    results = evaluate_group(g, configs, read_questions(Path(questions_path)), Path(out_root))
+    for c, m in zip(configs, results):
+        get_run_logger().info("%s: recall@%d=%.4f mrr=%.4f (%d questions)", c.label(), c.total, m[f"recall@{c.total}"], m["mrr"], m["questions"])
+    return [{"config": c.__dict__, "metrics": m} for c, m in zip(configs, results)]
