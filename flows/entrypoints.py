@@ -10,7 +10,7 @@ from prefect import flow
 
 from flows.build_graph import build_graph
 from flows.runtime import apply_env_defaults, dask_runner
-from flows.sweep import sweep
+from flows.sweep import ensure_graph, sweep
 from sagegraph.config import RunnerConfig, load_config
 from sagegraph.eval.sweep import load_sweep
 
@@ -26,4 +26,5 @@ def rebuild(config: str = "conf/ottqa.yaml", max_sources: int | None = None) -> 
 def run_sweep(sweep_file: str = "conf/sweep_ottqa.yaml", workers: int = 2) -> dict[str, Any]:
     cfg = load_sweep(Path(sweep_file))
     apply_env_defaults(cfg.out)
+    ensure_graph(cfg)
     return sweep.with_options(task_runner=dask_runner(RunnerConfig(n_workers=workers)))(cfg)

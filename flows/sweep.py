@@ -27,6 +27,19 @@ def graph_dir_of(cfg: SweepConfig) -> Path:
     return load_config(cfg.build).out / "graph"
 
 
+def ensure_graph(cfg: SweepConfig) -> Path:
+    """Build the sweep's graph first when it is missing and the sweep names a build config."""
+    graph = graph_dir_of(cfg)
+    if not (graph / "edges.parquet").exists() and cfg.build is not None:
+        from flows.build_graph import build_graph
+        from flows.runtime import dask_runner
+        from sagegraph.config import load_config
+
+        build_cfg = load_config(cfg.build)
+        build_graph.with_options(task_runner=dask_runner(build_cfg.runner))(build_cfg)
+    return graph
+
+
 def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:
     keys = ["hit@1", "hit@5", "recall@2", "recall@5", "recall@10", "recall@20", "recall@50", "recall@100", "mrr", "latency_p50_ms", "questions"]
     with path.open("w", newline="", encoding="utf-8") as fh:
@@ -45,13 +58,7 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     graph = graph_dir_of(cfg)
     if not (graph / "edges.parquet").exists():
-        if cfg.build is None:
-            raise FileNotFoundError(f"{graph}: no built graph; set `build:` in the sweep to build it")
-        from flows.build_graph import build_graph
-        from sagegraph.config import load_config
-
-        log.info("no graph at %s: building it first", graph)
-        build_graph(load_config(cfg.build))
+        raise FileNotFoundError(f"{graph}: no built graph; run `sagegraph build` or give the sweep a `build:` config")
     questions = cfg.questions or default_questions(graph)
     cfgs = configurations(cfg)
     tracker = SweepTracker(cfg.mlflow.tracking_uri or default_tracking_uri(out), cfg.mlflow.experiment, out / "mlflow_parent.json", cfg.name,

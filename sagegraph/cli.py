@@ -52,11 +52,12 @@ def _sweep(args: argparse.Namespace) -> int:
 
     configurations(cfg)  # unknown names and bad grids fail before a server or cluster starts
     from flows.runtime import dask_runner, prefect_api
-    from flows.sweep import sweep
+    from flows.sweep import ensure_graph, sweep
 
     runner = RunnerConfig(n_workers=args.workers or 2, dask_address=args.dask_address)
     with prefect_api(cfg.out) as api:
         print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
+        ensure_graph(cfg)
         result = sweep.with_options(task_runner=dask_runner(runner))(cfg)
     ml = result["mlflow"]
     print(f"\nsummary table:   {result['summary']}")
@@ -87,15 +88,13 @@ def _eval_config(args: argparse.Namespace):
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from sagegraph.eval.evaluate import default_questions, evaluate_one, read_questions
+    from sagegraph.eval.evaluate import default_questions, evaluate_one, make_retriever, read_questions
     from sagegraph.retrieve.graph_index import GraphIndex
 
     cfg = _eval_config(args)
     g = GraphIndex(args.graph_dir)
     questions = read_questions(args.questions or default_questions(args.graph_dir))
     out = args.out or Path(args.graph_dir).parent / "runs" / cfg.key()
-    from sagegraph.eval.evaluate import make_retriever
-
     make_retriever(g, cfg)  # validate names and parameters before any work
     metrics = evaluate_one(g, cfg, questions, out)
     print(f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec and metrics.json in {out}", file=sys.stderr)
@@ -110,7 +109,7 @@ def _query(args: argparse.Namespace) -> int:
     g = GraphIndex(args.graph_dir)
     r = make_retriever(g, _eval_config(args)).search(args.question, args.k)
     for rank, (i, s, how) in enumerate(zip(r.idx, r.scores, r.found_by), start=1):
-        text = " ".join(g._texts[i].split())[:100]
+        text = " ".join(g.text(i).split())[:100]
         print(f"{rank:3d} {s:8.4f} {how:9s} {g.source_ids[i]}  {text}")
     return 0
 

@@ -22,7 +22,7 @@ def test_grid_expansion_and_seed_groups():
 def test_figure4_picks_the_best_split_per_k():
     res = [
         (EvalConfig("hybrid", 10), {"recall@10": 0.50}),
-        (EvalConfig("hybrid", 5), {"recall@10": 0.40}),
+        (EvalConfig("hybrid", 5), {"recall@5": 0.40, "recall@10": 0.40}),
         (EvalConfig("hybrid", 7), {"recall@10": 0.45}),
         (EvalConfig("sage", 5, 5), {"recall@10": 0.56}),
         (EvalConfig("sage", 7, 3), {"recall@10": 0.53}),

@@ -162,7 +162,7 @@ def embed_batch(cfg: BuildConfig, metadata_path: str) -> dict[str, Any]:
     texts = [field_texts(n) for n in nodes]
     # One encode call over all fields: duplicates (a title shared by a table's segments) hit the cache.
     flat = [t[f] for t in texts for f in FIELDS]
-    vecs = enc.encode(flat) if flat else np.zeros((0, 384), np.float32)
+    vecs = enc.encode(flat) if flat else np.zeros((0, enc.dim), np.float32)
     arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
     save_npz(out, **arrays)
     return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0}

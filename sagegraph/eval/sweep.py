@@ -139,8 +139,8 @@ def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int])
         if splits:
             best_c, best_m = max(splits, key=lambda cm: (cm[1][key], -cm[0].k))
             row.update({"bl_graph": best_m[key], "k1": best_c.k, "k2": best_c.k_prime})
-            bl = hybrid.get(best_c.k)
-            row["bl"] = bl[key] if bl else None
+            bl = hybrid.get(best_c.k)  # the seeds alone: a k1-long list, so its recall@k1
+            row["bl"] = bl.get(f"recall@{best_c.k}") if bl else None
         if row.get("bl_graph") is not None and row["extended_bl"] is not None:
             row["gain"] = row["bl_graph"] - row["extended_bl"]
         rows.append(row)

@@ -50,6 +50,9 @@ class GraphIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def text(self, i: int) -> str:
+        return self._texts[i]
+
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:

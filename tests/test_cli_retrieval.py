@@ -1,0 +1,35 @@
+"""`sagegraph evaluate | query | retrievers` in-process on the generated graph."""
+
+import json
+
+from sagegraph.cli import main
+
+
+def test_retrievers_lists_the_registry(capsys):
+    assert main(["retrievers"]) == 0
+    assert capsys.readouterr().out.split() == ["bm25", "dense", "hybrid", "sage"]
+
+
+def test_evaluate_prints_metrics_json_last(graph_dir, ottqa_dir, tmp_path, capsys):
+    args = ["evaluate", str(graph_dir), "--retriever", "sage", "--k", "3", "--k-prime", "4", "--questions", str(ottqa_dir / "questions.jsonl"), "--out", str(tmp_path / "run")]
+    assert main(args) == 0
+    m = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert m["questions"] == 12 and {"hit@1", "hit@5", "recall@7", "recall@100", "mrr"} <= set(m)
+    assert (tmp_path / "run" / "run.trec").exists()
+
+
+def test_evaluate_rejects_unknown_retriever_cleanly(graph_dir, ottqa_dir, capsys):
+    assert main(["evaluate", str(graph_dir), "--retriever", "colbert", "--questions", str(ottqa_dir / "questions.jsonl")]) == 2
+    assert "unknown retriever 'colbert'" in capsys.readouterr().err
+
+
+def test_query_prints_a_ranking(graph_dir, capsys):
+    assert main(["query", str(graph_dir), "Which film won the audience award?", "--retriever", "sage", "--k", "2", "--k-prime", "2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    found_by = [line.split()[2] for line in lines]
+    assert found_by[:2] == ["hybrid", "hybrid"] and 1 <= found_by.count("neighbour") <= 2 and lines[0].split()[0] == "1"
+
+
+def test_empty_question_is_a_clear_error(graph_dir, capsys):
+    assert main(["query", str(graph_dir), "  ", "--retriever", "bm25"]) == 2
+    assert "empty question" in capsys.readouterr().err
