@@ -10,13 +10,15 @@ from tests.fixtures import sagegraph
 
 
 def test_grid_expansion_and_seed_groups():
-    block = GridBlock(retriever=["sage"], total_k=[10, 20], seed_share=[0.5, 0.7], k=[5], k_prime=[5, 15])
+    block = GridBlock(retriever=["sage"], total_k=[10, 20], seed_share=[0.5, 0.7], k=[5])
     cfgs = expand(block)
     pairs = sorted((c.k, c.k_prime) for c in cfgs)
     assert pairs == [(5, 5), (5, 15), (7, 3), (10, 10), (14, 6)]  # (5, 5) from both forms, once
     grp = groups(cfgs + expand(GridBlock(retriever=["hybrid"], k=[5, 10])))
     sizes = sorted(len(g) for g in grp)
     assert sizes == [1, 1, 1, 1, 1, 2]  # the two k=5 sage configurations share their seeds
+    plain = expand(GridBlock(retriever=["sage"], k=[3], k_prime=[0, 4]))
+    assert sorted((c.k, c.k_prime) for c in plain) == [(3, 0), (3, 4)]
 
 
 def test_figure4_picks_the_best_split_per_k():

@@ -15,7 +15,8 @@ from sagegraph.eval.runner import EvalConfig
 
 
 class GridBlock(BaseModel):
-    """A cartesian product of values; `total_k` x `seed_share` expands SAGE splits k = k1 + k2."""
+    """A cartesian product of values. For SAGE splits k = k1 + k2, give `total_k` with either the
+    seed sizes `k` (every k1 < total; configurations sharing k1 reuse their seeds) or `seed_share`."""
 
     model_config = ConfigDict(extra="forbid")
     retriever: list[str]
@@ -31,8 +32,8 @@ class GridBlock(BaseModel):
     def _check(self) -> "GridBlock":
         if not self.k and not self.total_k:
             raise ValueError("give k (and k_prime) or total_k (and seed_share)")
-        if self.total_k and not self.seed_share and "sage" in self.retriever:
-            raise ValueError("total_k for sage needs seed_share")
+        if self.total_k and not (self.seed_share or self.k) and "sage" in self.retriever:
+            raise ValueError("total_k for sage needs k (seed sizes) or seed_share")
         if any(v < 1 for v in self.k + self.total_k):
             raise ValueError("k values must be >= 1")
         if any(v < 0 for v in self.k_prime):
@@ -90,7 +91,10 @@ def expand(block: GridBlock) -> list[EvalConfig]:
     out = []
     for retriever, alpha, seed, policy in itertools.product(block.retriever, block.alpha, block.seed_retriever, block.policy):
         if retriever == "sage":
-            pairs = list(itertools.product(block.k, block.k_prime))
+            if block.total_k:
+                pairs = [(k1, total - k1) for total in block.total_k for k1 in block.k if k1 < total]
+            else:
+                pairs = list(itertools.product(block.k, block.k_prime))
             for total, share in itertools.product(block.total_k, block.seed_share):
                 k1 = min(total - 1, max(1, round(total * share)))
                 if total >= 2:
