@@ -68,6 +68,12 @@ def test_question_with_gold_outside_the_corpus_is_counted(g, questions, tmp_path
     assert m["gold_missing"] == 1 and m["questions"] == 12
 
 
+def test_a_failing_question_is_counted_not_fatal(g, questions, tmp_path):
+    blank = Question("blank", "   ", [questions[0].gold_sources[0]])
+    m = evaluate_one(g, EvalConfig("sage", k=2, k_prime=2), questions + [blank], tmp_path / "run")
+    assert m["errors"] == 1 and m["questions"] == 13
+
+
 def test_evaluation_resumes_after_a_crash(g, questions, tmp_path):
     cfg = EvalConfig("bm25", k=5)
     from sagegraph.retrieve import get_retriever

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from sagegraph.corpus.records import Question
+from sagegraph.errors import SageGraphError
 from sagegraph.eval.metrics import MRR_CONVENTION, RECALL_KS, mean_metrics, metric_names, query_metrics
 from sagegraph.eval.runfiles import write_metrics, write_per_query_csv, write_trec
 from sagegraph.retrieve.base import Retrieval
@@ -94,8 +95,13 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
             if q.id in done:
                 continue
             t0 = time.perf_counter()
-            r = search(q)
+            try:
+                r = search(q)
+            except SageGraphError as exc:  # one bad question is scored as retrieving nothing, and counted
+                log.warning("question %s: %s", q.id, exc)
+                r = Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [], {"error": str(exc)})
             row = score_query(g, q, r, (time.perf_counter() - t0) * 1000 + r.trace.get("reused_seed_ms", 0.0), recall_ks(cfg))
+            row["error"] = r.trace.get("error")
             fh.write(json.dumps(row) + "\n")
             done[q.id] = row
     rows = [done[q.id] for q in scorable]
@@ -107,6 +113,7 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
         "questions": len(rows),
         "gold_missing": len(missing),
         "short_neighbourhood": sum(1 for r in rows if r.get("short_neighbourhood")),
+        "errors": sum(1 for r in rows if r.get("error")),
         "latency_p50_ms": round(float(np.percentile(lat, 50)), 3),
         "latency_p95_ms": round(float(np.percentile(lat, 95)), 3),
         "mrr_convention": MRR_CONVENTION,
