@@ -27,11 +27,13 @@ def make_retriever(g: GraphIndex, cfg: EvalConfig) -> Retriever:
 def default_questions(graph_dir: Path) -> Path:
     manifest = Path(graph_dir) / "manifest.json"
     if manifest.exists():
-        corpus = json.loads(manifest.read_text())["config"]["corpus"]
-        if corpus.get("questions"):
-            return Path(corpus["questions"])
-        if corpus.get("path"):
-            return Path(corpus["path"]) / "questions.jsonl"
+        from sagegraph.config import CorpusConfig
+
+        corpus = CorpusConfig.model_validate(json.loads(manifest.read_text())["config"]["corpus"])
+        if corpus.questions:
+            return corpus.questions
+        if corpus.kind == "ottqa":
+            return corpus.resolved_path() / "questions.jsonl"  # the default ../shared copy when path is unset
     raise SageGraphError(f"{graph_dir}: no questions file known for this graph; pass --questions PATH")
 
 
