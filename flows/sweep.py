@@ -13,6 +13,7 @@ from typing import Any
 from prefect import flow, get_run_logger, unmapped
 
 from sagegraph.eval.evaluate import default_questions
+from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, plot_figure4
 from sagegraph.tracking import SweepTracker, default_tracking_uri
@@ -41,7 +42,7 @@ def ensure_graph(cfg: SweepConfig) -> Path:
 
 
 def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:
-    keys = ["hit@1", "hit@5", "recall@2", "recall@5", "recall@10", "recall@20", "recall@50", "recall@100", "mrr", "latency_p50_ms", "questions"]
+    keys = metric_names() + ["latency_p50_ms", "questions"]
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", *keys])

@@ -137,8 +137,8 @@ class BuildConfig(_Strict):
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _format_errors(path: Path, exc: ValidationError) -> str:
-    lines = [f"{path}: invalid config ({exc.error_count()} problem{'s' if exc.error_count() > 1 else ''})"]
+def format_errors(path: Path, exc: ValidationError, what: str = "config") -> str:
+    lines = [f"{path}: invalid {what} ({exc.error_count()} problem{'s' if exc.error_count() > 1 else ''})"]
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         lines.append(f"  {loc}: {err['msg']}")
@@ -152,7 +152,13 @@ def _deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
-def _resolve(base: Path, value: Path | None) -> Path | None:
+def project_dir(config_path: Path) -> Path:
+    """Relative paths in a config resolve against the project dir holding `conf/`."""
+    base = Path(config_path).resolve().parent
+    return base.parent if base.name == "conf" else base
+
+
+def resolve_path(base: Path, value: Path | None) -> Path | None:
     if value is None:
         return None
     value = Path(os.path.expandvars(str(value))).expanduser()
@@ -180,15 +186,13 @@ def load_config(path: str | Path, **overrides) -> BuildConfig:
     try:
         cfg = BuildConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(path, exc)) from None
-    base = path.resolve().parent
-    if base.name == "conf":
-        base = base.parent
-    cfg.out = _resolve(base, cfg.out)
+        raise ConfigError(format_errors(path, exc)) from None
+    base = project_dir(path)
+    cfg.out = resolve_path(base, cfg.out)
     for key in ("path", "documents", "tables", "questions"):
-        setattr(cfg.corpus, key, _resolve(base, getattr(cfg.corpus, key)))
-    cfg.store.path = _resolve(base, cfg.store.path)
-    cfg.llm.cache_dir = _resolve(base, cfg.llm.cache_dir)
+        setattr(cfg.corpus, key, resolve_path(base, getattr(cfg.corpus, key)))
+    cfg.store.path = resolve_path(base, cfg.store.path)
+    cfg.llm.cache_dir = resolve_path(base, cfg.llm.cache_dir)
     return apply_overrides(cfg, **overrides)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sagegraph.config import format_errors, project_dir, resolve_path
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig
 
@@ -75,15 +76,10 @@ def load_sweep(path: Path) -> SweepConfig:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     except ValidationError as exc:
-        lines = [f"{path}: invalid sweep ({exc.error_count()} problems)"] + [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError("\n".join(lines)) from None
-    base = path.resolve().parent
-    if base.name == "conf":
-        base = base.parent
+        raise ConfigError(format_errors(path, exc, "sweep")) from None
+    base = project_dir(path)
     for key in ("graph", "build", "questions", "out"):
-        value = getattr(cfg, key)
-        if value is not None and not value.is_absolute():
-            setattr(cfg, key, (base / value).resolve())
+        setattr(cfg, key, resolve_path(base, getattr(cfg, key)))
     return cfg
 
 
