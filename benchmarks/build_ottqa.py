@@ -1,5 +1,5 @@
 """Build the full OTT-QA dev graph (heuristic metadata, embedded defaults) through the Prefect flow,
-then time edge construction on a quarter of the nodes against all of them (the 4x scaling check).
+then time edge construction on a quarter of the sources against all of them (benchmarks.edge_scaling).
 
     .venv/bin/python -m benchmarks.build_ottqa [--out work/bench-ottqa] [--max-sources N]
 
@@ -15,33 +15,11 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
 
+from benchmarks.edge_scaling import scaling
 from benchmarks.machine import PeakMemory, machine
 
 SAGE_PAPER = {"doc_chunks": 21912, "table_chunks": 974, "edges": 751836}
-
-
-def edge_construction_seconds(graph_dir: Path, cfg, fraction: float, seed: int = 0) -> tuple[float, int]:
-    """Candidates + signals + pruning + edge records for every modality pair on a node subset."""
-    from sagegraph.build import edges as E
-    from sagegraph.build.fields import entity_set
-    from sagegraph.build.stages import edge_params, load_graph_inputs, present_pairs
-
-    nodes, vectors = load_graph_inputs(graph_dir)
-    rng = np.random.default_rng(seed)
-    idx = np.sort(rng.choice(len(nodes), size=int(len(nodes) * fraction), replace=False)) if fraction < 1 else np.arange(len(nodes))
-    sub = [nodes[i] for i in idx]
-    vec = {f: np.asarray(v)[idx] for f, v in vectors.items()}
-    t0 = time.perf_counter()
-    modality = np.array([n.modality for n in sub])
-    source = np.array([n.source_id for n in sub])
-    Emat, names = E.entity_matrix([entity_set(n) for n in sub])
-    n_edges = 0
-    for pair in present_pairs(set(modality.tolist())):
-        res = E.similarity_pair(pair, modality, source, vec, Emat, edge_params(cfg))
-        n_edges += len(E.pair_edges(res, [n.id for n in sub], Emat, names))
-    return time.perf_counter() - t0, n_edges
 
 
 def main() -> None:
@@ -64,8 +42,7 @@ def main() -> None:
         with prefect_api(cfg.out):
             result = build_graph.with_options(task_runner=dask_runner(cfg.runner))(cfg)
     wall = time.perf_counter() - t0
-    quarter_s, quarter_edges = edge_construction_seconds(cfg.out / "graph", cfg, 0.25)
-    full_s, full_edges = edge_construction_seconds(cfg.out / "graph", cfg, 1.0)
+    edge_scaling = scaling(cfg.out / "graph", cfg, repeats=3)
     counts = result["counts"]
     workers = cfg.runner.n_workers * cfg.runner.threads_per_worker
     summary = {
@@ -83,7 +60,7 @@ def main() -> None:
         "encode_seconds": result["encode_seconds"],
         "encode_share_of_worker_time": round(result["encode_seconds"] / (workers * wall), 3),
         "peak_rss_mb": round(mem.peak_mb),
-        "edge_construction": {"quarter_s": round(quarter_s, 2), "full_s": round(full_s, 2), "ratio_4x": round(full_s / quarter_s, 2), "quarter_edges": quarter_edges, "full_edges": full_edges},
+        "edge_construction": edge_scaling,
         "sage_paper": SAGE_PAPER,
     }
     print(json.dumps(summary))

@@ -12,11 +12,13 @@ from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
 
+from sagegraph.build.variants import base_config_of, label
 from sagegraph.eval.evaluate import default_questions
 from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, plot_figure4
 from sagegraph.tracking import SweepTracker, default_tracking_uri
+from tasks import build as TB
 from tasks import evaluate as T
 
 
@@ -45,10 +47,29 @@ def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) 
     keys = metric_names() + ["latency_p50_ms", "questions"]
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", *keys])
-        for c, m in sorted(results, key=lambda cm: (cm[0].retriever, cm[0].total, cm[0].k)):
-            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, *[m.get(k) for k in keys]])
+        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", *keys])
+        for c, m in sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k)):
+            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, c.edges, *[m.get(k) for k in keys]])
     return path
+
+
+def edge_variant_graphs(cfg: SweepConfig, graph: Path) -> dict[str, Path]:
+    """Variant label -> graph dir, building missing variants on Dask ("" is the graph as built)."""
+    variants = cfg.edge_variants()
+    if not variants:
+        return {"": graph}
+    base = base_config_of(graph)
+    dirs = TB.edge_variant.map(unmapped(base), variants).result()
+    return {"": graph, **{label(v): Path(d) for v, d in zip(variants, dirs)}}
+
+
+def variant_summary(graphs: dict[str, Path]) -> dict[str, Any]:
+    out = {}
+    for name, g in graphs.items():
+        stats = g.parent / "stats" / "graph_stats.json"
+        counts = json.loads(stats.read_text()) if stats.exists() else {}
+        out[name or "(as built)"] = {"graph": str(g), "edges": counts.get("edges"), "edges_by_type": counts.get("edges_by_type")}
+    return out
 
 
 @flow(name="sweep", log_prints=True)
@@ -64,10 +85,11 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     cfgs = configurations(cfg)
     tracker = SweepTracker(cfg.mlflow.tracking_uri or default_tracking_uri(out), cfg.mlflow.experiment, out / "mlflow_parent.json", cfg.name,
                            params={"graph": graph, "questions": questions, "configurations": len(cfgs)})
-    qvec = T.prepare(str(graph), str(questions), str(out))
+    qvec = T.prepare(str(graph), str(questions), str(out))  # BM25 is built before variants link it
+    graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
-    log.info("%d configurations in %d seed groups", len(cfgs), len(grouped))
-    futures = T.evaluate_configs.map(unmapped(str(graph)), unmapped(str(questions)), unmapped(qvec), [[c.__dict__ for c in grp] for grp in grouped], unmapped(str(out / "runs")))
+    log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
+    futures = T.evaluate_configs.map([str(graphs[grp[0].edges]) for grp in grouped], unmapped(str(questions)), unmapped(qvec), [[c.__dict__ for c in grp] for grp in grouped], unmapped(str(out / "runs")))
     results: list[tuple[EvalConfig, dict[str, Any]]] = []
     for batch in futures.result():
         results.extend((EvalConfig(**r["config"]), r["metrics"]) for r in batch)
@@ -75,12 +97,17 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     for c, m in results:
         if c.key() not in logged:
             tracker.log_child(c, m, out / "runs" / c.key())
-    rows = figure4(results, cfg.plot_totals)
+    rows = [row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)]
+    rows = [r for r in rows if r["edges"] or not cfg.edges] or rows
     (out / "figure4.json").write_text(json.dumps(rows, indent=1))
     plot = plot_figure4(rows, out / "recall_at_k.png")
     table = write_summary(out / "summary.csv", results)
-    graph_stats = graph.parent / "stats" / "graph_stats.json"
-    tracker.log_summary([table, plot, out / "figure4.json", graph_stats], {f"bl_graph_gain@{r['k']}": r["gain"] for r in rows if r.get("gain") is not None})
+    files = [table, plot, out / "figure4.json", graph.parent / "stats" / "graph_stats.json"]
+    if cfg.edges:
+        files.append(out / "edge_variants.json")
+        (out / "edge_variants.json").write_text(json.dumps(variant_summary(graphs), indent=1))
+    gains = {f"bl_graph_gain@{r['k']}" + (f"/{r['edges']}" if r["edges"] else ""): r["gain"] for r in rows if r.get("gain") is not None}
+    tracker.log_summary(files, gains)
     tracker.finish()
     return {"configurations": len(results), "summary": str(table), "plot": str(plot), "figure4": rows, "seconds": round(time.perf_counter() - t0, 1),
             "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": cfg.mlflow.experiment, "parent_run_id": tracker.parent_id}}

@@ -85,9 +85,11 @@ class EdgeConfig(_Strict):
     logic: Literal["or", "and"] = "or"
     top_m: int = Field(20, ge=1, description="ANN candidates per node and signal")
     entity_max_df: int = Field(50, ge=2, description="entities on more nodes than this are too generic to propose pairs")
-    ann: Literal["auto", "flat", "hnsw"] = "auto"
+    ann: Literal["auto", "flat", "hnsw", "cluster"] = Field("auto", description="candidate search: auto = flat when a side is small, else cluster")
     hnsw_m: int = 32
-    flat_below: int = Field(5000, description="auto: exact search below this many nodes")
+    flat_below: int = Field(5000, ge=1, description="auto: exact search when the querying or the searched side has fewer nodes than this")
+    cluster_size: int = Field(256, ge=8, description="cluster search: base nodes per k-means cluster")
+    cluster_probes: int = Field(32, ge=1, description="cluster search: clusters scored per query group")
 
 
 class StoreConfig(_Strict):

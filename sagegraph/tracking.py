@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+from sagegraph.build.variants import parse_label
 from sagegraph.eval.runner import EvalConfig
 
 
 def mlflow_key(name: str) -> str:
-    return name.replace("@", "_at_")
+    """MLflow names allow letters, digits and _-. :/ only: 'recall@20' -> 'recall_at_20'."""
+    return re.sub(r"[^\w\-. :/]", "_", name.replace("@", "_at_"))
 
 
 def default_tracking_uri(out: Path) -> str:
@@ -70,6 +73,7 @@ class SweepTracker:
         )
         rid = run.info.run_id
         params = {**cfg.__dict__, "total_k": cfg.total}
+        params.update({f"edges.{k}": v for k, v in parse_label(cfg.edges).items()})  # filterable per setting
         numeric = {mlflow_key(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
         self.client.log_batch(rid, metrics=[Metric(k, v, 0, 0) for k, v in numeric.items()], params=[Param(k, str(v)) for k, v in params.items()])
         for name in ("per_query.csv", "run.trec", "metrics.json", "config.json"):

@@ -90,3 +90,13 @@ def graph_stats(cfg: BuildConfig, pair_results: list[dict[str, Any]]) -> dict[st
     res = S.graph_stats(cfg, [p["stats"] for p in pair_results])
     _log("graph-stats", res)
     return res
+
+
+@task(name="edge-variant", **_opts)
+def edge_variant(cfg: BuildConfig, overrides: dict[str, Any]) -> str:
+    """One edge-setting variant of the built graph (same nodes, rebuilt edges) for a sweep."""
+    from sagegraph.build.variants import build_variant, label
+
+    graph = build_variant(cfg, overrides)
+    get_run_logger().info("edge variant %s: %s", label(overrides), graph)
+    return str(graph)

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from sagegraph.build import edges as E
-from sagegraph.model import DOC_CHUNK, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK
+from sagegraph.build.edge_records import MAX_SHARED, extra_for, pair_edge_table
+from sagegraph.model import DOC_CHUNK, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK, Node, table_to_edges
 
 
 def test_percentile_pruning_keeps_the_top_share_per_signal():
@@ -55,6 +56,20 @@ def test_candidates_grow_linearly_never_all_pairs():
     assert 3.0 <= counts[4000] / counts[1000] <= 5.0
 
 
+def test_cluster_search_finds_most_true_neighbours_and_auto_picks_flat_for_a_small_side():
+    modality, source, vectors, Emat, _ = _synthetic(3000, seed=7)
+    x = vectors["content"]
+    exact = np.argsort(-(x @ x.T), axis=1)[:, :11]
+    approx = E.cluster_search(x, x, 11, size=64, probes=8)
+    recall = np.mean([len(set(approx[i]) & set(exact[i])) / 11 for i in range(len(x))])
+    assert 0.85 <= recall <= 1.0 and (approx >= 0).all()
+    # one cluster, or probes covering every cluster, is exhaustive search
+    assert np.array_equal(np.sort(E.cluster_search(x[:100], x[:200], 5, size=256), axis=1), np.sort(np.argsort(-(x[:100] @ x[:200].T), axis=1)[:, :5], axis=1))
+    params = E.EdgeParams(flat_below=1000)
+    assert E.ann_method(500, 30000, params) == "flat" and E.ann_method(30000, 500, params) == "flat"
+    assert E.ann_method(3000, 3000, params) == "cluster" and E.ann_method(10, 10, E.EdgeParams(ann="hnsw")) == "hnsw"
+
+
 def test_entity_pairs_skip_generic_entities():
     ents = [{"common", f"u{i // 2}"} for i in range(10)]  # 'common' is on every node
     Emat, _ = E.entity_matrix(ents)
@@ -73,11 +88,51 @@ def test_similarity_pair_excludes_same_source_and_orients_cross_modal():
     res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, E.EdgeParams(top_m=5))
     assert (modality[res.a] == DOC_CHUNK).all() and (modality[res.b] == TABLE_CHUNK).all()
     ids = [f"n{i}" for i in range(300)]
-    edges = E.pair_edges(res, ids, Emat, names)
+    edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
     assert len(edges) == int(res.keep.sum()) > 0
     for e in edges[:20]:
         sig = e.type.removeprefix("SIMILAR_").lower()
         assert sig in e.metadata["passed"] and e.weight == pytest.approx(e.metadata["signals"][sig], abs=1e-3)
+
+
+def test_edge_table_matches_a_per_edge_reference():
+    """The column-wise records agree with the rule written out edge by edge."""
+    modality, source, vectors, Emat, names = _synthetic(400, seed=5, n_entities=40)
+    res = E.similarity_pair((DOC_CHUNK, DOC_CHUNK), modality, source, vectors, Emat, E.EdgeParams(top_m=8))
+    ids = [f"n{i}" for i in range(400)]
+    edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
+    std = res.values.std(axis=0) + 1e-6
+    a, b, vals = res.a[res.keep], res.b[res.keep], res.values[res.keep]
+    assert len(edges) == len(a) > 50
+    for e, i, j, v in zip(edges, a, b, vals):
+        passed = [s for k, s in enumerate(res.signals) if v[k] > res.thresholds[k]]
+        margins = [(v[k] - res.thresholds[k]) / std[k] if s in passed else -np.inf for k, s in enumerate(res.signals)]
+        best = int(np.argmax(margins))
+        shared = [names[c] for c in np.intersect1d(Emat[i].indices, Emat[j].indices)][:MAX_SHARED]
+        assert (e.src, e.dst) == (ids[i], ids[j])
+        assert e.type == "SIMILAR_" + res.signals[best].upper() and e.weight == pytest.approx(v[best])
+        assert e.metadata["passed"] == passed and e.metadata["shared_entities"] == shared
+        assert e.metadata["signals"] == {s: pytest.approx(float(v[k]), abs=1e-4) for k, s in enumerate(res.signals)}
+        assert e.metadata["confidence"] == pytest.approx(margins[best], abs=2e-3)
+    assert any(e.metadata["shared_entities"] for e in edges)
+
+
+def test_edge_extras_name_join_columns_and_matching_rows():
+    def table(i, header, rows, start=0):
+        return Node(f"t{i}", TABLE_CHUNK, "table", "", f"T{i}", f"Table {i}", 0, {"header": header, "rows": rows, "row_start": start})
+    nodes = [
+        Node("d0", DOC_CHUNK, "passage", "Ada Lovelace wrote notes.", "D0", "Ada Lovelace", 0, {}),
+        table(1, ["Name", "Year"], [["Ada Lovelace", "1843"], ["Charles Babbage", "1837"], ["Ada Lovelace", "1842"]], start=5),
+        table(2, ["name", "Country "], [["x", "y"]]),
+    ]
+    Emat, names = E.entity_matrix([{"ada lovelace"}, {"ada lovelace", "charles babbage"}, set()])
+    keep = np.array([True])
+    res = E.PairResult((DOC_CHUNK, TABLE_CHUNK), ["content"], np.array([0]), np.array([1]), np.array([[0.9]], np.float32), np.array([0.5], np.float32), keep)
+    doc_table = table_to_edges(pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes)))
+    assert doc_table[0].metadata["rows"] == [5, 7] and doc_table[0].metadata["shared_entities"] == ["ada lovelace"]
+    res = E.PairResult((TABLE_CHUNK, TABLE_CHUNK), ["column"], np.array([1]), np.array([2]), np.array([[0.9]], np.float32), np.array([0.5], np.float32), keep)
+    joins = table_to_edges(pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((TABLE_CHUNK, TABLE_CHUNK), nodes)))
+    assert joins[0].metadata["joinable_columns"] == ["Name"] and joins[0].metadata["shared_entities"] == []
 
 
 def test_structural_edges():

@@ -30,7 +30,11 @@ def test_figure4_picks_the_best_split_per_k():
         (EvalConfig("sage", 7, 3), {"recall@10": 0.53}),
     ]
     (row,) = figure4(res, [10])
-    assert row == {"k": 10, "extended_bl": 0.50, "bl_graph": 0.56, "k1": 5, "k2": 5, "bl": 0.40, "gain": pytest.approx(0.06)}
+    assert row == {"k": 10, "edges": "", "extended_bl": 0.50, "bl_graph": 0.56, "k1": 5, "k2": 5, "bl": 0.40, "gain": pytest.approx(0.06)}
+    # per edge variant: BL+Graph from that variant's sage runs, the same Extended BL
+    res.append((EvalConfig("sage", 5, 5, edges="percentile=80"), {"recall@10": 0.60}))
+    (row80,) = figure4(res, [10], "percentile=80")
+    assert row80["bl_graph"] == 0.60 and row80["extended_bl"] == 0.50 and row80["edges"] == "percentile=80"
 
 
 def test_bad_sweep_file_is_a_clear_error(tmp_path):
@@ -38,6 +42,39 @@ def test_bad_sweep_file_is_a_clear_error(tmp_path):
     p.write_text(yaml.safe_dump({"graph": "g", "grid": [{"retriever": ["sage"], "k_prime": [-1]}]}))
     with pytest.raises(ConfigError, match="grid.0"):
         load_sweep(p)
+    p.write_text(yaml.safe_dump({"graph": "g", "grid": [{"retriever": ["sage"], "k": [2]}], "edges": {"percentile": [90, 100]}}))
+    with pytest.raises(ConfigError, match=r"s.yaml: edges.percentile: .*less than 100.*100"):
+        load_sweep(p)
+    p.write_text(yaml.safe_dump({"graph": "g", "grid": [{"retriever": ["sage"], "k": [2]}], "edges": {"percentil": [90]}}))
+    with pytest.raises(ConfigError, match="unknown setting.*percentil"):
+        load_sweep(p)
+
+
+def test_edge_axis_runs_edge_retrievers_per_variant_only():
+    from sagegraph.eval.sweep import SweepConfig, configurations
+
+    cfg = SweepConfig(graph="g", grid=[{"retriever": ["hybrid", "sage"], "k": [2], "k_prime": [3]}], edges={"percentile": [90, 99], "logic": ["or", "and"]})
+    cfgs = configurations(cfg)
+    assert sorted(c.edges for c in cfgs if c.retriever == "sage") == ["logic=and,percentile=90", "logic=and,percentile=99", "logic=or,percentile=90", "logic=or,percentile=99"]
+    assert [c.edges for c in cfgs if c.retriever == "hybrid"] == [""]
+    assert len(groups(cfgs)) == 5 and EvalConfig("sage", 2, 3).key() != EvalConfig("sage", 2, 3, edges="percentile=90").key()
+
+
+def test_edge_variant_shares_nodes_and_rebuilds_only_edges(graph_dir):
+    from sagegraph.build.variants import base_config_of, build_variant, variant_graph_dir
+    from sagegraph.model import read_edges
+
+    base = base_config_of(graph_dir)
+    assert build_variant(base, {"percentile": base.edges.percentile}) == graph_dir  # no change: the graph as built
+    loose = build_variant(base, {"percentile": 50.0})
+    assert loose == variant_graph_dir(base, {"percentile": 50.0}) and loose != graph_dir
+    assert (loose / "nodes.parquet").stat().st_ino == (graph_dir / "nodes.parquet").stat().st_ino  # hard link, no copy
+    assert (loose.parent / "stats" / "graph_stats.json").exists()
+    sim = lambda g: sum(e.type.startswith("SIMILAR_") for e in read_edges(g / "edges.parquet"))
+    assert sim(loose) > 2 * sim(graph_dir) > 0
+    assert json.loads((loose / "manifest.json").read_text())["config"]["edges"]["percentile"] == 50.0
+    before = (loose / "edges.parquet").stat().st_mtime_ns
+    assert build_variant(base, {"percentile": 50.0}) == loose and (loose / "edges.parquet").stat().st_mtime_ns == before  # resumed
 
 
 def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path):
@@ -47,6 +84,7 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
         "name": "t", "graph": str(graph_dir), "questions": str(ottqa_dir / "questions.jsonl"), "out": str(tmp_path / "sweep"),
         "mlflow": {"experiment": "test"},
         "grid": [{"retriever": ["hybrid"], "k": [1, 2, 4]}, {"retriever": ["sage"], "total_k": [2, 4], "seed_share": [0.5]}, {"retriever": ["bm25", "nope"], "k": [2]}],
+        "edges": {"percentile": [60, 95]},
         "plot_totals": [2, 4],
     }
     bad = tmp_path / "bad.yaml"
@@ -59,16 +97,21 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
     first = sagegraph("sweep", str(p))
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
-    assert summary["configurations"] == 6
-    assert {r["k"] for r in summary["figure4"]} == {2, 4} and all("extended_bl" in r for r in summary["figure4"])
+    assert summary["configurations"] == 8  # 3 hybrid + bm25, and 2 sage splits on each of 2 edge variants
+    assert {(r["k"], r["edges"]) for r in summary["figure4"]} == {(k, f"percentile={p}") for k in (2, 4) for p in (60, 95)}
+    assert all("extended_bl" in r for r in summary["figure4"])
     out = tmp_path / "sweep"
-    assert (out / "recall_at_k.png").exists() and (out / "summary.csv").read_text().count("\n") == 7
+    assert (out / "recall_at_k.png").exists() and (out / "summary.csv").read_text().count("\n") == 9
+    variants = json.loads((out / "edge_variants.json").read_text())
+    assert variants["percentile=60"]["edges"] > variants["percentile=95"]["edges"]
     client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
     exp = client.get_experiment_by_name("test")
     runs = client.search_runs([exp.experiment_id])
     parent = [r for r in runs if r.data.tags.get("sagegraph.kind") == "sweep"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id]
-    assert len(parent) == 1 and len(children) == 6
+    assert len(parent) == 1 and len(children) == 8
+    assert sorted(c.data.params["edges.percentile"] for c in children if c.data.params["retriever"] == "sage") == ["60", "60", "95", "95"]
+    assert any(k.startswith("bl_graph_gain_at_2/percentile_60") for k in parent[0].data.metrics)
     child = children[0]
     assert {"recall_at_2", "hit_at_1", "mrr"} <= set(child.data.metrics) and "retriever" in child.data.params
     assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"per_query.csv", "run.trec", "metrics.json"}
@@ -77,4 +120,4 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
     second = sagegraph("sweep", str(p))
     assert second.returncode == 0, second.stderr[-3000:]
     runs = client.search_runs([exp.experiment_id])
-    assert len(runs) == 7
+    assert len(runs) == 9

@@ -18,7 +18,7 @@ import faiss
 import numpy as np
 import scipy.sparse as sp
 
-from sagegraph.model import DOC_CHUNK, ENTITY, NEXT_CHUNK, SAME_SOURCE, SIMILAR_PREFIX, TABLE_CHUNK, Edge
+from sagegraph.model import DOC_CHUNK, ENTITY, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK, Edge
 
 log = logging.getLogger("sagegraph.edges")
 
@@ -40,19 +40,17 @@ PAIR_SIGNALS: dict[tuple[str, str], tuple[Signal, ...]] = {
 }
 
 
-def edge_type(signal: str) -> str:
-    return f"{SIMILAR_PREFIX}{signal.upper()}"
-
-
 @dataclass
 class EdgeParams:
     percentile: float = 95.0
     logic: Literal["or", "and"] = "or"
     top_m: int = 20
     entity_max_df: int = 50
-    ann: Literal["auto", "flat", "hnsw"] = "auto"
+    ann: Literal["auto", "flat", "hnsw", "cluster"] = "auto"
     hnsw_m: int = 32
     flat_below: int = 5000
+    cluster_size: int = 256
+    cluster_probes: int = 32
 
 
 @dataclass
@@ -75,17 +73,60 @@ class PairResult:
 
 # ---- candidates -----------------------------------------------------------------------------------
 
-def _index(base: np.ndarray, params: EdgeParams):
-    d = base.shape[1]
-    use_hnsw = params.ann == "hnsw" or (params.ann == "auto" and len(base) >= params.flat_below)
-    if use_hnsw:
-        index = faiss.IndexHNSWFlat(d, params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+def ann_method(n_queries: int, n_base: int, params: EdgeParams) -> str:
+    """auto: exact search when either side is small (n_queries x n_base is then cheaper than any
+    index, e.g. 1,257 tables proposing among 29,698 passages); otherwise clustered search, whose
+    cost stays linear in the input where HNSW's grew 6-7x for 4x the nodes on this machine."""
+    if params.ann != "auto":
+        return params.ann
+    return "flat" if min(n_queries, n_base) < params.flat_below else "cluster"
+
+
+def cluster_search(query: np.ndarray, base: np.ndarray, m: int, size: int = 256, probes: int = 32, seed: int = 0) -> np.ndarray:
+    """Approximate top-m inner-product neighbours, (n_queries, m) base rows, -1 padded.
+
+    Spherical k-means cuts the base into clusters of about `size`; queries are grouped by their
+    nearest centroid and each group is scored exactly against the `probes` clusters nearest to that
+    centroid with one matrix product. Work per query is fixed (probes x size dot products) and runs
+    as cache-friendly GEMM blocks rather than a graph walk over the whole base.
+    """
+    n_list = max(1, len(base) // size)
+    out = np.full((len(query), m), -1, np.int64)
+    if n_list == 1:
+        groups, members, probe = [np.arange(len(query))], [np.arange(len(base))], np.zeros((1, 1), np.int64)
+    else:
+        km = faiss.Kmeans(base.shape[1], n_list, niter=10, spherical=True, seed=seed, max_points_per_centroid=64)
+        km.train(base)
+        base_list = km.index.search(base, 1)[1][:, 0]
+        query_list = km.index.search(query, 1)[1][:, 0]
+        _, probe = faiss.knn(km.centroids, km.centroids, min(probes, n_list), metric=faiss.METRIC_INNER_PRODUCT)
+        members = _split_by(base_list, n_list)
+        groups = _split_by(query_list, n_list)
+    for g, rows in enumerate(groups):
+        if len(rows) == 0:
+            continue
+        cand = np.concatenate([members[c] for c in probe[g] if c >= 0])
+        k = min(m, len(cand))
+        scores = query[rows] @ base[cand].T
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        out[rows, :k] = cand[top]
+    return out
+
+
+def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
+    order = np.argsort(labels, kind="stable")
+    return np.split(order, np.searchsorted(labels[order], np.arange(1, n)))
+
+
+def _faiss_search(query: np.ndarray, base: np.ndarray, m: int, method: str, params: EdgeParams) -> np.ndarray:
+    if method == "hnsw":
+        index = faiss.IndexHNSWFlat(base.shape[1], params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = 80
         index.hnsw.efSearch = max(64, 2 * params.top_m)
     else:
-        index = faiss.IndexFlatIP(d)
-    index.add(np.ascontiguousarray(base, dtype=np.float32))
-    return index
+        index = faiss.IndexFlatIP(base.shape[1])
+    index.add(base)
+    return index.search(query, m)[1]
 
 
 def ann_pairs(query: np.ndarray, q_ids: np.ndarray, base: np.ndarray, b_ids: np.ndarray, params: EdgeParams) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +134,13 @@ def ann_pairs(query: np.ndarray, q_ids: np.ndarray, base: np.ndarray, b_ids: np.
     if len(query) == 0 or len(base) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     m = min(params.top_m + 1, len(base))
-    _, nn = _index(base, params).search(np.ascontiguousarray(query, dtype=np.float32), m)
+    query = np.ascontiguousarray(query, dtype=np.float32)
+    base = np.ascontiguousarray(base, dtype=np.float32)
+    method = ann_method(len(query), len(base), params)
+    if method == "cluster":
+        nn = cluster_search(query, base, m, params.cluster_size, params.cluster_probes)
+    else:
+        nn = _faiss_search(query, base, m, method, params)
     qa = np.repeat(q_ids, m)
     nb = nn.reshape(-1)
     ok = nb >= 0
@@ -145,13 +192,15 @@ def canonical_pairs(a: np.ndarray, b: np.ndarray, same_modality: bool, n: int) -
     """Deduplicate; within one modality (i, j) and (j, i) are one undirected pair."""
     if same_modality:
         a, b = np.minimum(a, b), np.maximum(a, b)
-    keys = np.unique(a.astype(np.int64) * n + b.astype(np.int64))
+    keys = np.sort(a.astype(np.int64) * n + b.astype(np.int64))
+    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
     return keys // n, keys % n
 
 
 # ---- signals ----------------------------------------------------------------------------------
 
-def pair_cosine(va: np.ndarray, vb: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 200_000) -> np.ndarray:
+def pair_cosine(va: np.ndarray, vb: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    """Small chunks keep the gathered rows in cache (3x faster than 200k-row chunks here)."""
     out = np.empty(len(a), np.float32)
     for s in range(0, len(a), chunk):
         out[s : s + chunk] = np.einsum("ij,ij->i", va[a[s : s + chunk]], vb[b[s : s + chunk]])
@@ -215,11 +264,9 @@ def similarity_pair(
     cand_b.append(eb)
     a = np.concatenate(cand_a) if cand_a else np.zeros(0, np.int64)
     b = np.concatenate(cand_b) if cand_b else np.zeros(0, np.int64)
-    a, b = canonical_pairs(a, b, same, n)
-    if not same:  # keep orientation (A side first) after dedup
-        swap = modality[a] != ma
-        a, b = np.where(swap, b, a), np.where(swap, a, b)
-    ok = source[a] != source[b]  # chunks of one source are linked structurally instead
+    a, b = canonical_pairs(a, b, same, n)  # cross-modal pairs were built A side first and stay so
+    source_code = np.unique(source, return_inverse=True)[1]
+    ok = source_code[a] != source_code[b]  # chunks of one source are linked structurally instead
     a, b = a[ok], b[ok]
     t1 = time.perf_counter()
     values = np.zeros((len(a), len(signals)), np.float32)
@@ -233,31 +280,6 @@ def similarity_pair(
     t2 = time.perf_counter()
     log.info("%s-%s: %d candidates, %d kept", ma, mb, len(a), int(keep.sum()))
     return PairResult(pair, [s.name for s in signals], a, b, values, thr, keep, {"candidates": t1 - t0, "signals": t2 - t1})
-
-
-def pair_edges(result: PairResult, ids: list[str], E: sp.csr_matrix, entity_names: list[str], extra=None) -> list[Edge]:
-    """Turn kept pairs into edges; type = the passing signal with the largest standardised margin."""
-    if not result.keep.any():
-        return []
-    vals = result.values[result.keep]
-    std = result.values.std(axis=0) + 1e-6
-    margin = (vals - result.thresholds[None, :]) / std[None, :]
-    margin[vals <= result.thresholds[None, :]] = -np.inf
-    best = margin.argmax(axis=1)
-    edges = []
-    for row, (i, j) in enumerate(zip(result.a[result.keep], result.b[result.keep])):
-        shared_cols = np.intersect1d(E[i].indices, E[j].indices)
-        passed = [result.signals[k] for k in range(len(result.signals)) if vals[row, k] > result.thresholds[k]]
-        meta = {
-            "signals": {s: round(float(vals[row, k]), 4) for k, s in enumerate(result.signals)},
-            "passed": passed,
-            "shared_entities": [entity_names[c] for c in shared_cols[:10]],
-            "confidence": round(float(margin[row, best[row]]), 3),
-        }
-        if extra is not None:
-            meta.update(extra(int(i), int(j), meta))
-        edges.append(Edge(ids[i], ids[j], edge_type(result.signals[best[row]]), float(vals[row, best[row]]), meta))
-    return edges
 
 
 # ---- structural -----------------------------------------------------------------------------------

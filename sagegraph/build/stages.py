@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from sagegraph.build import edges as E
 from sagegraph.build.artifacts import Layout, read_json, save_npz, write_json
-from sagegraph.build.entities import normalise
+from sagegraph.build.edge_records import extra_for, pair_edge_table
 from sagegraph.build.fields import FIELDS, entity_set, field_texts
 from sagegraph.build.metadata import estimate_llm_tokens, extract_metadata
 from sagegraph.build.nodes import document_nodes, kb_nodes, table_nodes
@@ -28,7 +28,7 @@ from sagegraph.config import BuildConfig
 from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, KBRelation, Table
 from sagegraph.embed import Encoder, make_encoder
-from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
+from sagegraph.model import Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.build")
 _ENCODERS: dict[tuple, Encoder] = {}
@@ -210,7 +210,7 @@ def load_graph_inputs(graph_dir: Path) -> tuple[list[Node], dict[str, np.ndarray
 
 def edge_params(cfg: BuildConfig) -> E.EdgeParams:
     c = cfg.edges
-    return E.EdgeParams(c.percentile, c.logic, c.top_m, c.entity_max_df, c.ann, c.hnsw_m, c.flat_below)
+    return E.EdgeParams(c.percentile, c.logic, c.top_m, c.entity_max_df, c.ann, c.hnsw_m, c.flat_below, c.cluster_size, c.cluster_probes)
 
 
 def present_pairs(modalities: set[str]) -> list[tuple[str, str]]:
@@ -221,24 +221,6 @@ def modalities_of(counts: dict[str, int]) -> set[str]:
     """Node modalities an ingest summary's source counts will produce."""
     made_by = {"documents": "doc_chunk", "tables": "table_chunk", "kb_nodes": "entity"}
     return {m for key, m in made_by.items() if counts.get(key)}
-
-
-def _edge_extra(nodes: list[Node], pair: tuple[str, str]):
-    """Edge metadata beyond the signals: joinable columns (table-table), row references (doc-table)."""
-    if pair == (TABLE_CHUNK, TABLE_CHUNK):
-        def joinable(i: int, j: int, meta: dict) -> dict:
-            hi = {normalise(h): h for h in nodes[i].metadata.get("header", [])}
-            hj = {normalise(h) for h in nodes[j].metadata.get("header", [])}
-            return {"joinable_columns": sorted(hi[k] for k in hi.keys() & hj if k)}
-        return joinable
-    if pair == (DOC_CHUNK, TABLE_CHUNK):
-        def rows(i: int, j: int, meta: dict) -> dict:
-            keys = {normalise(nodes[i].title), *meta["shared_entities"]} - {""}
-            tmeta = nodes[j].metadata
-            hits = [tmeta.get("row_start", 0) + r for r, row in enumerate(tmeta.get("rows", [])) if any(normalise(c) in keys for c in row)]
-            return {"rows": hits[:10]}
-        return rows
-    return None
 
 
 def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str]) -> dict[str, Any]:
@@ -256,17 +238,19 @@ def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str]) -> dict[str, Any]:
     Emat, names = E.entity_matrix([entity_set(n) for n in nodes])
     vec = {f: np.asarray(v) for f, v in vectors.items()}
     res = E.similarity_pair(pair, modality, source, vec, Emat, edge_params(cfg))
-    edges = E.pair_edges(res, ids, Emat, names, _edge_extra(nodes, pair))
-    write_parquet(edges_to_table(edges), out)
+    table = pair_edge_table(res, ids, Emat, names, extra_for(pair, nodes))
+    write_parquet(table, out)
     save_npz(stats_path, values=res.values, thresholds=res.thresholds, keep=res.keep, signals=np.array(res.signals))
-    return {"path": str(out), "stats": str(stats_path), "pair": list(pair), "candidates": res.n_candidates, "edges": len(edges), "resumed": False, "seconds": time.perf_counter() - t0, "phase_seconds": res.seconds}
+    return {"path": str(out), "stats": str(stats_path), "pair": list(pair), "candidates": res.n_candidates, "edges": table.num_rows, "resumed": False, "seconds": time.perf_counter() - t0, "phase_seconds": res.seconds}
 
 
-def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str) -> dict[str, Any]:
-    """Similarity edges + structural edges + native KB edges -> graph/edges.parquet."""
+def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, graph_dir: Path | None = None) -> dict[str, Any]:
+    """Similarity edges + structural edges + native KB edges -> graph/edges.parquet (or into
+    graph_dir, an edge variant that holds the same nodes)."""
     import pyarrow as pa
 
     layout = Layout.of(cfg)
+    graph = graph_dir or layout.graph
     t0 = time.perf_counter()
     nodes = read_nodes(layout.graph / "nodes.parquet")
     chunked = [n for n in nodes if n.modality != "entity"]
@@ -275,7 +259,7 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str) 
     native = [Edge(by_source[r["src"]], by_source[r["dst"]], r["type"], 1.0, {}) for r in read_json(Path(kb_edges_path)) if r["src"] in by_source and r["dst"] in by_source]
     parts = [pq.read_table(p) for p in pair_paths] + [edges_to_table(structural + native)]
     table = pa.concat_tables(parts)
-    write_parquet(table, layout.graph / "edges.parquet")
+    write_parquet(table, graph / "edges.parquet")
     manifest = {
         "nodes": len(nodes),
         "edges": table.num_rows,
@@ -284,8 +268,8 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str) 
         "fingerprint": layout.cfg_fp["edges"],
         "config": cfg.model_dump(mode="json"),
     }
-    write_json(layout.graph / "manifest.json", manifest)
-    return {"path": str(layout.graph / "edges.parquet"), "edges": table.num_rows, "seconds": time.perf_counter() - t0}
+    write_json(graph / "manifest.json", manifest)
+    return {"path": str(graph / "edges.parquet"), "edges": table.num_rows, "seconds": time.perf_counter() - t0}
 
 
 # ---- 7. store ---------------------------------------------------------------------------------
@@ -328,14 +312,17 @@ __all__ = [
 
 # ---- 8. statistics ----------------------------------------------------------------------------
 
-def graph_stats(cfg: BuildConfig, pair_stats: list[str]) -> dict[str, Any]:
+def graph_stats(cfg: BuildConfig, pair_stats: list[str], graph_dir: Path | None = None) -> dict[str, Any]:
+    """Statistics JSON + plots into <out>/stats (an edge variant's: beside its graph dir)."""
     from sagegraph.build.stats import compute_stats, plot_stats
 
     layout = Layout.of(cfg)
+    graph = graph_dir or layout.graph
+    stats_dir = graph.parent / "stats" if graph_dir else layout.stats
     t0 = time.perf_counter()
     named = {Path(p).stem.removeprefix("pair-"): Path(p) for p in pair_stats}
-    stats = compute_stats(layout.graph, named)
-    plots = plot_stats(stats, named, layout.stats)
+    stats = compute_stats(graph, named)
+    plots = plot_stats(stats, named, stats_dir)
     stats["plots"] = [str(p) for p in plots]
-    write_json(layout.stats / "graph_stats.json", stats)
-    return {"path": str(layout.stats / "graph_stats.json"), "plots": stats["plots"], "seconds": time.perf_counter() - t0, "summary": {k: stats[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")}}
+    write_json(stats_dir / "graph_stats.json", stats)
+    return {"path": str(stats_dir / "graph_stats.json"), "plots": stats["plots"], "seconds": time.perf_counter() - t0, "summary": {k: stats[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")}}

@@ -51,7 +51,7 @@ def evaluate_group(g: GraphIndex, cfgs: list[EvalConfig], questions: list[Questi
     """Configurations that differ only in k' (same seed retriever, k, alpha, policy): one seed
     retrieval per question, memoised, then one cheap expansion per k'."""
     base = cfgs[0]
-    if any((c.retriever, c.seed_retriever, c.k, c.alpha, c.policy) != (base.retriever, base.seed_retriever, base.k, base.alpha, base.policy) for c in cfgs):
+    if any((c.retriever, c.seed_retriever, c.k, c.alpha, c.policy, c.edges) != (base.retriever, base.seed_retriever, base.k, base.alpha, base.policy, base.edges) for c in cfgs):
         raise ValueError("evaluate_group needs configurations that differ only in k'")
     g.encode_queries([q.text for q in questions])
     if base.retriever != "sage":

@@ -31,18 +31,22 @@ class EvalConfig:
     alpha: float = 0.6
     seed_retriever: str = "hybrid"
     policy: str = "+edge"
+    edges: str = ""  # edge-setting variant of the graph ("percentile=90"); "" = the graph as built
 
     @property
     def total(self) -> int:
         return self.k + (self.k_prime if self.retriever == "sage" else 0)
 
     def key(self) -> str:
-        return hashlib.sha1(json.dumps(self.__dict__, sort_keys=True).encode()).hexdigest()[:10]
+        fields = {k: v for k, v in self.__dict__.items() if k != "edges" or v}  # keys of runs made before variants stay valid
+        return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
 
     def label(self) -> str:
         if self.retriever == "sage":
-            return f"sage[{self.seed_retriever},k={self.k},k'={self.k_prime},a={self.alpha},{self.policy}]"
-        return f"{self.retriever}[k={self.k},a={self.alpha}]" if self.retriever == "hybrid" else f"{self.retriever}[k={self.k}]"
+            name = f"sage[{self.seed_retriever},k={self.k},k'={self.k_prime},a={self.alpha},{self.policy}]"
+        else:
+            name = f"{self.retriever}[k={self.k},a={self.alpha}]" if self.retriever == "hybrid" else f"{self.retriever}[k={self.k}]"
+        return f"{name}@{{{self.edges}}}" if self.edges else name
 
 
 def dedupe_sources(g: GraphIndex, r: Retrieval) -> tuple[list[str], list[float]]:

@@ -3,6 +3,7 @@ SAGE configurations sharing (seed retriever, k, alpha, policy) reuse their seeds
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 from typing import Any
@@ -57,13 +58,21 @@ class SweepConfig(BaseModel):
     out: Path = Path("work/sweeps/sweep")
     mlflow: MlflowConfig = MlflowConfig()
     grid: list[GridBlock]
+    edges: dict[str, list[Any]] = Field(default_factory=dict, description="edge settings to sweep (e.g. percentile: [90, 95, 99]): one graph per combination, same nodes")
     plot_totals: list[int] = Field(default_factory=lambda: [2, 5, 10, 20, 50, 100])
 
     @model_validator(mode="after")
     def _graph_or_build(self) -> "SweepConfig":
         if self.graph is None and self.build is None:
             raise ValueError("give graph (a built graph dir) or build (a build config)")
+        if any(not values for values in self.edges.values()):
+            raise ValueError("edges: every setting needs at least one value")
         return self
+
+    def edge_variants(self) -> list[dict[str, Any]]:
+        from sagegraph.build.variants import edge_grid
+
+        return edge_grid(self.edges) if self.edges else []
 
 
 def load_sweep(path: Path) -> SweepConfig:
@@ -80,6 +89,10 @@ def load_sweep(path: Path) -> SweepConfig:
     base = project_dir(path)
     for key in ("graph", "build", "questions", "out"):
         setattr(cfg, key, resolve_path(base, getattr(cfg, key)))
+    try:
+        cfg.edge_variants()
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return cfg
 
 
@@ -104,38 +117,44 @@ def expand(block: GridBlock) -> list[EvalConfig]:
 
 
 def configurations(cfg: SweepConfig) -> list[EvalConfig]:
-    """All configurations, deduplicated; unknown retriever names fail here, before any work."""
-    from sagegraph.retrieve import retriever_names
+    """All configurations, deduplicated; unknown retriever names fail here, before any work. With an
+    `edges` axis, retrievers that use edges run once per edge variant, the others once."""
+    from sagegraph.build.variants import label
+    from sagegraph.retrieve import retriever_names, uses_edges
 
     known = set(retriever_names())
+    variants = [label(v) for v in cfg.edge_variants()] or [""]
     seen: dict[str, EvalConfig] = {}
     for i, block in enumerate(cfg.grid):
         for name in block.retriever + [s for s in block.seed_retriever if "sage" in block.retriever]:
             if name not in known:
                 raise ConfigError(f"grid.{i}: unknown retriever {name!r}; registered: {', '.join(sorted(known))}")
         for c in expand(block):
-            seen.setdefault(c.key(), c)
+            for edges in variants if uses_edges(c.retriever) else [""]:
+                v = dataclasses.replace(c, edges=edges)
+                seen.setdefault(v.key(), v)
     return list(seen.values())
 
 
 def groups(cfgs: list[EvalConfig]) -> list[list[EvalConfig]]:
-    """One group per seed computation: (retriever, seed retriever, k, alpha, policy)."""
+    """One group per seed computation and graph: (retriever, seed retriever, k, alpha, policy, edges)."""
     out: dict[tuple, list[EvalConfig]] = {}
     for c in cfgs:
-        out.setdefault((c.retriever, c.seed_retriever, c.k, c.alpha, c.policy), []).append(c)
+        out.setdefault((c.retriever, c.seed_retriever, c.k, c.alpha, c.policy, c.edges), []).append(c)
     return list(out.values())
 
 
-def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int]) -> list[dict[str, Any]]:
+def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int], edges: str = "") -> list[dict[str, Any]]:
     """SAGE Fig. 4 rows: at each total k, Extended BL (hybrid@k), BL+Graph (best k1+k2=k split,
-    chosen on these questions), and BL (the seeds alone, hybrid@k1 of that split)."""
+    chosen on these questions, on the graph variant `edges`), and BL (the seeds alone, hybrid@k1 of
+    that split)."""
     hybrid = {c.k: m for c, m in results if c.retriever == "hybrid" and c.alpha == 0.6}
     rows = []
     for total in totals:
         key = f"recall@{total}"
-        splits = [(c, m) for c, m in results if c.retriever == "sage" and c.seed_retriever == "hybrid" and c.k + c.k_prime == total]
+        splits = [(c, m) for c, m in results if c.retriever == "sage" and c.seed_retriever == "hybrid" and c.edges == edges and c.k + c.k_prime == total]
         ext = hybrid.get(total)
-        row: dict[str, Any] = {"k": total, "extended_bl": ext[key] if ext and key in ext else None}
+        row: dict[str, Any] = {"k": total, "edges": edges, "extended_bl": ext[key] if ext and key in ext else None}
         if splits:
             best_c, best_m = max(splits, key=lambda cm: (cm[1][key], -cm[0].k))
             row.update({"bl_graph": best_m[key], "k1": best_c.k, "k2": best_c.k_prime})
@@ -154,10 +173,14 @@ def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    ks = [r["k"] for r in rows]
-    for key, label, style in [("bl", "BL (k1 seeds only)", "o:"), ("extended_bl", "Extended BL (k)", "s--"), ("bl_graph", "BL+Graph (k1 + k2)", "^-")]:
-        ys = [100 * r[key] if r.get(key) is not None else None for r in rows]
-        pts = [(k, y) for k, y in zip(ks, ys) if y is not None]
+    variants = list(dict.fromkeys(r.get("edges", "") for r in rows))
+    first = [r for r in rows if r.get("edges", "") == variants[0]]
+    ks = sorted({r["k"] for r in rows})
+    lines = [(first, "bl", "BL (k1 seeds only)", "o:"), (first, "extended_bl", "Extended BL (k)", "s--")]
+    for v in variants:
+        lines.append(([r for r in rows if r.get("edges", "") == v], "bl_graph", f"BL+Graph (k1 + k2){' ' + v if v else ''}", "^-"))
+    for subset, key, label, style in lines:
+        pts = [(r["k"], 100 * r[key]) for r in subset if r.get(key) is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
     ax.set_xscale("log")

@@ -27,6 +27,7 @@ class Retrieval:
 
 class Retriever(ABC):
     name: str = "abstract"
+    uses_edges: bool = False  # results depend on the graph's edges: sweeps run it on every edge variant
 
     def search(self, query: str, k: int) -> Retrieval:
         if not query or not query.strip():
@@ -59,6 +60,11 @@ def retriever_names() -> list[str]:
     import sagegraph.retrieve.sage  # noqa: F401
 
     return sorted(REGISTRY)
+
+
+def uses_edges(name: str) -> bool:
+    retriever_names()
+    return bool(getattr(REGISTRY.get(name), "uses_edges", False))
 
 
 def get_retriever(name: str, graph, **params) -> Retriever:

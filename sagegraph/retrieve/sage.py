@@ -19,6 +19,8 @@ from sagegraph.retrieve.graph_index import GraphIndex
 
 @register("sage")
 class SageRetriever(Retriever):
+    uses_edges = True
+
     def __init__(self, graph: GraphIndex, k_prime: int = 10, seed_retriever: str = "hybrid", alpha: float = 0.6,
                  policy: str = "+edge", edge_types: list[str] | None = None, seed: Retriever | None = None, **seed_params):
         if policy not in ("+edge", "-edge"):
