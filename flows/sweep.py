@@ -31,14 +31,23 @@ def graph_dir_of(cfg: SweepConfig) -> Path:
 
 
 def ensure_graph(cfg: SweepConfig) -> Path:
-    """Build the sweep's graph first when it is missing and the sweep names a build config."""
+    """Build the sweep's graph first when the sweep names a build config and the graph is missing
+    or was built from other settings (the build resumes every stage that still fits)."""
     graph = graph_dir_of(cfg)
-    if not (graph / "edges.parquet").exists() and cfg.build is not None:
+    if cfg.build is None:
+        return graph
+    from sagegraph.build.artifacts import Layout
+    from sagegraph.config import load_config
+
+    build_cfg = load_config(cfg.build)
+    if graph != build_cfg.out / "graph":  # the sweep names another graph explicitly: use it as it is
+        return graph
+    manifest = graph / "manifest.json"
+    built = json.loads(manifest.read_text()).get("fingerprint") if manifest.exists() and (graph / "edges.parquet").exists() else None
+    if built != Layout.of(build_cfg).cfg_fp["edges"]:  # missing, or built from another config: (re)build, resuming what still fits
         from flows.build_graph import build_graph
         from flows.runtime import dask_runner
-        from sagegraph.config import load_config
 
-        build_cfg = load_config(cfg.build)
         build_graph.with_options(task_runner=dask_runner(build_cfg.runner))(build_cfg)
     return graph
 
@@ -95,7 +104,7 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
         results.extend((EvalConfig(**r["config"]), r["metrics"]) for r in batch)
     logged = tracker.finished_children()
     for c, m in results:
-        if c.key() not in logged:
+        if f"{c.key()}:{m.get('inputs')}" not in logged:
             tracker.log_child(c, m, out / "runs" / c.key())
     rows = [row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)]
     rows = [r for r in rows if r["edges"] or not cfg.edges] or rows

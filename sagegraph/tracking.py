@@ -60,8 +60,10 @@ class SweepTracker:
         return run.info.run_id
 
     def finished_children(self) -> set[str]:
+        """'<config key>:<inputs stamp>' of every finished child: a configuration rerun on another
+        graph or question set is logged again."""
         runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'FINISHED'", max_results=5000)
-        return {r.data.tags.get("sagegraph.config_key") for r in runs}
+        return {f"{r.data.tags.get('sagegraph.config_key')}:{r.data.tags.get('sagegraph.inputs')}" for r in runs}
 
     def log_child(self, cfg: EvalConfig, metrics: dict[str, Any], run_dir: Path) -> str:
         from mlflow.entities import Metric, Param
@@ -69,7 +71,7 @@ class SweepTracker:
         run = self.client.create_run(
             self.experiment_id,
             run_name=cfg.label(),
-            tags={"mlflow.parentRunId": self.parent_id, "sagegraph.config_key": cfg.key(), "sagegraph.retriever": cfg.retriever},
+            tags={"mlflow.parentRunId": self.parent_id, "sagegraph.config_key": cfg.key(), "sagegraph.retriever": cfg.retriever, "sagegraph.inputs": str(metrics.get("inputs"))},
         )
         rid = run.info.run_id
         params = {**cfg.__dict__, "total_k": cfg.total}

@@ -94,6 +94,23 @@ def test_evaluation_resumes_after_a_crash(g, questions, tmp_path):
     assert len(seen) == 8 and m["questions"] == 12  # 4 finished before the crash were not redone
 
 
+def test_a_finished_run_on_other_inputs_is_set_aside_not_reused(g, questions, tmp_path):
+    cfg = EvalConfig("bm25", k=5)
+    from sagegraph.retrieve import get_retriever
+
+    r = get_retriever("bm25", g)
+    seen = []
+    search = lambda q: (seen.append(q.id), r.search(q.text, 5))[1]
+    run_eval(g, questions, cfg, search, tmp_path / "run")
+    seen.clear()
+    again = run_eval(g, questions, cfg, search, tmp_path / "run")
+    assert seen == [] and not (tmp_path / "run.stale-1").exists()  # same inputs: everything reused
+    changed = [Question(q.id, q.text + " (reworded)", q.gold_sources) for q in questions]
+    m = run_eval(g, changed, cfg, search, tmp_path / "run")
+    assert len(seen) == 12 and m["inputs"] != again["inputs"]  # other questions: all run again
+    assert (tmp_path / "run.stale-1" / "per_query.jsonl").read_text().count("\n") == 12  # the old run is kept
+
+
 def test_group_reuses_seeds_across_k_prime(g, questions, tmp_path, monkeypatch):
     cfgs = [EvalConfig("sage", k=3, k_prime=kp) for kp in (0, 2, 5)]
     from sagegraph.retrieve.flat import HybridRetriever

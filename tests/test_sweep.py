@@ -121,3 +121,33 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     runs = client.search_runs([exp.experiment_id])
     assert len(runs) == 9
+
+
+def test_sweep_rebuilds_a_graph_built_from_other_settings(ottqa_dir, tmp_path, monkeypatch):
+    import flows.build_graph
+    from flows.sweep import ensure_graph
+    from sagegraph.build.artifacts import Layout
+    from sagegraph.config import load_config
+    from sagegraph.eval.sweep import SweepConfig
+    from tests.fixtures import write_config
+
+    conf = write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp_path / "out", store={"backend": "none"})
+    built = []
+
+    class FakeFlow:
+        def with_options(self, **_):
+            return lambda cfg: built.append(cfg)
+
+    monkeypatch.setattr(flows.build_graph, "build_graph", FakeFlow())
+    sweep_cfg = SweepConfig(build=conf, grid=[{"retriever": ["bm25"], "k": [2]}])
+    ensure_graph(sweep_cfg)
+    assert len(built) == 1  # nothing built yet
+    graph = tmp_path / "out" / "graph"
+    graph.mkdir(parents=True)
+    (graph / "edges.parquet").write_bytes(b"")
+    (graph / "manifest.json").write_text(json.dumps({"fingerprint": Layout.of(load_config(conf)).cfg_fp["edges"]}))
+    ensure_graph(sweep_cfg)
+    assert len(built) == 1  # up to date: not rebuilt
+    (graph / "manifest.json").write_text(json.dumps({"fingerprint": "from-other-settings"}))
+    ensure_graph(sweep_cfg)
+    assert len(built) == 2

@@ -81,8 +81,34 @@ def score_query(g: GraphIndex, q: Question, r: Retrieval, latency_ms: float, ks:
             "neighbourhood": r.trace.get("neighbourhood"), "short_neighbourhood": r.trace.get("short_neighbourhood", False)}
 
 
+def inputs_stamp(g: GraphIndex, questions: list[Question]) -> str:
+    """What a run's results depend on besides its configuration: the graph (its build fingerprint,
+    or its files' sizes and times when it has no manifest) and the questions."""
+    graph = g.manifest.get("fingerprint") or ":".join(f"{(g.dir / f).stat().st_size}-{(g.dir / f).stat().st_mtime_ns}" for f in ("nodes.parquet", "edges.parquet"))
+    qs = hashlib.sha1(json.dumps([(q.id, q.text, sorted(q.gold_sources)) for q in questions]).encode()).hexdigest()
+    return hashlib.sha1(f"{graph}|{qs}".encode()).hexdigest()[:12]
+
+
+def _set_aside_if_stale(out_dir: Path, stamp: str) -> None:
+    """Finished questions are reused only if they were run on the same graph and questions; a run
+    made on other inputs is moved aside (kept, never deleted) and the configuration starts over."""
+    if not (out_dir / "per_query.jsonl").exists():
+        return
+    seen = out_dir / "inputs.txt"
+    if seen.exists() and seen.read_text().strip() == stamp:
+        return
+    n = 1
+    while out_dir.with_name(f"{out_dir.name}.stale-{n}").exists():
+        n += 1
+    out_dir.rename(out_dir.with_name(f"{out_dir.name}.stale-{n}"))
+    log.warning("%s: made on another graph or question set; moved to %s.stale-%d and run again", out_dir, out_dir.name, n)
+
+
 def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: Callable[[Question], Retrieval], out_dir: Path) -> dict[str, Any]:
+    stamp = inputs_stamp(g, questions)
+    _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "inputs.txt").write_text(stamp)
     (out_dir / "config.json").write_text(json.dumps({**cfg.__dict__, "label": cfg.label(), "graph": str(g.dir)}, indent=1))
     log_path = out_dir / "per_query.jsonl"
     done: dict[str, dict[str, Any]] = {}
@@ -121,6 +147,7 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
         "latency_p50_ms": round(float(np.percentile(lat, 50)), 3),
         "latency_p95_ms": round(float(np.percentile(lat, 95)), 3),
         "mrr_convention": MRR_CONVENTION,
+        "inputs": stamp,
     }
     write_per_query_csv(out_dir / "per_query.csv", rows, keys)
     write_trec(out_dir / "run.trec", ((r["qid"], r["ranked"], r["scores"]) for r in rows), cfg.label().replace(" ", ""))
