@@ -102,14 +102,18 @@ def cluster_search(query: np.ndarray, base: np.ndarray, m: int, size: int = 256,
         _, probe = faiss.knn(km.centroids, km.centroids, min(probes, n_list), metric=faiss.METRIC_INNER_PRODUCT)
         members = _split_by(base_list, n_list)
         groups = _split_by(query_list, n_list)
+    import torch  # its top-k runs on every core; numpy's argpartition on one was a third of the time
+
+    q_all, b_all = torch.from_numpy(query), torch.from_numpy(base)
     for g, rows in enumerate(groups):
         if len(rows) == 0:
             continue
         cand = np.concatenate([members[c] for c in probe[g] if c >= 0])
+        if len(cand) == 0:  # only empty cells nearby (k-means can leave cells empty): no proposals
+            continue
         k = min(m, len(cand))
-        scores = query[rows] @ base[cand].T
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        out[rows, :k] = cand[top]
+        scores = q_all[torch.from_numpy(rows)] @ b_all[torch.from_numpy(cand)].T
+        out[rows, :k] = cand[torch.topk(scores, k, dim=1, sorted=False).indices.numpy()]
     return out
 
 
