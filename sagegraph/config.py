@@ -89,7 +89,7 @@ class EdgeConfig(_Strict):
     hnsw_m: int = 32
     flat_below: int = Field(5000, ge=1, description="auto: exact search when the querying or the searched side has fewer nodes than this")
     cluster_size: int = Field(256, ge=8, description="cluster search: base nodes per k-means cluster")
-    cluster_probes: int = Field(32, ge=1, description="cluster search: clusters scored per query group")
+    cluster_probes: int = Field(16, ge=1, description="cluster search: nearest clusters scored per query")
 
 
 class StoreConfig(_Strict):

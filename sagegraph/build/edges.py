@@ -50,7 +50,7 @@ class EdgeParams:
     hnsw_m: int = 32
     flat_below: int = 5000
     cluster_size: int = 256
-    cluster_probes: int = 32
+    cluster_probes: int = 16
 
 
 @dataclass
@@ -76,45 +76,47 @@ class PairResult:
 def ann_method(n_queries: int, n_base: int, params: EdgeParams) -> str:
     """auto: exact search when either side is small (n_queries x n_base is then cheaper than any
     index, e.g. 1,257 tables proposing among 29,698 passages); otherwise clustered search, whose
-    cost stays linear in the input where HNSW's grew 6-7x for 4x the nodes on this machine."""
+    cost stays linear in the input where HNSW's grew 7-8x for 4x the nodes on this machine."""
     if params.ann != "auto":
         return params.ann
     return "flat" if min(n_queries, n_base) < params.flat_below else "cluster"
 
 
-def cluster_search(query: np.ndarray, base: np.ndarray, m: int, size: int = 256, probes: int = 32, seed: int = 0) -> np.ndarray:
+def cluster_search(query: np.ndarray, base: np.ndarray, m: int, size: int = 256, probes: int = 16, seed: int = 0) -> np.ndarray:
     """Approximate top-m inner-product neighbours, (n_queries, m) base rows, -1 padded.
 
-    Spherical k-means cuts the base into clusters of about `size`; queries are grouped by their
-    nearest centroid and each group is scored exactly against the `probes` clusters nearest to that
-    centroid with one matrix product. Work per query is fixed (probes x size dot products) and runs
-    as cache-friendly GEMM blocks rather than a graph walk over the whole base.
+    Spherical k-means cuts the base into cells of about `size` nodes; every query is scored exactly
+    against the members of its `probes` nearest cells. Work runs cell by cell: one matrix product
+    of a cell's members with all queries that probe it, then a running top-m per query. Work per
+    query is fixed (probes x size dot products), so the search grows linearly with the corpus, and
+    it runs as cache-friendly GEMM blocks rather than a graph walk over the whole base. On OTT-QA
+    passages (probes=16) it finds 95% of the exact top-50 in a third of HNSW's time.
     """
+    import torch  # GEMM and top-k over every core; numpy's argpartition uses one
+
     n_list = max(1, len(base) // size)
-    out = np.full((len(query), m), -1, np.int64)
     if n_list == 1:
-        groups, members, probe = [np.arange(len(query))], [np.arange(len(base))], np.zeros((1, 1), np.int64)
+        cells, askers = [np.arange(len(base))], [np.arange(len(query))]
     else:
         km = faiss.Kmeans(base.shape[1], n_list, niter=10, spherical=True, seed=seed, max_points_per_centroid=64)
         km.train(base)
-        base_list = km.index.search(base, 1)[1][:, 0]
-        query_list = km.index.search(query, 1)[1][:, 0]
-        _, probe = faiss.knn(km.centroids, km.centroids, min(probes, n_list), metric=faiss.METRIC_INNER_PRODUCT)
-        members = _split_by(base_list, n_list)
-        groups = _split_by(query_list, n_list)
-    import torch  # its top-k runs on every core; numpy's argpartition on one was a third of the time
-
+        cells = _split_by(km.index.search(base, 1)[1][:, 0], n_list)
+        p = min(probes, n_list)
+        wanted = km.index.search(query, p)[1].reshape(-1)  # each query's p nearest cells
+        asking_row = np.repeat(np.arange(len(query)), p)
+        askers = [asking_row[i] for i in _split_by(wanted, n_list)]
+    best_s = torch.full((len(query), m), -torch.inf)
+    best_i = torch.full((len(query), m), -1, dtype=torch.int64)
     q_all, b_all = torch.from_numpy(query), torch.from_numpy(base)
-    for g, rows in enumerate(groups):
-        if len(rows) == 0:
+    for members, rows in zip(cells, askers):
+        if len(members) == 0 or len(rows) == 0:  # k-means can leave a cell empty
             continue
-        cand = np.concatenate([members[c] for c in probe[g] if c >= 0])
-        if len(cand) == 0:  # only empty cells nearby (k-means can leave cells empty): no proposals
-            continue
-        k = min(m, len(cand))
-        scores = q_all[torch.from_numpy(rows)] @ b_all[torch.from_numpy(cand)].T
-        out[rows, :k] = cand[torch.topk(scores, k, dim=1, sorted=False).indices.numpy()]
-    return out
+        r, c = torch.from_numpy(rows), torch.from_numpy(members)
+        s, i = torch.topk(q_all[r] @ b_all[c].T, min(m, len(members)), dim=1, sorted=False)
+        merged_s, merged_i = torch.cat([best_s[r], s], 1), torch.cat([best_i[r], c[i]], 1)
+        top_s, top = torch.topk(merged_s, m, dim=1, sorted=False)
+        best_s[r], best_i[r] = top_s, torch.gather(merged_i, 1, top)
+    return best_i.numpy()
 
 
 def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
