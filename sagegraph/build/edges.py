@@ -198,9 +198,9 @@ def canonical_pairs(a: np.ndarray, b: np.ndarray, same_modality: bool, n: int) -
     """Deduplicate; within one modality (i, j) and (j, i) are one undirected pair."""
     if same_modality:
         a, b = np.minimum(a, b), np.maximum(a, b)
-    keys = np.sort(a.astype(np.int64) * n + b.astype(np.int64))
+    keys = np.sort(a.astype(np.int64, copy=False) * n + b)
     keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
-    return keys // n, keys % n
+    return np.divmod(keys, n)
 
 
 # ---- signals ----------------------------------------------------------------------------------
