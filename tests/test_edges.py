@@ -43,8 +43,9 @@ def _synthetic(n, d=32, seed=0, n_entities=None):
     return modality, source, vectors, Emat, names
 
 
-def test_candidates_grow_linearly_never_all_pairs():
-    params = E.EdgeParams(top_m=10, ann="hnsw", entity_max_df=20)
+@pytest.mark.parametrize("ann", ["hnsw", "cluster"])
+def test_candidates_grow_linearly_never_all_pairs(ann):
+    params = E.EdgeParams(top_m=10, ann=ann, entity_max_df=20, cluster_size=64)
     counts = {}
     for n in (1000, 4000):
         modality, source, vectors, Emat, _ = _synthetic(n)
