@@ -176,7 +176,9 @@ def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path:
     variants = list(dict.fromkeys(r.get("edges", "") for r in rows))
     first = [r for r in rows if r.get("edges", "") == variants[0]]
     ks = sorted({r["k"] for r in rows})
-    lines = [(first, "bl", "BL (k1 seeds only)", "o:"), (first, "extended_bl", "Extended BL (k)", "s--")]
+    lines = [(first, "extended_bl", "Extended BL (k)", "s--")]
+    if len(variants) == 1:  # BL is the seeds of the best split, which differs per edge variant
+        lines.insert(0, (first, "bl", "BL (k1 seeds only)", "o:"))
     for v in variants:
         lines.append(([r for r in rows if r.get("edges", "") == v], "bl_graph", f"BL+Graph (k1 + k2){' ' + v if v else ''}", "^-"))
     for subset, key, label, style in lines:
