@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +21,9 @@ import scipy.sparse as sp
 
 from sagegraph.build.entities import normalise
 from sagegraph.model import DOC_CHUNK, EDGE_SCHEMA, SIMILAR_PREFIX, TABLE_CHUNK, Node
+
+if TYPE_CHECKING:
+    from sagegraph.build.edges import PairResult
 
 MAX_SHARED = 10  # shared entity names kept in an edge's metadata
 
@@ -87,7 +91,7 @@ def shared_entities(E: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> tuple[np.
     return S.indptr.astype(np.int64), S.indices.astype(np.int64)
 
 
-def pair_edge_table(result, ids: Sequence[str], E: sp.csr_matrix, entity_names: Sequence[str], extra: Extra | None = None) -> pa.Table:
+def pair_edge_table(result: PairResult, ids: Sequence[str], E: sp.csr_matrix, entity_names: Sequence[str], extra: Extra | None = None) -> pa.Table:
     """Kept pairs of one PairResult as rows of EDGE_SCHEMA; the type is the passing signal with the
     largest margin over its threshold, in units of that signal's spread."""
     keep = result.keep
