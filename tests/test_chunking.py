@@ -95,3 +95,38 @@ def test_documents_that_cannot_be_cut_are_not_encoded():
     assert calls == []
     # with the same input and no minimum, the percentile rule does cut
     assert len(chunk_documents([short], encode, min_chars=0)[0]) == 2
+
+
+def _text_encoder(calls):
+    """Deterministic per text (like the real model): equal windows get equal vectors."""
+
+    def encode(texts):
+        calls.extend(texts)
+        out = []
+        for t in texts:
+            v = np.random.default_rng(sum(map(ord, t)) * 7919 + len(t)).normal(size=8)
+            out.append(v / np.linalg.norm(v))
+        return np.asarray(out, dtype=np.float32)
+
+    return encode
+
+
+def _chunk_naively(sents, encode, min_chars, max_chars):
+    if len(sents) < 2:
+        return [" ".join(sents)] if sents else []
+    sims = adjacent_similarities(encode(window_texts(sents)))
+    return segment(sents, sims, percentile_threshold(sims, 20.0), min_chars, max_chars)
+
+
+@pytest.mark.parametrize("min_chars,max_chars", [(0, 10**9), (60, 400), (200, 2000), (150, 260)])
+def test_skipping_unneeded_windows_never_changes_the_chunks(min_chars, max_chars):
+    rng = np.random.default_rng(min_chars + max_chars)
+    docs = []
+    for _ in range(300):
+        n = int(rng.integers(0, 9))
+        docs.append([("w" * int(rng.integers(3, 120))) + f" {j}." for j in range(n)])
+    skipped_calls, naive_calls = [], []
+    got = chunk_documents(docs, _text_encoder(skipped_calls), min_chars=min_chars, max_chars=max_chars)
+    want = [_chunk_naively(d, _text_encoder(naive_calls), min_chars, max_chars) for d in docs]
+    assert got == want
+    assert len(skipped_calls) < len(naive_calls)

@@ -125,3 +125,26 @@ def test_falkor_survives_a_killed_server(tmp_path):
         assert s2.count_nodes() == 4  # appendonly + fsync always: nothing acknowledged is lost
     finally:
         s2.close()
+
+
+def test_falkor_parameter_header_matches_the_client():
+    from falkordb.graph import Graph
+
+    from sagegraph.store.falkor import params_header
+
+    params = {
+        "rows": [
+            {"id": "a\"b\\c", "props": {"weight": 0.25, "n": 3, "ok": True, "none": None, "tags": ["x", 'y"'], "empty": ""}},
+            {"id": "v", "props": {"embedding": np.random.default_rng(0).normal(size=16).astype(np.float32).tolist(), "mixed": [1, 2.5]}},
+        ],
+        "k": 5,
+    }
+    assert params_header(params) == Graph._build_params_header(None, params)
+
+
+def test_vectors_and_quoted_text_roundtrip_through_falkor(tmp_path):
+    with open_store("falkordb", tmp_path / "s", "rt") as s:
+        vec = np.random.default_rng(1).normal(size=8).astype(np.float32)
+        s.write("CREATE (n:T {id: $id, text: $text, v: $v})", {"id": "q", "text": 'say "hi" \\ bye', "v": vec.tolist()})
+        row = s.read("MATCH (n:T) RETURN n.text AS text, n.v AS v")[0]
+        assert row["text"] == 'say "hi" \\ bye' and np.allclose(row["v"], vec)

@@ -72,6 +72,29 @@ def segment(sentences: Sequence[str], sims: np.ndarray, theta: float, min_chars:
     return [" ".join(sentences[a:b]) for a, b in pieces]
 
 
+def cut_can_survive(sentences: Sequence[str], min_chars: int, max_chars: int) -> bool:
+    """Whether a document's similarities can change its chunks (per-document scope).
+
+    A cut survives merging only where the text before it and the text after it both reach min_chars,
+    and a piece is re-split only above max_chars; with neither, the document is one chunk whatever
+    its similarities are. Two sentences have one window text twice, so s_0 = theta and their cut is
+    decided by length alone.
+    """
+    n = len(sentences)
+    if n < 3:
+        return False
+    lengths = [len(s) for s in sentences]
+    total = sum(lengths) + n - 1
+    if total > max_chars:
+        return True
+    prefix = -1
+    for length in lengths[:-1]:
+        prefix += length + 1
+        if prefix >= min_chars and total - prefix - 1 >= min_chars:
+            return True
+    return False
+
+
 def chunk_documents(
     docs_sentences: Sequence[Sequence[str]],
     encode,
@@ -82,17 +105,18 @@ def chunk_documents(
 ) -> list[list[str]]:
     """Chunk many documents with one batched encode of all their windows.
 
-    `encode(texts) -> normalised vectors`. Documents that cannot be cut are not encoded at all: one
-    sentence, or (per-document scope) shorter than 2 x min_chars, where every piece a cut could make
-    would merge back (one side of any cut is below min_chars).
+    `encode(texts) -> normalised vectors`. Window encoding is nearly all of a build's cost, so only
+    documents whose chunks depend on their similarities are encoded: under per-document scope that
+    is `cut_can_survive`; under corpus scope every document of 2+ sentences feeds the shared theta.
     """
-    windows, spans = [], []
+    windows, spans, encoded = [], [], []
     for sents in docs_sentences:
         start = len(windows)
-        too_short = scope == "document" and sum(len(s) + 1 for s in sents) - 1 < 2 * min_chars
-        if len(sents) > 1 and not too_short:
+        needed = cut_can_survive(sents, min_chars, max_chars) if scope == "document" else len(sents) > 1
+        if needed:
             windows.extend(window_texts(sents))
         spans.append((start, len(windows)))
+        encoded.append(needed)
     vecs = encode(windows) if windows else np.zeros((0, 1), dtype=np.float32)
     sims_per_doc = [adjacent_similarities(vecs[a:b]) for a, b in spans]
     global_theta = None
@@ -100,7 +124,12 @@ def chunk_documents(
         allsims = np.concatenate([s for s in sims_per_doc if len(s)] or [np.zeros(0)])
         global_theta = percentile_threshold(allsims, percentile)
     out = []
-    for sents, sims in zip(docs_sentences, sims_per_doc):
+    for sents, sims, needed in zip(docs_sentences, sims_per_doc, encoded):
+        if not needed and len(sents) == 2:
+            sims = np.ones(1, dtype=np.float32)  # identical windows: what encoding them would give
+        elif not needed:
+            out.append([" ".join(sents)] if sents else [])
+            continue
         theta = global_theta if global_theta is not None else percentile_threshold(sims, percentile)
         out.append(segment(sents, sims, theta, min_chars, max_chars))
     return out
