@@ -55,6 +55,7 @@ def main() -> None:
         "edges": counts["edges"],
         "edges_by_type": counts["edges_by_type"],
         "stage_seconds": result["stage_seconds"],
+        "task_seconds": result["task_seconds"],
         "flow_seconds": result["seconds"],
         "total_seconds": round(wall, 1),
         "encode_seconds": result["encode_seconds"],

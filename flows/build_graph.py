@@ -1,5 +1,6 @@
-"""The `build_graph` flow: ingest -> chunk -> metadata -> embed (fanned out per source batch on Dask)
--> assemble -> edges (fanned out per modality pair) -> store + statistics."""
+"""The `build_graph` flow: ingest -> chunk -> metadata -> embed (fanned out per source batch on Dask,
+each batch moving through the three on its own) -> assemble -> edges (fanned out per modality pair)
+-> store + statistics."""
 
 from __future__ import annotations
 
@@ -27,15 +28,20 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
     ing = T.ingest(cfg)
     t = lap("ingest", t)
     chunks = T.chunk.map(unmapped(cfg), ing["batches"])
-    chunk_results = chunks.result()
-    t = lap("chunk", t)
-    estimate = T.estimate_cost(cfg, chunk_results) if cfg.metadata.mode == "llm" else None
-    metas = T.metadata.map(unmapped(cfg), chunk_results)
-    meta_results = metas.result()
-    t = lap("metadata", t)
-    vecs = T.embed.map(unmapped(cfg), meta_results)
-    vec_results = vecs.result()
-    t = lap("embed", t)
+    estimate = None
+    if cfg.metadata.mode == "llm":
+        # The cost estimate is logged before the first paid call, so LLM mode waits for all chunks.
+        estimate = T.estimate_cost(cfg, chunks.result())
+    # Otherwise each batch goes on to metadata and embedding as soon as its own chunks are done:
+    # no worker idles at a stage barrier while the other finishes the stage's last batch.
+    metas = T.metadata.map(unmapped(cfg), chunks)
+    vecs = T.embed.map(unmapped(cfg), metas)
+    chunk_results, meta_results, vec_results = chunks.result(), metas.result(), vecs.result()
+    t = lap("chunk_metadata_embed", t)
+    task_seconds = {
+        name: round(sum(r.get("seconds", 0.0) for r in results), 2)
+        for name, results in (("chunk", chunk_results), ("metadata", meta_results), ("embed", vec_results))
+    }
     T.assemble(cfg, meta_results, vec_results)
     t = lap("assemble", t)
     pairs = present_pairs(modalities_of(ing["counts"]))
@@ -56,6 +62,7 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
         "counts": stats["summary"],
         "edges": fin["edges"],
         "stage_seconds": stage_wall,
+        "task_seconds": task_seconds,
         "encode_seconds": round(sum(r.get("encode_seconds", 0.0) for r in chunk_results + vec_results), 2),
         "seconds": round(time.perf_counter() - t0, 2),
         "llm_estimate": estimate,

@@ -39,7 +39,7 @@ def _build(args: argparse.Namespace) -> int:
     if result.get("llm_usage"):
         u = result["llm_usage"]
         print(f"LLM usage:       {u['calls']} calls ({u['cached']} cached), {u['prompt_tokens']}+{u['completion_tokens']} tokens, ${u['cost_usd']:.4f}, {u['fallbacks']} heuristic fallbacks")
-    print(json.dumps({k: result[k] for k in ("counts", "edges", "stage_seconds", "encode_seconds", "seconds", "resumed_batches")}))
+    print(json.dumps({k: result[k] for k in ("counts", "edges", "stage_seconds", "task_seconds", "encode_seconds", "seconds", "resumed_batches")}))
     return 0
 
 
