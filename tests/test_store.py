@@ -1,5 +1,6 @@
 """Store contract: the same tests run on embedded FalkorDB always and on Neo4j when NEO4J_URI is set."""
 
+import json
 import os
 import signal
 import time
@@ -51,6 +52,19 @@ def test_load_is_idempotent(store):
     _load(store)
     _load(store)
     assert store.count_nodes() == 4 and store.count_edges() == 3
+
+
+def test_edge_table_load_matches_edge_objects(store):
+    from sagegraph.model import edges_to_table
+
+    nodes, vecs, edges = _load(store)
+    before = store.read("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, b")
+    store.load_edge_table(edges_to_table(edges), batch_size=2)  # the bulk path MERGEs onto the same edges
+    after = store.read("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, b")
+    assert store.count_edges() == 3 and len(after) == 3
+    for x, y in zip(before, after):
+        assert (x["a"], x["t"], x["b"]) == (y["a"], y["t"], y["b"]) and x["w"] == pytest.approx(y["w"])
+        assert json.loads(x["m"]) == json.loads(y["m"])
 
 
 def test_schema_introspection(store):
@@ -148,3 +162,17 @@ def test_vectors_and_quoted_text_roundtrip_through_falkor(tmp_path):
         s.write("CREATE (n:T {id: $id, text: $text, v: $v})", {"id": "q", "text": 'say "hi" \\ bye', "v": vec.tolist()})
         row = s.read("MATCH (n:T) RETURN n.text AS text, n.v AS v")[0]
         assert row["text"] == 'say "hi" \\ bye' and np.allclose(row["v"], vec)
+
+
+def test_vector_index_created_over_loaded_nodes_is_awaited(tmp_path):
+    """Falkor builds such an index in the background; a query before it is done would fail."""
+    rng = np.random.default_rng(3)
+    nodes = [Node(f"n{i}", DOC_CHUNK, "", f"text {i}", f"s{i}", f"T{i}", 0, {}) for i in range(3000)]
+    vecs = rng.normal(size=(len(nodes), 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    with open_store("falkordb", tmp_path / "s", "bg") as s:
+        s.ensure_indexes(None)
+        s.load_nodes(nodes, vecs)
+        s.ensure_indexes(16, wait=False)
+        s.await_indexes()
+        assert s.vector_search(vecs[1234], 1)[0][0] == "n1234"

@@ -279,7 +279,6 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
 
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
     """MERGE the graph into the configured store; a repeated load of the same graph is skipped."""
-    from sagegraph.model import read_edges
     from sagegraph.store import open_store
 
     if cfg.store.backend == "none":
@@ -294,13 +293,17 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     nodes = read_nodes(layout.graph / "nodes.parquet")
     vectors = np.load(layout.graph / "vectors" / "content.npy")
-    edges = read_edges(layout.graph / "edges.parquet")
+    edges = pq.read_table(layout.graph / "edges.parquet")
     with open_store(cfg.store.backend, Path(path), cfg.store.graph) as store:
         if previous is not None:  # a different graph was loaded before: replace it, do not mix
             store.clear()
-        store.ensure_indexes(vectors.shape[1])
+        store.ensure_indexes(None)
         store.load_nodes(nodes, vectors, cfg.store.batch_size)
-        store.load_edges(edges, cfg.store.batch_size)
+        # Indexing all vectors after the nodes, in the server's background while the edges load,
+        # is faster than inserting each node into the index as it is merged.
+        store.ensure_indexes(vectors.shape[1], wait=False)
+        store.load_edge_table(edges, cfg.store.batch_size)
+        store.await_indexes()
         counts = {"nodes": store.count_nodes(), "edges": store.count_edges()}
     summary = {"backend": cfg.store.backend, "path": str(path), "graph": cfg.store.graph, "fingerprint": fp, **counts, "seconds": time.perf_counter() - t0}
     write_json(marker, summary)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import numpy as np
+import pyarrow as pa
 
 from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node
 from sagegraph.store.readonly import assert_read_only
@@ -116,7 +117,13 @@ class GraphStore(ABC):
     def _read(self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int) -> tuple[list[dict[str, Any]], bool]: ...
 
     @abstractmethod
-    def ensure_indexes(self, dim: int | None) -> None: ...
+    def ensure_indexes(self, dim: int | None, wait: bool = True) -> None:
+        """The id index, and the vector index when dim is given. Both engines populate an index over
+        existing nodes in the background: wait=False lets a bulk load go on meanwhile; call
+        `await_indexes` before the vector index is queried."""
+
+    @abstractmethod
+    def await_indexes(self, timeout_s: float = 600.0) -> None: ...
 
     @abstractmethod
     def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]: ...
@@ -159,11 +166,28 @@ class GraphStore(ABC):
             groups.setdefault(safe_label(e.type), []).append(edge_row(e))
         count = 0
         for rtype, rows in groups.items():
-            q = (
-                f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
-                f"MERGE (a)-[r:{rtype}]->(b) SET r += row.props"
-            )
-            count += self.write_batches(q, rows, batch_size)
+            count += self.write_batches(self._edge_query(rtype), rows, batch_size)
+        return count
+
+    @staticmethod
+    def _edge_query(rtype: str) -> str:
+        return (
+            f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
+            f"MERGE (a)-[r:{rtype}]->(b) SET r += row.props"
+        )
+
+    def load_edge_table(self, table: pa.Table, batch_size: int = 1000) -> int:
+        """`load_edges` straight from the edges.parquet columns: a full graph's 500k edges need no
+        Edge objects and no JSON decode/encode round trip (the metadata column already is JSON)."""
+        count = 0
+        types = table.column("type").to_pylist()
+        src, dst = table.column("src").to_pylist(), table.column("dst").to_pylist()
+        weight, meta = table.column("weight").cast(pa.float64()).to_pylist(), table.column("metadata").to_pylist()
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for i, t in enumerate(types):
+            groups.setdefault(t, []).append({"src": src[i], "dst": dst[i], "props": {"weight": weight[i], "metadata": meta[i] or "{}"}})
+        for rtype, rows in groups.items():
+            count += self.write_batches(self._edge_query(safe_label(rtype)), rows, batch_size)
         return count
 
     def count_nodes(self) -> int:

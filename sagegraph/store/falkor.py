@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -140,12 +141,26 @@ class FalkorStore(GraphStore):
         rows = self._rows(res)
         return rows[:max_rows], len(rows) > max_rows
 
-    def ensure_indexes(self, dim: int | None) -> None:
+    def ensure_indexes(self, dim: int | None, wait: bool = True) -> None:
         existing = self._index_fields()
         if "id" not in existing:
             self.g.query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (n.id)")
         if dim and "embedding" not in existing:
             self.g.query(f"CREATE VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding) OPTIONS {{dimension:{int(dim)}, similarityFunction:'cosine'}}")
+        if wait:
+            self.await_indexes()
+
+    def await_indexes(self, timeout_s: float = 600.0) -> None:
+        """Falkor answers vector queries with 'Invalid arguments' while the index is UNDER CONSTRUCTION."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rows = self._rows(self.g.query("CALL db.indexes()"))
+            building = [str(r.get("status")) for r in rows if "UNDER CONSTRUCTION" in str(r.get("status", ""))]
+            if not building:
+                return
+            if time.monotonic() > deadline:
+                raise StoreError(f"FalkorDB indexes still building after {timeout_s:.0f}s: {building}")
+            time.sleep(0.2)
 
     def _index_fields(self) -> set[str]:
         try:

@@ -78,14 +78,18 @@ class Neo4jStore(GraphStore):
             raise StoreError(f"read query failed: {exc}") from exc
         return rows, truncated
 
-    def ensure_indexes(self, dim: int | None) -> None:
+    def ensure_indexes(self, dim: int | None, wait: bool = True) -> None:
         self.write(f"CREATE INDEX sagegraph_node_id IF NOT EXISTS FOR (n:{NODE_LABEL}) ON (n.id)")
         if dim:
             self.write(
                 f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (n:{NODE_LABEL}) ON (n.embedding) "
                 f"OPTIONS {{indexConfig: {{`vector.dimensions`: {int(dim)}, `vector.similarity_function`: 'cosine'}}}}"
             )
-            self.write("CALL db.awaitIndexes(300)")
+            if wait:
+                self.await_indexes()
+
+    def await_indexes(self, timeout_s: float = 600.0) -> None:
+        self.write(f"CALL db.awaitIndexes({int(timeout_s)})")
 
     def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         q = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $v) YIELD node, score RETURN node.id AS id, score"
