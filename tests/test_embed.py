@@ -61,3 +61,28 @@ def test_changing_precision_reruns_the_stages_that_encode(tmp_path, stage):
         cfg = cfg.model_copy(update={"embedding": cfg.embedding.model_copy(update={"precision": precision})})
         fps.append(Layout.of(cfg).cfg_fp[stage])
     assert fps[0] != fps[1]
+
+
+def test_backend_tokenizer_path_gives_the_library_vectors():
+    """The fast path replaces only tokenization: fp32 vectors match sentence-transformers' own encode."""
+    fast = SentenceTransformerEncoder(device="cpu", precision="fp32", batch_size=3)
+    lib = SentenceTransformerEncoder(device="cpu", precision="fp32", batch_size=3)
+    texts = TEXTS + ["  padded  ", "Ünïcode café — 1889", "long " * 600, ""]
+    a = fast.encode(texts)
+    lib.model  # load, then take the library path
+    lib._tokenize = None
+    b = lib.encode(texts)
+    assert fast._tokenize is not None
+    assert np.abs(a - b).max() < 1e-5
+
+
+def test_backend_tokenizer_is_refused_when_it_would_change_the_features(encoder, monkeypatch):
+    model = encoder.model
+    assert embed.fast_tokenizer(model) is not None
+    real = model.preprocess
+
+    def prompted(texts, *args, **kwargs):  # a model whose preprocessing does more than the backend
+        return real(["query: " + t for t in texts], *args, **kwargs)
+
+    monkeypatch.setattr(model, "preprocess", prompted)
+    assert embed.fast_tokenizer(model) is None

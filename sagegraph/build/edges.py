@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-import faiss
 import numpy as np
 import scipy.sparse as sp
 
@@ -92,6 +91,7 @@ def cluster_search(query: np.ndarray, base: np.ndarray, m: int, size: int = 256,
     it runs as cache-friendly GEMM blocks rather than a graph walk over the whole base. On OTT-QA
     passages (probes=16) it finds 95% of the exact top-50 in a third of HNSW's time.
     """
+    import faiss  # here, not at module top: chunk and embed workers import this module and never search
     import torch  # GEMM and top-k over every core; numpy's argpartition uses one
 
     n_list = max(1, len(base) // size)
@@ -125,6 +125,8 @@ def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
 
 
 def _faiss_search(query: np.ndarray, base: np.ndarray, m: int, method: str, params: EdgeParams) -> np.ndarray:
+    import faiss
+
     if method == "hnsw":
         index = faiss.IndexHNSWFlat(base.shape[1], params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = 80
