@@ -82,11 +82,17 @@ class EmbeddingConfig(_Strict):
     )
     cache: bool = True
 
+    def resolved_precision(self) -> str:
+        """What auto means on this machine: recorded in the manifest so queries encode alike."""
+        from sagegraph.embed import resolve_precision
+
+        return resolve_precision(self.precision, self.device)
+
     def resolved_name(self) -> str:
         """The model as vectors are cached, fingerprinted and recorded: precision is part of it."""
-        from sagegraph.embed import cache_name, resolve_precision
+        from sagegraph.embed import cache_name
 
-        return cache_name(self.model, resolve_precision(self.precision, self.device))
+        return cache_name(self.model, self.resolved_precision())
 
 
 class EdgeConfig(_Strict):

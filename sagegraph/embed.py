@@ -115,8 +115,8 @@ class SentenceTransformerEncoder:
         return torch.autocast(device_type=self.device, dtype=torch.bfloat16)
 
     def _forward(self, texts: list[str]):
-        """The model's own modules on batches we tokenize: kernels run on the device while this
-        thread tokenizes the next batch, and nothing syncs until the end."""
+        """The model's own modules on batches we tokenize. On a GPU the kernels run while this thread
+        tokenizes the next batch: nothing syncs until the vectors are copied back."""
         import torch
 
         out = []

@@ -27,7 +27,7 @@ from sagegraph.build.nodes import document_nodes, kb_nodes, table_nodes
 from sagegraph.config import BuildConfig
 from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, KBRelation, Table
-from sagegraph.embed import Encoder, make_encoder, resolve_precision
+from sagegraph.embed import Encoder, make_encoder
 from sagegraph.model import Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.build")
@@ -266,7 +266,7 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
         "nodes": len(nodes),
         "edges": table.num_rows,
         "embedding_model": cfg.embedding.model,
-        "embedding_precision": resolve_precision(cfg.embedding.precision, cfg.embedding.device),
+        "embedding_precision": cfg.embedding.resolved_precision(),
         "dim": int(np.load(layout.graph / "vectors" / "content.npy", mmap_mode="r").shape[1]),
         "fingerprint": layout.cfg_fp["edges"],
         "config": cfg.model_dump(mode="json"),

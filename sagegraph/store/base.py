@@ -163,32 +163,30 @@ class GraphStore(ABC):
     def load_edges(self, edges: list[Edge], batch_size: int = 1000) -> int:
         groups: dict[str, list[dict[str, Any]]] = {}
         for e in edges:
-            groups.setdefault(safe_label(e.type), []).append(edge_row(e))
+            groups.setdefault(e.type, []).append(edge_row(e))
+        return self._write_edge_groups(groups, batch_size)
+
+    def _write_edge_groups(self, groups: dict[str, list[dict[str, Any]]], batch_size: int) -> int:
+        """One MERGE query per relationship type (Cypher cannot parameterise a type)."""
         count = 0
         for rtype, rows in groups.items():
-            count += self.write_batches(self._edge_query(rtype), rows, batch_size)
+            q = (
+                f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
+                f"MERGE (a)-[r:{safe_label(rtype)}]->(b) SET r += row.props"
+            )
+            count += self.write_batches(q, rows, batch_size)
         return count
-
-    @staticmethod
-    def _edge_query(rtype: str) -> str:
-        return (
-            f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
-            f"MERGE (a)-[r:{rtype}]->(b) SET r += row.props"
-        )
 
     def load_edge_table(self, table: pa.Table, batch_size: int = 1000) -> int:
         """`load_edges` straight from the edges.parquet columns: a full graph's 500k edges need no
         Edge objects and no JSON decode/encode round trip (the metadata column already is JSON)."""
-        count = 0
         types = table.column("type").to_pylist()
         src, dst = table.column("src").to_pylist(), table.column("dst").to_pylist()
         weight, meta = table.column("weight").cast(pa.float64()).to_pylist(), table.column("metadata").to_pylist()
         groups: dict[str, list[dict[str, Any]]] = {}
         for i, t in enumerate(types):
             groups.setdefault(t, []).append({"src": src[i], "dst": dst[i], "props": {"weight": weight[i], "metadata": meta[i] or "{}"}})
-        for rtype, rows in groups.items():
-            count += self.write_batches(self._edge_query(safe_label(rtype)), rows, batch_size)
-        return count
+        return self._write_edge_groups(groups, batch_size)
 
     def count_nodes(self) -> int:
         return int(self.read("MATCH (n) RETURN count(n) AS c")[0]["c"])
