@@ -10,6 +10,7 @@ time in model encode, peak memory (this process and its children), SAGE's figure
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import time
@@ -31,7 +32,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from flows.build_graph import build_graph
-    from flows.runtime import dask_runner, prefect_api
+    from flows.runtime import flow_runtime
+    from sagegraph.build.stages import warm_up
     from sagegraph.config import load_config
 
     cfg = load_config(args.config, out=Path(args.out), max_sources=args.max_sources, metadata="heuristic")
@@ -39,8 +41,8 @@ def main() -> None:
         shutil.rmtree(cfg.out)  # a fresh build: empty embedding cache, nothing reused
     t0 = time.perf_counter()
     with PeakMemory() as mem:
-        with prefect_api(cfg.out):
-            result = build_graph.with_options(task_runner=dask_runner(cfg.runner))(cfg)
+        with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (_, runner):
+            result = build_graph.with_options(task_runner=runner)(cfg)
     wall = time.perf_counter() - t0
     edge_scaling = scaling(cfg.out / "graph", cfg, repeats=3)
     counts = result["counts"]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from sagegraph.config import RunnerConfig
 
@@ -36,20 +37,30 @@ def apply_env_defaults(work_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def prefect_api(work_dir: Path) -> Iterator[str | None]:
+def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> Iterator[str | None]:
     """Use the user's server when PREFECT_API_URL is set; otherwise start one local server for the
-    run, so that Dask workers share it (each would otherwise start its own temporary server)."""
+    run, so that Dask workers share it (each would otherwise start its own temporary server).
+
+    `on_url` runs once the API address is known and exported, before the local server has started
+    (7-8 s here): a caller can start its Dask workers meanwhile, and they inherit the address.
+    """
     apply_env_defaults(work_dir)
     if os.environ.get("PREFECT_API_URL"):
+        if on_url:
+            on_url(os.environ["PREFECT_API_URL"])
         yield os.environ["PREFECT_API_URL"]
         return
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     server = SubprocessASGIServer()
-    server.start(timeout=int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+    server.port = server.port or server.find_available_port()
     os.environ["PREFECT_API_URL"] = server.api_url  # inherited by Dask worker processes
     try:
+        if on_url:
+            on_url(server.api_url)
+        server.start(timeout=int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+        os.environ["PREFECT_API_URL"] = server.api_url  # start() moves to another port if that one got taken
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
             yield server.api_url
     finally:
@@ -60,15 +71,74 @@ def prefect_api(work_dir: Path) -> Iterator[str | None]:
         server.stop()
 
 
+def _worker_env(cfg: RunnerConfig) -> None:
+    # One torch thread per worker thread: 2 processes x 1 thread beat 1 x 2 on a 2-core CPU.
+    os.environ["SAGEGRAPH_TORCH_THREADS"] = str(cfg.threads_per_worker)
+    os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads_per_worker))
+
+
 def dask_runner(cfg: RunnerConfig):
-    """DaskTaskRunner on an existing scheduler (runner.dask_address) or a LocalCluster of processes."""
+    """DaskTaskRunner on an existing scheduler (runner.dask_address) or a LocalCluster of processes
+    that Prefect starts at the flow's first submitted task."""
     from prefect_dask import DaskTaskRunner
 
     if cfg.dask_address:
         return DaskTaskRunner(address=cfg.dask_address)
-    # One torch thread per worker thread: 2 processes x 1 thread beat 1 x 2 on a 2-core CPU.
-    os.environ["SAGEGRAPH_TORCH_THREADS"] = str(cfg.threads_per_worker)
-    os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads_per_worker))
+    _worker_env(cfg)
     return DaskTaskRunner(
         cluster_kwargs={"n_workers": cfg.n_workers, "threads_per_worker": cfg.threads_per_worker, "processes": True, "dashboard_address": None}
     )
+
+
+def _local_cluster(cfg: RunnerConfig, warm: Callable[[], Any] | None):
+    from distributed import Client, LocalCluster
+
+    _worker_env(cfg)
+    cluster = LocalCluster(n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker, processes=True, dashboard_address=None)
+    if warm is not None:
+        try:
+            with Client(cluster) as client:
+                client.run(warm)
+        except Exception:
+            cluster.close()
+            raise
+    return cluster
+
+
+@contextlib.contextmanager
+def flow_runtime(work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | None = None) -> Iterator[tuple[str | None, Any]]:
+    """(API address, Dask task runner) for one run, the API server and the Dask cluster started side
+    by side rather than one after the other.
+
+    With a local cluster, `warm` runs on every worker while the API server starts (for a build: the
+    imports and the embedding model, ~6 s per worker that the first batch would otherwise wait for).
+    An existing scheduler (runner.dask_address) is used as it is.
+    """
+    apply_env_defaults(work_dir)  # before Dask is imported: it reads its logging settings then
+    from prefect_dask import DaskTaskRunner
+
+    if cfg.dask_address:
+        with prefect_api(work_dir) as api:
+            yield api, DaskTaskRunner(address=cfg.dask_address)
+        return
+    starting: list[tuple[str, Future]] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="dask-start") as pool:
+
+        def start(url: str) -> None:
+            starting.append((url, pool.submit(_local_cluster, cfg, warm)))
+
+        try:
+            with prefect_api(work_dir, on_url=start) as api:
+                url, future = starting[0]
+                cluster = future.result()
+                try:
+                    if api != url:  # the server had to move: the workers must know its new address
+                        cluster.close()
+                        cluster = _local_cluster(cfg, warm)
+                    yield api, DaskTaskRunner(address=cluster.scheduler_address)
+                finally:
+                    cluster.close()  # before the API server stops, so no worker logs into the void
+        finally:
+            if starting:  # e.g. the API server failed to start: wait for the workers, then stop them
+                with contextlib.suppress(Exception):
+                    starting[0][1].result().close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -22,11 +23,12 @@ def _build(args: argparse.Namespace) -> int:
     cfg.corpus.resolved_path() if cfg.corpus.kind != "generic" else None  # fail early on a missing corpus
 
     from flows.build_graph import build_graph
-    from flows.runtime import dask_runner, prefect_api
+    from flows.runtime import flow_runtime
+    from sagegraph.build.stages import warm_up
 
-    with prefect_api(cfg.out) as api:
+    with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
         print(f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in the Prefect UI if you run a server)", flush=True)
-        result = build_graph.with_options(task_runner=dask_runner(cfg.runner))(cfg)
+        result = build_graph.with_options(task_runner=runner)(cfg)
     print(f"\ngraph (Parquet): {result['graph']}/nodes.parquet, edges.parquet, vectors/")
     store = result["store"]
     if store.get("backend") == "falkordb":

@@ -12,8 +12,8 @@ def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
     assert summary["counts"]["nodes"] > 0 and summary["edges"] > 0 and summary["encode_seconds"] > 0
-    assert set(summary["stage_seconds"]) >= {"chunk_metadata_embed", "edges", "load_store", "stats"}
-    assert set(summary["task_seconds"]) == {"chunk", "metadata", "embed"} and summary["task_seconds"]["chunk"] > 0
+    assert set(summary["stage_seconds"]) >= {"chunk_metadata_embed", "edges", "load_store_and_stats"}
+    assert set(summary["task_seconds"]) == {"chunk", "metadata", "embed", "load_store", "stats"} and summary["task_seconds"]["chunk"] > 0
     assert "graph store:     FalkorDB (embedded)" in first.stdout and "degree_histogram.png" in first.stdout
     assert (tmp_path / "out" / "graph" / "nodes.parquet").exists()
     # progress is visible while it runs: per-batch task logs
@@ -30,3 +30,29 @@ def test_bad_config_is_a_clear_error(tmp_path):
     bad.write_text("edges:\n  logic: maybe\n")
     res = sagegraph("build", str(bad))
     assert res.returncode == 2 and "edges.logic" in res.stderr and "Traceback" not in res.stderr
+
+
+def _record_worker(folder: str) -> None:
+    import os
+    from pathlib import Path
+
+    (Path(folder) / f"{os.getpid()}.txt").write_text(os.environ.get("PREFECT_API_URL", ""))
+
+
+def test_workers_start_and_warm_up_beside_the_api_server(tmp_path, monkeypatch):
+    """The cluster starts while the local API server does; every worker has run the warm-up and
+    knows the server's address before the flow gets the task runner."""
+    import functools
+    import os
+
+    from flows.runtime import flow_runtime
+    from sagegraph.config import RunnerConfig
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with flow_runtime(tmp_path, RunnerConfig(n_workers=2, threads_per_worker=1), warm=functools.partial(_record_worker, str(marks))) as (api, runner):
+        seen = [p.read_text() for p in marks.glob("*.txt")]
+        assert len(seen) == 2 and set(seen) == {api} and api.startswith("http://127.0.0.1:")
+        assert runner.address and os.environ["PREFECT_API_URL"] == api
+    assert "PREFECT_API_URL" not in os.environ

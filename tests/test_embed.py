@@ -33,8 +33,12 @@ def test_bf16_vectors_stay_within_cosine_1e_3_of_fp32(encoder):
     assert a.dtype == b.dtype == np.float32 and a.shape == b.shape == (len(TEXTS), 384)
     assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-4)
     assert (a * b).sum(1).min() > 0.999
-    # Different texts stay as far apart as in fp32: the order of similarities is what chunking and edges use.
-    assert np.argsort((a @ a.T).ravel()).tolist()[-len(TEXTS):] == np.argsort((b @ b.T).ravel()).tolist()[-len(TEXTS):]
+    # Different texts stay as far apart as in fp32: the order of similarities is what chunking and
+    # edges use. (Rank correlation over the distinct pairs: near-equal pairs may swap places.)
+    from scipy.stats import spearmanr
+
+    pairs = np.triu_indices(len(TEXTS), 1)
+    assert spearmanr((a @ a.T)[pairs], (b @ b.T)[pairs]).statistic > 0.99
 
 
 def test_fp32_and_bf16_vectors_never_share_cache_entries(tmp_path):

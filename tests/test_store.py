@@ -176,3 +176,41 @@ def test_vector_index_created_over_loaded_nodes_is_awaited(tmp_path):
         s.ensure_indexes(16, wait=False)
         s.await_indexes()
         assert s.vector_search(vecs[1234], 1)[0][0] == "n1234"
+
+
+def test_bulk_loaded_vectors_read_back_exactly_from_falkor(tmp_path):
+    """Embeddings go in as Arrow-formatted text; every float32 must come back bit for bit."""
+    from sagegraph.store.falkor import CypherText, param_literal, vector_literals
+
+    rng = np.random.default_rng(5)
+    vecs = (rng.normal(size=(50, 24)) * 1e-3 ** rng.integers(0, 3, size=(50, 1))).astype(np.float32)  # some rows tiny
+    lits = vector_literals(vecs)
+    assert param_literal(lits[0]) == lits[0] and param_literal(str(lits[0])) != lits[0]  # sent as it is, not quoted
+    nodes = [Node(f"n{i}", DOC_CHUNK, "", f"text {i}", f"s{i}", "", 0, {}) for i in range(len(vecs))]
+    with open_store("falkordb", tmp_path / "s", "exact") as s:
+        s.load_nodes(nodes, vecs, batch_size=16)
+        rows = s.read("MATCH (n:Node) RETURN n.id AS id, n.embedding AS v")
+    back = {r["id"]: np.asarray(r["v"], dtype=np.float32) for r in rows}
+    assert all(np.array_equal(back[f"n{i}"], vecs[i]) for i in range(len(vecs)))
+    assert isinstance(lits[0], CypherText)
+    bad = vecs.copy()
+    bad[7, 3] = np.nan
+    with pytest.raises(Exception, match=r"rows \[7\]"):
+        vector_literals(bad)
+
+
+def test_falkor_vector_index_finds_true_neighbours(tmp_path):
+    """The index's search effort (efRuntime) is set above FalkorDB's default of 10: with it, top-10
+    answers match exact search closely even on hard (random, 128-d) data (0.96; 0.89 without it)."""
+    rng = np.random.default_rng(7)
+    vecs = rng.normal(size=(6000, 128)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    nodes = [Node(f"n{i}", DOC_CHUNK, "", "", f"s{i}", "", 0, {}) for i in range(len(vecs))]
+    queries = rng.choice(len(vecs), 40, replace=False)
+    exact = np.argsort(-(vecs[queries] @ vecs.T), axis=1)[:, :10]
+    with open_store("falkordb", tmp_path / "s", "knn") as s:
+        s.ensure_indexes(None)
+        s.load_nodes(nodes, vecs)
+        s.ensure_indexes(128)
+        recall = np.mean([len({h for h, _ in s.vector_search(vecs[q], 10)} & {f"n{j}" for j in exact[i]}) / 10 for i, q in enumerate(queries)])
+    assert recall >= 0.9, recall

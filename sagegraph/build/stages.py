@@ -51,6 +51,12 @@ def get_encoder(cfg: BuildConfig) -> Encoder:
     return _ENCODERS[key]
 
 
+def warm_up(cfg: BuildConfig) -> int:
+    """Load this process's encoder now. A Dask worker runs this while the API server starts, so its
+    first batch does not wait ~6 s for imports and the model. Returns the embedding width."""
+    return get_encoder(cfg).dim
+
+
 def _encode_seconds(enc: Encoder) -> float:
     return float(getattr(enc, "encode_seconds", 0.0))
 
@@ -60,6 +66,23 @@ def _batch_name(i: int) -> str:
 
 
 # ---- 1. ingest --------------------------------------------------------------------------------
+
+def batch_spans(n: int, size: int, n_workers: int) -> list[tuple[int, int]]:
+    """(start, end) of each fanned-out batch, in order.
+
+    At least two batches per worker, so small inputs keep every worker busy too. The last
+    n_workers batches' worth of items is cut into batches of half the size: the fan-out ends on
+    short tasks, so a worker that finishes first waits less for the others.
+    """
+    if n <= 0:
+        return []
+    size = max(1, min(size, -(-n // (2 * n_workers))))
+    tail_start = max(0, n - n_workers * size)
+    tail_start -= tail_start % size  # full-size batches up to here
+    pieces = max(1, -(-(n - tail_start) // max(1, size // 2)))
+    starts = list(range(0, tail_start, size)) + [tail_start + (n - tail_start) * i // pieces for i in range(pieces)]
+    return list(zip(starts, starts[1:] + [n]))
+
 
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
     """Load and validate the corpus, then split it into source batches for the fan-out."""
@@ -72,12 +95,10 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
     if len(corpus) == 0:
         raise ValueError(f"corpus {cfg.corpus.kind} at {cfg.corpus.path} has no usable sources")
     items: list[tuple[str, Any]] = [("tables", t) for t in corpus.tables] + [("documents", x) for x in corpus.documents] + [("kb_nodes", k) for k in corpus.kb_nodes]
-    # At least two batches per worker so the fan-out keeps every worker busy on small inputs too.
-    size = max(1, min(cfg.runner.batch_size, -(-len(items) // (2 * cfg.runner.n_workers))))
     batches = []
-    for b, start in enumerate(range(0, len(items), size)):
+    for b, (start, end) in enumerate(batch_spans(len(items), cfg.runner.batch_size, cfg.runner.n_workers)):
         payload: dict[str, list] = {"tables": [], "documents": [], "kb_nodes": []}
-        for kind, rec in items[start : start + size]:
+        for kind, rec in items[start:end]:
             payload[kind].append(dataclasses.asdict(rec))
         batches.append(str(write_json(d / f"{_batch_name(b)}.json", payload)))
     write_json(d / "kb_edges.json", [dataclasses.asdict(e) for e in corpus.kb_edges])
@@ -311,8 +332,8 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
 
 
 __all__ = [
-    "ingest", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
-    "load_store", "graph_stats", "present_pairs", "modalities_of", "estimate_metadata_cost", "content_id",
+    "ingest", "batch_spans", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
+    "load_store", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id",
 ]
 
 

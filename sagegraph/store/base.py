@@ -48,8 +48,9 @@ class GraphSchema:
         return "\n".join(lines)
 
 
-def node_row(node: Node, embedding: np.ndarray | None) -> dict[str, Any]:
-    """Store properties must be primitives or lists of them, so metadata travels as JSON text."""
+def node_row(node: Node, embedding: Any | None) -> dict[str, Any]:
+    """Store properties must be primitives or lists of them, so metadata travels as JSON text.
+    `embedding` is already in the form the backend sends (`GraphStore.vector_params`)."""
     meta = node.metadata
     row = {
         "id": node.id,
@@ -66,9 +67,7 @@ def node_row(node: Node, embedding: np.ndarray | None) -> dict[str, Any]:
         },
     }
     if embedding is not None:
-        # 8 decimals: within 5e-9 of the float32 value (cosines move < 1e-7) at half the text of
-        # full float64 reprs, which is most of what a bulk load sends and the server parses.
-        row["embedding"] = np.round(np.asarray(embedding, dtype=np.float64), 8).tolist()
+        row["embedding"] = embedding
     return row
 
 
@@ -137,15 +136,20 @@ class GraphStore(ABC):
     def clear(self) -> None:
         self.write("MATCH (n) DETACH DELETE n")
 
+    def vector_params(self, vectors: np.ndarray) -> list[Any]:
+        """One embedding parameter per row, as this backend's driver sends it best (Bolt: floats)."""
+        return np.asarray(vectors, dtype=np.float32).tolist()
+
     # ---- shared Cypher ----
     def load_nodes(self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000) -> int:
         """MERGE by id: loading the same nodes twice leaves one copy of each."""
         groups: dict[str, list[dict[str, Any]]] = {}
+        embeddings = self.vector_params(vectors) if vectors is not None else None
         for i, n in enumerate(nodes):
             label = MODALITY_LABELS.get(n.modality, "Entity")
             if n.modality == ENTITY and n.type:
                 label = f"{label}:{safe_label(n.type)}"  # KB nodes also carry their own type as a label
-            groups.setdefault(label, []).append(node_row(n, vectors[i] if vectors is not None else None))
+            groups.setdefault(label, []).append(node_row(n, embeddings[i] if embeddings is not None else None))
         count = 0
         for label, rows in groups.items():
             has_vec = vectors is not None
