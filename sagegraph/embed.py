@@ -104,7 +104,10 @@ class SentenceTransformerEncoder:
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        model = self.model
+        # sentence-transformers renamed the method; the old name warns on every call in new releases.
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(get_dim())
 
     def _numerics(self):
         """Autocast, not a bf16 model: weights, layer norms and pooling stay fp32, only matmuls drop to bf16."""
