@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import hashlib
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -27,9 +29,18 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+def _no_gpu_device_nodes() -> bool:
+    """Linux exposes NVIDIA (/dev/nvidia*) and ROCm (/dev/kfd) GPUs as device nodes: without any,
+    CUDA cannot be available, and we need not import torch (1.2 s) in a process that never encodes,
+    such as a flow's driver working out its stage layout."""
+    return sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/kfd")
+
+
 def pick_device(requested: str = "auto") -> str:
     if requested != "auto":
         return requested
+    if _no_gpu_device_nodes():
+        return "cpu"
     try:
         import torch
 

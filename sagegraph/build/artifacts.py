@@ -49,10 +49,12 @@ class Layout:
         return self.out / "cache"
 
 
-def write_json(path: Path, obj: Any) -> Path:
+def write_json(path: Path, obj: Any, indent: int | None = 1) -> Path:
+    """Atomic. indent=None for bulk files nobody reads by eye: only then does json use its C encoder
+    (the sources of a full OTT-QA ingest: 0.9 s indented)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    tmp.write_text(json.dumps(obj, indent=indent, ensure_ascii=False, default=str), encoding="utf-8")
     os.replace(tmp, path)
     return path
 
