@@ -71,10 +71,12 @@ def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> 
         server.stop()
 
 
-def _worker_env(cfg: RunnerConfig) -> None:
+def _local_cluster_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
+    """LocalCluster settings, after exporting what its worker processes inherit."""
     # One torch thread per worker thread: 2 processes x 1 thread beat 1 x 2 on a 2-core CPU.
     os.environ["SAGEGRAPH_TORCH_THREADS"] = str(cfg.threads_per_worker)
     os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads_per_worker))
+    return {"n_workers": cfg.n_workers, "threads_per_worker": cfg.threads_per_worker, "processes": True, "dashboard_address": None}
 
 
 def dask_runner(cfg: RunnerConfig):
@@ -84,17 +86,13 @@ def dask_runner(cfg: RunnerConfig):
 
     if cfg.dask_address:
         return DaskTaskRunner(address=cfg.dask_address)
-    _worker_env(cfg)
-    return DaskTaskRunner(
-        cluster_kwargs={"n_workers": cfg.n_workers, "threads_per_worker": cfg.threads_per_worker, "processes": True, "dashboard_address": None}
-    )
+    return DaskTaskRunner(cluster_kwargs=_local_cluster_kwargs(cfg))
 
 
 def _local_cluster(cfg: RunnerConfig, warm: Callable[[], Any] | None):
     from distributed import Client, LocalCluster
 
-    _worker_env(cfg)
-    cluster = LocalCluster(n_workers=cfg.n_workers, threads_per_worker=cfg.threads_per_worker, processes=True, dashboard_address=None)
+    cluster = LocalCluster(**_local_cluster_kwargs(cfg))
     if warm is not None:
         try:
             with Client(cluster) as client:
@@ -127,10 +125,11 @@ def flow_runtime(work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | No
         def start(url: str) -> None:
             starting.append((url, pool.submit(_local_cluster, cfg, warm)))
 
+        taken = False
         try:
             with prefect_api(work_dir, on_url=start) as api:
                 url, future = starting[0]
-                cluster = future.result()
+                cluster, taken = future.result(), True
                 try:
                     if api != url:  # the server had to move: the workers must know its new address
                         cluster.close()
@@ -139,6 +138,6 @@ def flow_runtime(work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | No
                 finally:
                     cluster.close()  # before the API server stops, so no worker logs into the void
         finally:
-            if starting:  # e.g. the API server failed to start: wait for the workers, then stop them
+            if starting and not taken:  # the API server failed to start: wait for the workers, then stop them
                 with contextlib.suppress(Exception):
                     starting[0][1].result().close()

@@ -277,16 +277,16 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
     t0 = time.perf_counter()
     # Four columns, not Node objects: parsing every node's metadata JSON was 1.6 s of 2.2 here.
     cols = pq.read_table(layout.graph / "nodes.parquet", columns=["id", "modality", "source_id", "position"]).to_pydict()
-    rows = list(zip(cols["id"], cols["modality"], cols["source_id"], cols["position"]))
-    chunked = [r for r in rows if r[1] != ENTITY]
-    structural = E.structural_edges([r[0] for r in chunked], [r[2] for r in chunked], [r[3] for r in chunked])
-    by_source = {r[2]: r[0] for r in rows if r[1] == ENTITY}
+    ids, modality, source, position = cols["id"], cols["modality"], cols["source_id"], cols["position"]
+    chunked = [i for i, m in enumerate(modality) if m != ENTITY]
+    structural = E.structural_edges([ids[i] for i in chunked], [source[i] for i in chunked], [position[i] for i in chunked])
+    by_source = {source[i]: ids[i] for i, m in enumerate(modality) if m == ENTITY}
     native = [Edge(by_source[r["src"]], by_source[r["dst"]], r["type"], 1.0, {}) for r in read_json(Path(kb_edges_path)) if r["src"] in by_source and r["dst"] in by_source]
     parts = [pq.read_table(p) for p in pair_paths] + [edges_to_table(structural + native)]
     table = pa.concat_tables(parts)
     write_parquet(table, graph / "edges.parquet")
     manifest = {
-        "nodes": len(rows),
+        "nodes": len(ids),
         "edges": table.num_rows,
         "embedding_model": cfg.embedding.model,
         "embedding_precision": cfg.embedding.resolved_precision(),
