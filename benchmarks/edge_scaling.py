@@ -48,16 +48,16 @@ def edge_construction(graph_dir: Path, cfg, fraction: float, repeats: int = 1, s
             candidates += res.n_candidates
             edges += pair_edge_table(res, [n.id for n in sub], Emat, names, extra_for(pair, sub)).num_rows
         times.append(time.perf_counter() - t0)
-    return {"sources": len(chosen), "nodes": len(sub), "seconds": round(statistics.median(times), 2), "candidates": candidates, "edges": edges}
+    return {"sources": len(chosen), "nodes": len(sub), "seconds": statistics.median(times), "candidates": candidates, "edges": edges}
 
 
 def scaling(graph_dir: Path, cfg, repeats: int) -> dict:
     quarter = edge_construction(graph_dir, cfg, 0.25, repeats)
     full = edge_construction(graph_dir, cfg, 1.0, repeats)
-    ratio = full["seconds"] / quarter["seconds"]
+    ratio = full["seconds"] / max(quarter["seconds"], 1e-9)  # a tiny graph's quarter can take ~0 s
     return {
-        "quarter": quarter,
-        "full": full,
+        "quarter": {**quarter, "seconds": round(quarter["seconds"], 3)},
+        "full": {**full, "seconds": round(full["seconds"], 3)},
         "ratio_4x": round(ratio, 2),
         "candidates_ratio": round(full["candidates"] / max(1, quarter["candidates"]), 2),
         "edges_ratio": round(full["edges"] / max(1, quarter["edges"]), 2),

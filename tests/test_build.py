@@ -118,3 +118,23 @@ def test_batches_cover_every_source_once_and_end_on_short_ones(n, size, workers)
     if n >= 2 * workers * 4:
         # the last `workers` batches are about half the size of the first
         assert all(x <= lengths[0] // 2 + 1 for x in lengths[-workers:])
+
+
+def test_store_load_completes_a_load_cut_short(built, tmp_path):
+    """A fresh store gets CREATE; one a crashed run left half-loaded (no marker) is completed by
+    MERGE, so nothing is doubled."""
+    from sagegraph.store import open_store
+
+    cfg, first = built
+    cfg2 = cfg.model_copy(deep=True)
+    cfg2.store.path = tmp_path / "store"
+    nodes = read_nodes(cfg.out / "graph" / "nodes.parquet")
+    vectors = np.load(cfg.out / "graph" / "vectors" / "content.npy")
+    edges = pq.read_table(cfg.out / "graph" / "edges.parquet")
+    with open_store("falkordb", cfg2.store.path, cfg2.store.graph) as s:  # the crashed run got this far
+        s.load_nodes(nodes[: len(nodes) // 2], vectors[: len(nodes) // 2], create=True)
+    res = S.load_store(cfg2)
+    assert not res["resumed"] and (res["nodes"], res["edges"]) == (len(nodes), edges.num_rows)
+    with open_store("falkordb", cfg2.store.path, cfg2.store.graph) as s:
+        assert s.read("MATCH (n:Node) WITH n.id AS id, count(*) AS c WHERE c > 1 RETURN count(id) AS dup")[0]["dup"] == 0
+        assert s.vector_search(vectors[3], 1)[0][0] == nodes[3].id  # the index declared by the load is usable

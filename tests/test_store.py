@@ -214,3 +214,83 @@ def test_falkor_vector_index_finds_true_neighbours(tmp_path):
         s.ensure_indexes(128)
         recall = np.mean([len({h for h, _ in s.vector_search(vecs[q], 10)} & {f"n{j}" for j in exact[i]}) / 10 for i, q in enumerate(queries)])
     assert recall >= 0.9, recall
+
+
+def test_falkor_bulk_edge_text_reads_back_like_the_generic_rows(tmp_path):
+    """Falkor formats edges.parquet rows with Arrow (`edge_literals`); what is stored must be what
+    the generic dict rows store: weights as floats (1.0 too), metadata text byte for byte."""
+    import pyarrow as pa
+
+    from sagegraph.store.base import GraphStore, Write, edge_write_query
+
+    nodes = [Node(f'n"{i}\\', DOC_CHUNK, "", f"text {i}", f"s{i}", "", 0, {}) for i in range(4)]
+    meta = ['{"q": "say \\"hi\\""}', 'back\\slash and "quotes"', "line\nbreak, ünïcödé ✓", None, "{}"]
+    table = pa.table({
+        "src": [nodes[i].id for i in (0, 1, 2, 3, 0)],
+        "dst": [nodes[i].id for i in (1, 2, 3, 0, 2)],
+        "type": ["SIMILAR_A", "SIMILAR_B", "SIMILAR_A", "NEXT_CHUNK", "SIMILAR_B"],
+        "weight": pa.array([1.0, 0.5958, 2.0, 1e-7, 0.25], pa.float32()),
+        "metadata": meta,
+    })
+    query = "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, t, b"
+    with open_store("falkordb", tmp_path / "s", "bulk") as s:
+        s.load_nodes(nodes, create=True)
+        assert s.load_edge_table(table, batch_size=2, create=True) == 5
+        fast = s.read(query)
+        s.clear()
+        s.load_nodes(nodes, create=True)
+        generic_rows = GraphStore.edge_rows(s, table, 2)  # the dict rows Neo4j gets
+        s.run_writes(Write(edge_write_query(t, True), rows, n) for t, rows, n in generic_rows)
+        generic = s.read(query)
+    assert fast == generic and len(fast) == 5
+    assert all(isinstance(r["w"], float) for r in fast)
+    by_pair = {(r["a"], r["b"]): r for r in fast}
+    assert by_pair[(nodes[0].id, nodes[1].id)]["w"] == 1.0 and by_pair[(nodes[3].id, nodes[0].id)]["m"] == "{}"
+    assert sorted(r["m"] for r in fast) == sorted(m or "{}" for m in meta)
+
+
+def test_create_on_an_empty_graph_then_merge_keeps_one_copy(store):
+    nodes, vecs, edges = _graph()
+    assert store.count_nodes() == 0 and store.count_edges() == 0  # also on a graph never written
+    store.load_nodes(nodes, vecs, batch_size=3, create=True)
+    store.load_edges(edges, batch_size=2, create=True)
+    store.load_nodes(nodes, vecs, batch_size=3)  # a rerun MERGEs onto what CREATE made
+    store.load_edges(edges)
+    assert store.count_nodes() == 4 and store.count_edges() == 3
+    labels = store.read("MATCH (n:Node {id: 'k1'}) RETURN labels(n) AS l")[0]["l"]
+    assert {"Node", "Entity", "Paper"} <= set(labels)
+
+
+def test_falkor_close_stops_the_server_without_a_snapshot_and_keeps_the_data(tmp_path):
+    import psutil
+
+    nodes, vecs, edges = _graph()
+    s = open_store("falkordb", tmp_path / "st", "g")
+    s.load_nodes(nodes, vecs, create=True)
+    s.load_edges(edges, create=True)
+    pid = s.db.client.pid
+    other = open_store("falkordb", tmp_path / "st", "g")  # a second connection to the same server
+    s.close()
+    assert other.count_nodes() == 4  # closing one store object leaves the server to the other
+    other.close()
+    try:
+        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # exited, waiting for init to reap it
+    except psutil.NoSuchProcess:
+        pass
+    assert not (tmp_path / "st" / "graph.db.settings").exists()  # no stale-state warning next time
+    assert not (tmp_path / "st" / "graph.db").exists() or (tmp_path / "st" / "graph.db").stat().st_size < 1000  # no RDB snapshot: the AOF is the data
+    with open_store("falkordb", tmp_path / "st", "g") as again:
+        assert again.count_nodes() == 4 and again.count_edges() == 3
+
+
+def test_vector_search_waits_for_an_index_still_filling(tmp_path):
+    rng = np.random.default_rng(4)
+    vecs = rng.normal(size=(4000, 32)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    nodes = [Node(f"n{i}", DOC_CHUNK, "", "", f"s{i}", "", 0, {}) for i in range(len(vecs))]
+    with open_store("falkordb", tmp_path / "s", "fill") as s:
+        s.load_nodes(nodes, vecs, create=True)
+        s.ensure_indexes(32, wait=False)  # as a build leaves it
+        assert s.vector_search(vecs[2345], 1)[0][0] == "n2345"
+    with open_store("falkordb", tmp_path / "s", "fill") as s:  # the server rebuilds the index on start
+        assert s.vector_search(vecs[17], 1)[0][0] == "n17"

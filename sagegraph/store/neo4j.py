@@ -92,6 +92,7 @@ class Neo4jStore(GraphStore):
         self.write(f"CALL db.awaitIndexes({int(timeout_s)})")
 
     def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        self.await_indexes_once()
         q = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $v) YIELD node, score RETURN node.id AS id, score"
         rows = self.read(q, {"k": int(k), "v": [float(x) for x in vector]})
         return [(r["id"], float(r["score"])) for r in rows]
