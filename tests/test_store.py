@@ -294,3 +294,17 @@ def test_vector_search_waits_for_an_index_still_filling(tmp_path):
         assert s.vector_search(vecs[2345], 1)[0][0] == "n2345"
     with open_store("falkordb", tmp_path / "s", "fill") as s:  # the server rebuilds the index on start
         assert s.vector_search(vecs[17], 1)[0][0] == "n17"
+
+
+def test_falkor_bulk_edges_refuse_missing_ends_and_bad_weights():
+    import pyarrow as pa
+
+    from sagegraph.errors import StoreError
+    from sagegraph.store.falkor import edge_literals
+
+    good = {"src": ["a", "b"], "dst": ["b", "a"], "type": ["T", "T"], "weight": pa.array([1.0, 0.5], pa.float32()), "metadata": ["{}", None]}
+    assert edge_literals(pa.table(good)).to_pylist()[0] == '{src:"a",dst:"b",props:{weight:1.0,metadata:"{}"}}'
+    with pytest.raises(StoreError, match="1 edges have no src"):
+        edge_literals(pa.table({**good, "src": ["a", None]}))
+    with pytest.raises(StoreError, match="finite"):
+        edge_literals(pa.table({**good, "weight": pa.array([1.0, float("nan")], pa.float32())}))
