@@ -239,7 +239,7 @@ def test_falkor_bulk_edge_text_reads_back_like_the_generic_rows(tmp_path):
         fast = s.read(query)
         s.clear()
         s.load_nodes(nodes, create=True)
-        generic_rows = GraphStore.edge_rows(s, table, 2)  # the dict rows Neo4j gets
+        generic_rows = GraphStore.edge_batches(s, table, 2)  # the dict rows Neo4j gets
         s.run_writes(Write(edge_write_query(t, True), rows, n) for t, rows, n in generic_rows)
         generic = s.read(query)
     assert fast == generic and len(fast) == 5
@@ -292,6 +292,10 @@ def test_vector_search_waits_for_an_index_still_filling(tmp_path):
         s.load_nodes(nodes, vecs, create=True)
         s.ensure_indexes(32, wait=False)  # as a build leaves it
         assert s.vector_search(vecs[2345], 1)[0][0] == "n2345"
+        s.clear()  # the same store object loads again: its new index must be waited for too
+        s.load_nodes(nodes, vecs, create=True)
+        s.ensure_indexes(32, wait=False)
+        assert s.vector_search(vecs[1234], 1)[0][0] == "n1234"
     with open_store("falkordb", tmp_path / "s", "fill") as s:  # the server rebuilds the index on start
         assert s.vector_search(vecs[17], 1)[0][0] == "n17"
 

@@ -202,7 +202,7 @@ class GraphStore(ABC):
             count += w.count
         return count
 
-    def edge_rows(self, table: pa.Table, batch_size: int) -> Iterator[tuple[str, Any, int]]:
+    def edge_batches(self, table: pa.Table, batch_size: int) -> Iterator[tuple[str, Any, int]]:
         """(relationship type, `$rows` value, edges in it) per batch of edges.parquet rows, in the
         form this backend sends best (Bolt: dicts). The metadata column already is JSON text: no
         Edge objects, no decode/encode round trip."""
@@ -221,7 +221,7 @@ class GraphStore(ABC):
     def load_edge_table(self, table: pa.Table, batch_size: int = 1000, create: bool = False) -> int:
         """MERGE edges.parquet into the graph, one query per relationship type (Cypher cannot
         parameterise a type). `create=True` is for a graph known to hold none of these edges."""
-        return self.run_writes(Write(edge_write_query(rtype, create), rows, n) for rtype, rows, n in self.edge_rows(table, batch_size))
+        return self.run_writes(Write(edge_write_query(rtype, create), rows, n) for rtype, rows, n in self.edge_batches(table, batch_size))
 
     def count_nodes(self) -> int:
         rows = self.read("MATCH (n) RETURN count(n) AS c")

@@ -202,7 +202,7 @@ class FalkorStore(GraphStore):
                 pending.result()
         return count
 
-    def edge_rows(self, table: pa.Table, batch_size: int) -> Iterator[tuple[str, CypherText, int]]:
+    def edge_batches(self, table: pa.Table, batch_size: int) -> Iterator[tuple[str, CypherText, int]]:
         return edge_literal_batches(table, batch_size)
 
     def vector_params(self, vectors: np.ndarray) -> list[Any]:
@@ -235,6 +235,7 @@ class FalkorStore(GraphStore):
             self.g.query(f"CREATE VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding) OPTIONS {{dimension:{int(dim)}, similarityFunction:'cosine', {self.hnsw_options}}}")
         if wait:
             self.await_indexes()
+        self._indexes_ready = wait  # a new index may be filling: the next vector query checks again
 
     def await_indexes(self, timeout_s: float = 600.0) -> None:
         """Falkor answers vector queries with 'Invalid arguments' while the index is UNDER CONSTRUCTION."""

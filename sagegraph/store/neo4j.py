@@ -87,6 +87,7 @@ class Neo4jStore(GraphStore):
             )
             if wait:
                 self.await_indexes()
+            self._indexes_ready = wait  # a new index may be filling: the next vector query checks again
 
     def await_indexes(self, timeout_s: float = 600.0) -> None:
         self.write(f"CALL db.awaitIndexes({int(timeout_s)})")
