@@ -44,7 +44,7 @@ def main() -> None:
         with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (_, runner):
             result = build_graph.with_options(task_runner=runner)(cfg)
     wall = time.perf_counter() - t0
-    edge_scaling = scaling(cfg.out / "graph", cfg, repeats=3)
+    edge_scaling = scaling(cfg.out / "graph", cfg, repeats=5)
     counts = result["counts"]
     workers = cfg.runner.n_workers * cfg.runner.threads_per_worker
     summary = {

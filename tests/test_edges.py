@@ -3,6 +3,7 @@ import pytest
 
 from sagegraph.build import edges as E
 from sagegraph.build.edge_records import MAX_SHARED, extra_for, pair_edge_table
+from sagegraph.build.entities import normalise
 from sagegraph.model import DOC_CHUNK, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK, Node, table_to_edges
 
 
@@ -80,6 +81,28 @@ def test_entity_pairs_skip_generic_entities():
     assert pairs == {(0, 1), (2, 3), (4, 5), (6, 7), (8, 9)}
 
 
+def test_entity_pairs_are_every_shared_rare_entity_across_the_two_sides():
+    rng = np.random.default_rng(11)
+    ents = [{f"e{x}" for x in rng.integers(0, 60, rng.integers(0, 5))} for _ in range(200)]
+    Emat, names = E.entity_matrix(ents)
+    A, B = np.arange(0, 150), np.arange(120, 200)  # overlapping sides, as within one modality
+    df = {e: sum(e in s for s in ents) for e in names}
+    want = sorted((i, j) for e in names if 2 <= df[e] <= 6 for i in A for j in B if i != j and e in ents[i] and e in ents[j])
+    a, b = E.entity_pairs(Emat, A, B, max_df=6)
+    assert sorted(zip(a.tolist(), b.tolist())) == want and len(want) > 50  # one pair per shared entity
+
+
+@pytest.mark.parametrize("n", [300, 70_000])  # 32-bit keys below 65,536 nodes, 64-bit above
+def test_canonical_pairs_dedup_and_sort(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.integers(0, n, 5000), rng.integers(0, n, 5000)
+    a, b = np.concatenate([a, b, a]), np.concatenate([b, a, b])
+    ca, cb = E.canonical_pairs(a, b, True, n)
+    assert list(zip(ca.tolist(), cb.tolist())) == sorted({(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist())})
+    da, db = E.canonical_pairs(a, b, False, n)
+    assert list(zip(da.tolist(), db.tolist())) == sorted(set(zip(a.tolist(), b.tolist()))) and da.dtype == np.int64
+
+
 def test_similarity_pair_excludes_same_source_and_orients_cross_modal():
     modality, source, vectors, Emat, names = _synthetic(300, seed=3)
     source[:] = "one"  # everything from one source: only structural edges may link them
@@ -102,7 +125,7 @@ def test_edge_table_matches_a_per_edge_reference():
     res = E.similarity_pair((DOC_CHUNK, DOC_CHUNK), modality, source, vectors, Emat, E.EdgeParams(top_m=8))
     ids = [f"n{i}" for i in range(400)]
     edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
-    std = res.values.std(axis=0) + 1e-6
+    std = res.values.astype(np.float64).std(axis=0) + 1e-6
     a, b, vals = res.a[res.keep], res.b[res.keep], res.values[res.keep]
     assert len(edges) == len(a) > 50
     for e, i, j, v in zip(edges, a, b, vals):
@@ -134,6 +157,31 @@ def test_edge_extras_name_join_columns_and_matching_rows():
     res = E.PairResult((TABLE_CHUNK, TABLE_CHUNK), ["column"], np.array([1]), np.array([2]), np.array([[0.9]], np.float32), np.array([0.5], np.float32), keep)
     joins = table_to_edges(pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((TABLE_CHUNK, TABLE_CHUNK), nodes)))
     assert joins[0].metadata["joinable_columns"] == ["Name"] and joins[0].metadata["shared_entities"] == []
+
+
+def test_row_references_match_the_rule_pair_by_pair():
+    """Rows of the table chunk whose normalised cell equals the passage title or a shared entity,
+    ascending, at most 10, in absolute row numbers."""
+    rng = np.random.default_rng(4)
+    words = ["Ada Lovelace", "ada  lovelace!", "Paris", "1843", "Oslo", "x", ""]
+    docs = [Node(f"d{i}", DOC_CHUNK, "p", "text", f"D{i}", str(rng.choice(words[:5])), 0, {}) for i in range(30)]
+    tables = [Node(f"t{j}", TABLE_CHUNK, "t", "", f"T{j}", "", 0, {"header": ["a", "b"], "row_start": int(rng.integers(0, 9)),
+                   "rows": [[str(rng.choice(words)), str(rng.choice(words))] for _ in range(int(rng.integers(0, 14)))]}) for j in range(12)]
+    nodes = docs + tables
+    ents = [{normalise(str(w)) for w in rng.choice(words[:5], 2)} - {""} for _ in nodes]
+    Emat, names = E.entity_matrix(ents)
+    a = np.repeat(np.arange(30), 12)
+    b = np.tile(np.arange(30, 42), 30)
+    res = E.PairResult((DOC_CHUNK, TABLE_CHUNK), ["content"], a, b, np.ones((len(a), 1), np.float32), np.zeros(1, np.float32), np.ones(len(a), bool))
+    edges = table_to_edges(pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes)))
+    hits = 0
+    for e, i, j in zip(edges, a.tolist(), b.tolist()):
+        keys = {normalise(nodes[i].title)} | (ents[i] & ents[j])
+        meta = nodes[j].metadata
+        want = sorted({meta["row_start"] + r for r, row in enumerate(meta["rows"]) for c in row if normalise(c) and normalise(c) in keys})
+        assert e.metadata["rows"] == want[:10]
+        hits += bool(want)
+    assert 30 < hits < len(edges)
 
 
 def test_structural_edges():

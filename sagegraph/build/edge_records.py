@@ -41,7 +41,7 @@ class KeptPairs:
         return self.shared_cols[self.shared_ptr[row] : self.shared_ptr[row + 1]]
 
 
-Extra = Callable[[KeptPairs, Sequence[str]], dict[str, Sequence[str]]]
+Extra = Callable[[KeptPairs, Sequence[str]], dict[str, Sequence[str] | pa.Array]]
 
 
 def edge_type(signal: str) -> str:
@@ -91,6 +91,12 @@ def shared_entities(E: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> tuple[np.
     return S.indptr.astype(np.int64), S.indices.astype(np.int64)
 
 
+def shared_names(entity_names: Sequence[str], cols: np.ndarray) -> pa.Array:
+    """JSON strings of the named entities, encoding only the names in use (a corpus has ~120k)."""
+    used, at = np.unique(cols, return_inverse=True)
+    return json_strings([entity_names[c] for c in used.tolist()]).take(pa.array(at))
+
+
 def pair_edge_table(result: PairResult, ids: Sequence[str], E: sp.csr_matrix, entity_names: Sequence[str], extra: Extra | None = None) -> pa.Table:
     """Kept pairs of one PairResult as rows of EDGE_SCHEMA; the type is the passing signal with the
     largest margin over its threshold, in units of that signal's spread."""
@@ -101,7 +107,7 @@ def pair_edge_table(result: PairResult, ids: Sequence[str], E: sp.csr_matrix, en
     vals = result.values[keep]
     thr = result.thresholds[None, :]
     above = vals > thr
-    margin = np.where(above, (vals - thr) / (result.values.std(axis=0) + 1e-6)[None, :], -np.inf)
+    margin = np.where(above, (vals - thr) / (result.values.std(axis=0, dtype=np.float64) + 1e-6)[None, :], -np.inf)
     best = margin.argmax(axis=1)
     rows = np.arange(len(a))
     signals = list(result.signals)
@@ -116,11 +122,11 @@ def pair_edge_table(result: PairResult, ids: Sequence[str], E: sp.csr_matrix, en
     fields: dict[str, pa.Array] = {
         "signals": json_objects({s: numbers(vals[:, k], 4) for k, s in enumerate(signals)}),
         "passed": passed_json.take(pa.array(pattern)),
-        "shared_entities": json_lists(offsets, json_strings(entity_names).take(pa.array(cols[pos]))),
+        "shared_entities": json_lists(offsets, shared_names(entity_names, cols[pos])),
         "confidence": numbers(margin[rows, best], 3),
     }
     if extra is not None:
-        fields.update({k: pa.array(v, pa.string()) for k, v in extra(kept, entity_names).items()})
+        fields.update({k: v if isinstance(v, pa.Array) else pa.array(v, pa.string()) for k, v in extra(kept, entity_names).items()})
     id_arr = pa.array(ids, pa.string())
     types = pa.array([edge_type(s) for s in signals], pa.string())
     return pa.Table.from_arrays(
@@ -158,35 +164,45 @@ def joinable_columns(nodes: Sequence[Node]) -> Extra:
 
 def row_references(nodes: Sequence[Node], limit: int = 10) -> Extra:
     """Doc-table edges: table rows (absolute row numbers) holding the passage's title or an entity
-    both share, through one cell -> rows lookup per table chunk."""
-    cells: dict[int, dict[str, list[int]]] = {}
+    both share. A quarter of a million kept pairs made a per-pair Python lookup the slowest part of
+    the doc-table records, so cells become integer (table, key) codes once and every pair's keys
+    are looked up together by binary search."""
 
-    def cell_rows(j: int) -> dict[str, list[int]]:
-        if j not in cells:
-            meta, lookup = nodes[j].metadata, {}
+    def extra(kept: KeptPairs, entity_names: Sequence[str]) -> dict[str, pa.Array]:
+        key_id: dict[str, int] = {}
+        cell_table, cell_key, cell_row = [], [], []
+        for j in np.unique(kept.b).tolist():
+            meta = nodes[j].metadata
             start = meta.get("row_start", 0)
             for r, row in enumerate(meta.get("rows", [])):
                 for c in row:
-                    lookup.setdefault(normalise(str(c)), []).append(start + r)
-            cells[j] = lookup
-        return cells[j]
+                    if k := normalise(str(c)):
+                        cell_table.append(j)
+                        cell_key.append(key_id.setdefault(k, len(key_id)))
+                        cell_row.append(start + r)
+        n_keys = max(1, len(key_id))
+        codes = np.asarray(cell_table, np.int64) * n_keys + np.asarray(cell_key, np.int64)
+        order = np.argsort(codes, kind="stable")
+        codes, rows = codes[order], np.asarray(cell_row, np.int64)[order]
 
-    titles: dict[int, str] = {}
-
-    def title(i: int) -> str:
-        if i not in titles:
-            titles[i] = normalise(nodes[i].title)
-        return titles[i]
-
-    def extra(kept: KeptPairs, entity_names: Sequence[str]) -> dict[str, list[str]]:
-        out = []
-        ptr, cols = kept.shared_ptr.tolist(), kept.shared_cols.tolist()
-        for row, (i, j) in enumerate(zip(kept.a.tolist(), kept.b.tolist())):
-            lookup = cell_rows(j)
-            keys = {title(i), *(entity_names[c] for c in cols[ptr[row] : ptr[row + 1]])}
-            hits = sorted({r for k in keys if k for r in lookup.get(k, ())})
-            out.append("[" + ", ".join(map(str, hits[:limit])) + "]" if hits else "[]")
-        return {"rows": out}
+        # every pair asks with its passage's title and the entities it shares with the table
+        firsts, title_at = np.unique(kept.a, return_inverse=True)
+        titles = np.array([key_id.get(normalise(nodes[i].title), -1) for i in firsts.tolist()], np.int64)
+        used, ent_at = np.unique(kept.shared_cols, return_inverse=True)
+        ents = np.array([key_id.get(entity_names[c], -1) for c in used.tolist()], np.int64)
+        n = len(kept.a)
+        ask_pair = np.concatenate([np.arange(n), np.repeat(np.arange(n), np.diff(kept.shared_ptr))])
+        ask_key = np.concatenate([titles[title_at], ents[ent_at]]) if n else np.zeros(0, np.int64)
+        ok = ask_key >= 0
+        ask_pair, ask = ask_pair[ok], kept.b[ask_pair[ok]] * n_keys + ask_key[ok]
+        lo, hi = np.searchsorted(codes, ask, "left"), np.searchsorted(codes, ask, "right")
+        hits = hi - lo
+        at = np.repeat(lo - np.concatenate([[0], np.cumsum(hits)[:-1]]), hits) + np.arange(hits.sum())
+        span = rows.max(initial=0) + 1
+        pair, row = np.divmod(np.unique(np.repeat(ask_pair, hits) * span + rows[at]), span)  # sorted, once each
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(pair, minlength=n))])
+        offsets, pos = first_per_row(ptr, limit)
+        return {"rows": json_lists(offsets, pc.cast(pa.array(row[pos]), pa.string()))}
 
     return extra
 

@@ -173,36 +173,43 @@ def entity_matrix(entity_sets: list[set[str]]) -> tuple[sp.csr_matrix, list[str]
 
 
 def entity_pairs(E: sp.csr_matrix, a_ids: np.ndarray, b_ids: np.ndarray, max_df: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (a in A, b in B) sharing an entity whose postings are at most max_df long on each side."""
+    """Pairs (a in A, b in B) sharing an entity whose postings are at most max_df long, i.e. the
+    cross product of every such entity's A postings with its B postings, built for all entities
+    at once (a corpus has ~120k of them; a Python loop over them took 0.25 s per modality pair)."""
     Ec = E.tocsc()
-    a_mask = np.zeros(E.shape[0], bool)
-    a_mask[a_ids] = True
-    b_mask = np.zeros(E.shape[0], bool)
-    b_mask[b_ids] = True
-    out_a, out_b = [], []
-    for col in range(Ec.shape[1]):
-        post = Ec.indices[Ec.indptr[col] : Ec.indptr[col + 1]]
-        if len(post) < 2 or len(post) > max_df:
-            continue
-        pa, pb = post[a_mask[post]], post[b_mask[post]]
-        if len(pa) == 0 or len(pb) == 0:
-            continue
-        out_a.append(np.repeat(pa, len(pb)))
-        out_b.append(np.tile(pb, len(pa)))
-    if not out_a:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    a, b = np.concatenate(out_a).astype(np.int64), np.concatenate(out_b).astype(np.int64)
+    df = np.diff(Ec.indptr)
+    eligible = (df >= 2) & (df <= max_df)
+    col = np.repeat(np.arange(Ec.shape[1]), df)  # each posting's entity
+    keep = eligible[col]
+    col, node = col[keep], Ec.indices[keep].astype(np.int64)  # ascending by entity, then node
+    in_a = np.zeros(E.shape[0], bool)
+    in_a[a_ids] = True
+    in_b = np.zeros(E.shape[0], bool)
+    in_b[b_ids] = True
+    a_col, a_node = col[in_a[node]], node[in_a[node]]
+    b_col, b_node = col[in_b[node]], node[in_b[node]]
+    b_start = np.searchsorted(b_col, np.arange(Ec.shape[1] + 1))
+    reps = (b_start[1:] - b_start[:-1])[a_col]  # each A posting meets every B posting of its entity
+    first = np.concatenate([[0], np.cumsum(reps)[:-1]]) if len(reps) else reps
+    at = np.repeat(b_start[a_col] - first, reps) + np.arange(reps.sum())
+    a, b = np.repeat(a_node, reps), b_node[at]
     ok = a != b
     return a[ok], b[ok]
 
 
 def canonical_pairs(a: np.ndarray, b: np.ndarray, same_modality: bool, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Deduplicate; within one modality (i, j) and (j, i) are one undirected pair."""
+    """Deduplicate; within one modality (i, j) and (j, i) are one undirected pair. Pairs come out
+    sorted by (a, b), so later row gathers walk `a` in order. Below 65,536 nodes a pair fits a
+    32-bit key, which sorts in 0.6x the time of a 64-bit one."""
     if same_modality:
         a, b = np.minimum(a, b), np.maximum(a, b)
-    keys = np.sort(a.astype(np.int64, copy=False) * n + b)
+    keys = a.astype(np.int64, copy=False) * n + b
+    if n * n <= np.iinfo(np.uint32).max:
+        keys = keys.astype(np.uint32)
+    keys.sort()
     keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
-    return np.divmod(keys, n)
+    first = (keys // n).astype(np.int64)
+    return first, keys.astype(np.int64) - first * n
 
 
 # ---- signals ----------------------------------------------------------------------------------
@@ -278,7 +285,7 @@ def similarity_pair(
     ok = source_code[a] != source_code[b]  # chunks of one source are linked structurally instead
     a, b = a[ok], b[ok]
     t1 = time.perf_counter()
-    values = np.zeros((len(a), len(signals)), np.float32)
+    values = np.zeros((len(a), len(signals)), np.float32, order="F")  # a signal's column is contiguous
     for k, sig in enumerate(signals):
         if sig.kind == "vector":
             values[:, k] = pair_cosine(vectors[sig.field_a], vectors[sig.field_b], a, b)

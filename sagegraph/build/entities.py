@@ -16,10 +16,11 @@ _STARTERS = {
     "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december",
 }
 _TOKEN = re.compile(r"[A-Za-z0-9À-ÿ][\w'’\-\.]*")
+_PUNCTUATION = re.compile(r"[^\w\s]")
 
 
 def normalise(name: str) -> str:
-    return " ".join(re.sub(r"[^\w\s]", " ", name.lower()).split())
+    return " ".join(_PUNCTUATION.sub(" ", name.lower()).split())
 
 
 def capitalised_spans(text: str, max_spans: int = 30) -> list[str]:
