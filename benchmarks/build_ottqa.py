@@ -1,5 +1,5 @@
 """Build the full OTT-QA dev graph (heuristic metadata, embedded defaults) through the Prefect flow,
-then time edge construction on a quarter of the sources against all of them (benchmarks.edge_scaling).
+then time edge construction on a quarter of the nodes against all of them (benchmarks.edge_scaling).
 
     .venv/bin/python -m benchmarks.build_ottqa [--out work/bench-ottqa] [--max-sources N]
 

@@ -1,12 +1,14 @@
 """Edge construction on a quarter of a built graph's nodes against all of them: the issue's
 "4x larger input must take <= 4.5x the time" check, without rebuilding anything.
 
-    .venv/bin/python -m benchmarks.edge_scaling [--graph work/bench-ottqa/graph] [--repeats 5]
+    .venv/bin/python -m benchmarks.edge_scaling [--graph work/bench-ottqa/graph] [--repeats 5] [--threads N]
 
 Times candidates + signals + pruning + the edge table (extras included) for every modality pair,
 i.e. the edge stage without its file I/O, and prints one JSON line. The quarter is whole sources
 (their chunks stay together, as same-source pairs are filtered), drawn per modality until each
-holds a quarter of that modality's chunks, so the input grows 4x in every modality alike. Quarter
+holds a quarter of that modality's chunks, so the input grows 4x in every modality alike. It runs
+with the threads a build gives each modality pair (runner.threads_per_worker: each pair is one
+task on a Dask worker), unless --threads says otherwise. Quarter
 and full runs alternate, so a machine whose speed drifts (this one's does, by up to 40% between
 runs) slows both sides of the ratio alike. The output itself grows faster than the input (pairs
 that share an entity grow with the square of the corpus until the df cap; neighbour lists overlap
@@ -58,8 +60,20 @@ def construct(sub, vec, params) -> tuple[float, int, int]:
     return time.perf_counter() - t0, candidates, edges
 
 
-def scaling(graph_dir: Path, cfg, repeats: int, seed: int = 0) -> dict:
+def use_threads(n: int) -> None:
+    """The thread count the pair tasks see in a build's Dask workers (OMP_NUM_THREADS there)."""
+    import faiss
+    import torch
+
+    torch.set_num_threads(n)
+    faiss.omp_set_num_threads(n)
+
+
+def scaling(graph_dir: Path, cfg, repeats: int, seed: int = 0, threads: int | None = None) -> dict:
     from sagegraph.build.stages import edge_params, load_graph_inputs
+
+    threads = threads or cfg.runner.threads_per_worker
+    use_threads(threads)
 
     nodes, vectors = load_graph_inputs(graph_dir)
     params = edge_params(cfg)
@@ -85,6 +99,7 @@ def scaling(graph_dir: Path, cfg, repeats: int, seed: int = 0) -> dict:
     ratio = f["seconds"] / max(q["seconds"], 1e-9)  # a tiny graph's quarter can take ~0 s
     paired = [fs / max(qs, 1e-9) for qs, fs in zip(q["seconds_all"], f["seconds_all"])]
     return {
+        "threads": threads,
         "quarter": {**q, "seconds": round(q["seconds"], 3)},
         "full": {**f, "seconds": round(f["seconds"], 3)},
         "input_ratio": round(f["nodes"] / max(1, q["nodes"]), 3),
@@ -101,11 +116,12 @@ def main() -> None:
     ap.add_argument("--config", default="conf/ottqa.yaml")
     ap.add_argument("--graph", default="work/bench-ottqa/graph")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, help="default: the config's runner.threads_per_worker, as in a build")
     args = ap.parse_args()
     from sagegraph.config import load_config
 
     cfg = load_config(args.config, metadata="heuristic")
-    print(json.dumps({"benchmark": "edge_scaling", "machine": machine(), "graph": args.graph, "repeats": args.repeats, **scaling(Path(args.graph), cfg, args.repeats)}))
+    print(json.dumps({"benchmark": "edge_scaling", "machine": machine(), "graph": args.graph, "repeats": args.repeats, **scaling(Path(args.graph), cfg, args.repeats, threads=args.threads)}))
 
 
 if __name__ == "__main__":

@@ -12,18 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from sagegraph.build.edges import PairResult, ranges
 from sagegraph.build.entities import normalise
 from sagegraph.model import DOC_CHUNK, EDGE_SCHEMA, SIMILAR_PREFIX, TABLE_CHUNK, Node
-
-if TYPE_CHECKING:
-    from sagegraph.build.edges import PairResult
 
 MAX_SHARED = 10  # shared entity names kept in an edge's metadata
 
@@ -78,9 +75,7 @@ def json_objects(fields: dict[str, pa.Array]) -> pa.Array:
 def first_per_row(ptr: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """Offsets and positions of each CSR row's first `limit` entries."""
     take = np.minimum(np.diff(ptr), limit)
-    offsets = np.concatenate([[0], np.cumsum(take)]).astype(np.int64)
-    pos = np.repeat(ptr[:-1] - offsets[:-1], take) + np.arange(offsets[-1])
-    return offsets, pos
+    return np.concatenate([[0], np.cumsum(take)]).astype(np.int64), ranges(ptr[:-1], take)
 
 
 def shared_entities(E: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,10 +191,9 @@ def row_references(nodes: Sequence[Node], limit: int = 10) -> Extra:
         ok = ask_key >= 0
         ask_pair, ask = ask_pair[ok], kept.b[ask_pair[ok]] * n_keys + ask_key[ok]
         lo, hi = np.searchsorted(codes, ask, "left"), np.searchsorted(codes, ask, "right")
-        hits = hi - lo
-        at = np.repeat(lo - np.concatenate([[0], np.cumsum(hits)[:-1]]), hits) + np.arange(hits.sum())
         span = rows.max(initial=0) + 1
-        pair, row = np.divmod(np.unique(np.repeat(ask_pair, hits) * span + rows[at]), span)  # sorted, once each
+        found = np.repeat(ask_pair, hi - lo) * span + rows[ranges(lo, hi - lo)]
+        pair, row = np.divmod(np.unique(found), span)  # sorted, once each
         ptr = np.concatenate([[0], np.cumsum(np.bincount(pair, minlength=n))])
         offsets, pos = first_per_row(ptr, limit)
         return {"rows": json_lists(offsets, pc.cast(pa.array(row[pos]), pa.string()))}

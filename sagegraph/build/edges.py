@@ -172,6 +172,12 @@ def entity_matrix(entity_sets: list[set[str]]) -> tuple[sp.csr_matrix, list[str]
     return m, names
 
 
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The positions start, start+1, ..., start+count-1 of every (start, count), concatenated."""
+    counts = np.asarray(counts, np.int64)
+    return np.repeat(np.asarray(starts, np.int64) - (np.cumsum(counts) - counts), counts) + np.arange(counts.sum())
+
+
 def entity_pairs(E: sp.csr_matrix, a_ids: np.ndarray, b_ids: np.ndarray, max_df: int) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (a in A, b in B) sharing an entity whose postings are at most max_df long, i.e. the
     cross product of every such entity's A postings with its B postings, built for all entities
@@ -190,9 +196,7 @@ def entity_pairs(E: sp.csr_matrix, a_ids: np.ndarray, b_ids: np.ndarray, max_df:
     b_col, b_node = col[in_b[node]], node[in_b[node]]
     b_start = np.searchsorted(b_col, np.arange(Ec.shape[1] + 1))
     reps = (b_start[1:] - b_start[:-1])[a_col]  # each A posting meets every B posting of its entity
-    first = np.concatenate([[0], np.cumsum(reps)[:-1]]) if len(reps) else reps
-    at = np.repeat(b_start[a_col] - first, reps) + np.arange(reps.sum())
-    a, b = np.repeat(a_node, reps), b_node[at]
+    a, b = np.repeat(a_node, reps), b_node[ranges(b_start[a_col], reps)]
     ok = a != b
     return a[ok], b[ok]
 
