@@ -13,6 +13,7 @@ from typing import Any
 from prefect import flow, get_run_logger, unmapped
 
 from sagegraph.build.variants import base_config_of, label
+from sagegraph.config import BuildConfig
 from sagegraph.eval.evaluate import default_questions
 from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig
@@ -30,26 +31,32 @@ def graph_dir_of(cfg: SweepConfig) -> Path:
     return load_config(cfg.build).out / "graph"
 
 
-def ensure_graph(cfg: SweepConfig) -> Path:
-    """Build the sweep's graph first when the sweep names a build config and the graph is missing
-    or was built from other settings (the build resumes every stage that still fits)."""
-    graph = graph_dir_of(cfg)
+def graph_to_build(cfg: SweepConfig) -> BuildConfig | None:
+    """The sweep's build config when it names one and its graph is missing or was built from other
+    settings; None when the graph can be used as it is."""
     if cfg.build is None:
-        return graph
+        return None
     from sagegraph.build.artifacts import Layout
     from sagegraph.config import load_config
 
     build_cfg = load_config(cfg.build)
+    graph = graph_dir_of(cfg)
     if graph != build_cfg.out / "graph":  # the sweep names another graph explicitly: use it as it is
-        return graph
+        return None
     manifest = graph / "manifest.json"
     built = json.loads(manifest.read_text()).get("fingerprint") if manifest.exists() and (graph / "edges.parquet").exists() else None
-    if built != Layout.of(build_cfg).cfg_fp["edges"]:  # missing, or built from another config: (re)build, resuming what still fits
+    return None if built == Layout.of(build_cfg).cfg_fp["edges"] else build_cfg
+
+
+def ensure_graph(cfg: SweepConfig) -> Path:
+    """Build the sweep's graph first when it is missing or was built from other settings (the
+    build resumes every stage that still fits)."""
+    if (build_cfg := graph_to_build(cfg)) is not None:
         from flows.build_graph import build_graph
         from flows.runtime import dask_runner
 
         build_graph.with_options(task_runner=dask_runner(build_cfg.runner))(build_cfg)
-    return graph
+    return graph_dir_of(cfg)
 
 
 def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:

@@ -20,7 +20,9 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.n_workers = args.workers
     if args.dask_address:
         cfg.runner.dask_address = args.dask_address
-    cfg.corpus.resolved_path() if cfg.corpus.kind != "generic" else None  # fail early on a missing corpus
+    from sagegraph.corpus.load import check_corpus
+
+    check_corpus(cfg.corpus)  # before a server and workers start
 
     from flows.build_graph import build_graph
     from flows.runtime import flow_runtime
@@ -54,7 +56,11 @@ def _sweep(args: argparse.Namespace) -> int:
 
     configurations(cfg)  # unknown names and bad grids fail before a server or cluster starts
     from flows.runtime import dask_runner, prefect_api
-    from flows.sweep import ensure_graph, sweep
+    from flows.sweep import ensure_graph, graph_to_build, sweep
+    from sagegraph.corpus.load import check_corpus
+
+    if (build_cfg := graph_to_build(cfg)) is not None:
+        check_corpus(build_cfg.corpus)  # so is a corpus the graph must first be built from
 
     runner = RunnerConfig(n_workers=args.workers or 2, dask_address=args.dask_address)
     with prefect_api(cfg.out) as api:

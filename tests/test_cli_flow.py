@@ -30,6 +30,12 @@ def test_bad_config_is_a_clear_error(tmp_path):
     bad.write_text("edges:\n  logic: maybe\n")
     res = sagegraph("build", str(bad))
     assert res.returncode == 2 and "edges.logic" in res.stderr and "Traceback" not in res.stderr
+    from tests.fixtures import write_config
+
+    gone = write_config(tmp_path / "gone.yaml", {"kind": "ottqa", "path": str(tmp_path / "moved")}, tmp_path / "out", store={"backend": "none"})
+    res = sagegraph("build", str(gone))
+    assert res.returncode == 2 and "moved does not exist" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists()  # refused before any server, worker or stage started
 
 
 def _record_worker(folder: str) -> None:

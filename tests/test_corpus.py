@@ -88,3 +88,20 @@ def test_kb_loader_and_unknown_edge_endpoint(kb_dir, tmp_path):
     (bad / "edges.jsonl").write_text(json.dumps({"src": "p1", "dst": "zz", "type": "CITES"}) + "\n")
     with pytest.raises(InputError, match="unknown node 'zz'"):
         load_kb(bad, ErrorPolicy())
+
+
+def test_check_corpus_names_what_is_missing_before_a_build_starts(tmp_path):
+    from sagegraph.corpus.load import check_corpus
+    from sagegraph.errors import ConfigError
+
+    root = make_ottqa(tmp_path / "ottqa")
+    check_corpus(CorpusConfig(kind="ottqa", path=root))  # all there: silent
+    (root / "passages.jsonl").unlink()
+    with pytest.raises(ConfigError, match=r"corpus.path \(ottqa reads tables.jsonl, passages.jsonl there\): .*passages.jsonl does not exist"):
+        check_corpus(CorpusConfig(kind="ottqa", path=root))
+    with pytest.raises(ConfigError, match=r"corpus.documents: .*nope.jsonl does not exist"):
+        check_corpus(CorpusConfig(kind="generic", documents=tmp_path / "nope.jsonl"))
+    with pytest.raises(ConfigError, match="corpus.path: not set; corpus.kind 'kb' needs"):
+        check_corpus(CorpusConfig(kind="kb"))
+    with pytest.raises(ConfigError, match=r"nodes.jsonl does not exist"):
+        check_corpus(CorpusConfig(kind="kb", path=tmp_path))

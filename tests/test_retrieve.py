@@ -99,3 +99,20 @@ def test_query_vector_dimension_mismatch_is_clear(graph_dir):
 def test_missing_graph_is_a_clear_error(tmp_path):
     with pytest.raises(SageGraphError, match="no built graph here"):
         GraphIndex(tmp_path)
+
+
+def test_building_a_bm25_index_prints_no_debug_chatter():
+    """A handler on the root logger (as `sagegraph` sets up) prints what reaches it at any level."""
+    import logging
+
+    from sagegraph.index.bm25 import BM25Index
+
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append
+    logging.getLogger().addHandler(handler)
+    try:
+        BM25Index.build(["a cat sat", "a dog ran", "the bird flew"])
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert not [r for r in seen if r.name.startswith("bm25s") and r.levelno < logging.WARNING]

@@ -151,3 +151,21 @@ def test_sweep_rebuilds_a_graph_built_from_other_settings(ottqa_dir, tmp_path, m
     (graph / "manifest.json").write_text(json.dumps({"fingerprint": "from-other-settings"}))
     ensure_graph(sweep_cfg)
     assert len(built) == 2
+
+
+def test_sweep_on_a_missing_corpus_fails_before_prefect_starts(tmp_path, monkeypatch, capsys):
+    import flows.runtime
+    from sagegraph.cli import main
+    from tests.fixtures import write_config
+
+    conf = write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(tmp_path / "no-such-dir")}, tmp_path / "out", store={"backend": "none"})
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({"build": str(conf), "out": str(tmp_path / "sweep"), "grid": [{"retriever": ["bm25"], "k": [2]}]}))
+
+    def no_server(*_a, **_k):
+        raise AssertionError("a Prefect server was started for a sweep that cannot build its graph")
+
+    monkeypatch.setattr(flows.runtime, "prefect_api", no_server)
+    assert main(["sweep", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "corpus.path (ottqa reads tables.jsonl, passages.jsonl there): " in err and "no-such-dir does not exist" in err

@@ -8,9 +8,28 @@ from sagegraph.config import CorpusConfig
 from sagegraph.corpus.generic import load_generic
 from sagegraph.corpus.jsonl import ErrorPolicy
 from sagegraph.corpus.kb import load_kb
-from sagegraph.corpus.ottqa import QUESTIONS, load_ottqa
+from sagegraph.corpus.ottqa import PASSAGES, QUESTIONS, TABLES, load_ottqa
 from sagegraph.corpus.ottqa import load_questions as _load_questions
 from sagegraph.corpus.records import Corpus, Question
+from sagegraph.errors import ConfigError
+
+
+def check_corpus(cfg: CorpusConfig) -> None:
+    """Before a build starts its server and workers: the files the loader will read are there.
+    Finding out inside the flow cost a Prefect start-up and a task traceback in front of the one
+    line that says what is wrong."""
+    if cfg.kind == "generic":
+        wanted = [(f"corpus.{name}", Path(path)) for name, path in (("documents", cfg.documents), ("tables", cfg.tables)) if path is not None]
+    else:
+        if cfg.kind == "kb" and cfg.path is None:
+            raise ConfigError("corpus.path: not set; corpus.kind 'kb' needs the directory that holds nodes.jsonl")
+        root = cfg.resolved_path()
+        names = (TABLES, PASSAGES) if cfg.kind == "ottqa" else ("nodes.jsonl",)
+        field = f"corpus.path ({cfg.kind} reads {', '.join(names)} there)"
+        wanted = [(field, root / n) for n in names] if root.is_dir() else [(field, root)]
+    missing = [f"{field}: {path} does not exist" for field, path in wanted if not path.exists()]
+    if missing:
+        raise ConfigError("; ".join(missing))
 
 
 def load_corpus(cfg: CorpusConfig, max_sources: int | None = None) -> Corpus:

@@ -4,12 +4,17 @@ not re-index."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Sequence
 
 import bm25s
 import numpy as np
 import Stemmer
+
+# bm25s sets its own logger to DEBUG on import, which printed "Building index from IDs objects"
+# into every sweep's output; its warnings still come through.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 
 class BM25Index:
