@@ -20,9 +20,9 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.n_workers = args.workers
     if args.dask_address:
         cfg.runner.dask_address = args.dask_address
-    from sagegraph.corpus.load import check_corpus
+    from sagegraph.build.stages import preflight
 
-    check_corpus(cfg.corpus)  # before a server and workers start
+    preflight(cfg)  # the corpus and an LLM key, before a server and workers start
 
     from flows.build_graph import build_graph
     from flows.runtime import flow_runtime
@@ -57,10 +57,10 @@ def _sweep(args: argparse.Namespace) -> int:
     configurations(cfg)  # unknown names and bad grids fail before a server or cluster starts
     from flows.runtime import dask_runner, prefect_api
     from flows.sweep import ensure_graph, graph_to_build, sweep
-    from sagegraph.corpus.load import check_corpus
+    from sagegraph.build.stages import preflight
 
     if (build_cfg := graph_to_build(cfg)) is not None:
-        check_corpus(build_cfg.corpus)  # so is a corpus the graph must first be built from
+        preflight(build_cfg)  # so are the inputs of a graph that must be built first
 
     runner = RunnerConfig(n_workers=args.workers or 2, dask_address=args.dask_address)
     with prefect_api(cfg.out) as api:

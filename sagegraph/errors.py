@@ -36,3 +36,9 @@ class StoreError(SageGraphError):
 
 class LLMError(SageGraphError):
     """An LLM call failed after its retries, or returned something unusable."""
+
+
+class ReplyRejected(LLMError):
+    """The endpoint answered, but not with what was asked for (no JSON, wrong shape). Only this
+    may fall back to the heuristic extractor: a missing key or an endpoint that is down is the
+    user's to fix, and a graph built from fallbacks would be resumed as if the LLM had written it."""

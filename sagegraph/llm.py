@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sagegraph.config import LLMConfig
-from sagegraph.errors import LLMError
+from sagegraph.errors import LLMError, ReplyRejected
 from sagegraph.sqlite_store import SQLiteFile
 
 log = logging.getLogger("sagegraph.llm")
@@ -79,6 +79,14 @@ class ReplyCache:
             db.execute("INSERT OR REPLACE INTO reply VALUES (?,?,?,?,?)", (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time()))
 
 
+def require_credentials(cfg: LLMConfig) -> str | None:
+    """The API key, or None for a keyless local endpoint; checked before a build starts any work."""
+    key = os.environ.get(cfg.api_key_env)
+    if not key and cfg.base_url is None:
+        raise LLMError(f"no API key: set {cfg.api_key_env} (or llm.base_url for a local OpenAI-compatible server)")
+    return key
+
+
 _RETRYABLE = ("RateLimitError", "APITimeoutError", "APIConnectionError", "InternalServerError")
 
 
@@ -101,9 +109,7 @@ class LLMClient:
         if self._client is None:
             from openai import OpenAI
 
-            key = os.environ.get(self.cfg.api_key_env)
-            if not key and self.cfg.base_url is None:
-                raise LLMError(f"no API key: set {self.cfg.api_key_env} (or llm.base_url for a local OpenAI-compatible server)")
+            key = require_credentials(self.cfg)
             # Retries are ours (with logging and Retry-After), so the SDK's own are off.
             self._client = OpenAI(base_url=self.cfg.base_url, api_key=key or "unused", timeout=self.cfg.timeout_s, max_retries=0)
         return self._client
@@ -128,7 +134,10 @@ class LLMClient:
         reply = self._call(messages, params)
         self.usage.add(reply.prompt_tokens, reply.completion_tokens, self.cost(reply.prompt_tokens, reply.completion_tokens), cached=False)
         if accept is not None:
-            accept(reply.text)  # raises on a bad reply: the caller decides; nothing is cached
+            try:
+                accept(reply.text)  # raises on a bad reply: nothing is cached, the caller decides
+            except Exception as exc:
+                raise ReplyRejected(f"unusable reply from {self.cfg.model}: {exc}") from exc
         self.cache.put(key, reply)
         return reply
 

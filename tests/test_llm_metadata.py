@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,37 @@ def test_heuristic_metadata_has_the_same_shapes():
     assert "Cartier Field" in text["entities"] and text["topic"].startswith("Cartier Field was") and text["timeline"][0].startswith("1900")
     table = heuristic_metadata(TABLE_NODE)
     assert table["col_format"] == {"Date": "date", "Opponent": "string"} and "Ohio Northern" in table["entities"]
+
+
+def test_a_refused_or_unreachable_endpoint_stops_the_batch_instead_of_falling_back(tmp_path, monkeypatch):
+    """Only an unusable reply falls back; a metadata batch of fallbacks would be resumed later as
+    if the LLM had written it."""
+    with FakeOpenAI(lambda b: (401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})) as server:
+        c = client(server, tmp_path)
+        with pytest.raises(LLMError, match="AuthenticationError"):
+            extract_metadata([TEXT_NODE, TABLE_NODE], "llm", c)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(LLMError, match="no API key"):
+        extract_metadata([TEXT_NODE], "llm", LLMClient(LLMConfig(), tmp_path / "k.sqlite"))
+
+
+def test_preflight_wants_a_key_only_while_llm_metadata_is_unwritten(tmp_path, monkeypatch):
+    from sagegraph.build.artifacts import Layout
+    from sagegraph.build.stages import ingest, preflight
+    from sagegraph.config import load_config
+    from tests.fixtures import make_ottqa, write_config
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    corpus = make_ottqa(tmp_path / "ottqa")
+    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(corpus)}, tmp_path / "out"), metadata="llm")
+    with pytest.raises(LLMError, match="no API key: set OPENAI_API_KEY"):
+        preflight(cfg)
+    assert not (tmp_path / "out").exists()  # the check wrote nothing
+    summary = ingest(cfg)
+    metadata = Layout.of(cfg).stage_dir("metadata")
+    for b in summary["batches"]:
+        (metadata / (Path(b).stem + ".parquet")).write_bytes(b"")
+    preflight(cfg)  # every batch's metadata is written: a resumed build needs no key
+    for f in corpus.glob("*.jsonl"):
+        f.unlink()
+    preflight(cfg)  # nor the corpus files, once ingested

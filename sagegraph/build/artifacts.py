@@ -31,8 +31,12 @@ class Layout:
         edges = content_id(vecs, cfg.stage_fingerprint("edges"))
         return cls(cfg.out, {"sources": src, "chunks": chunks, "metadata": meta, "vectors": vecs, "edges": edges})
 
+    def stage_path(self, stage: str) -> Path:
+        """Where a stage's outputs live, without creating it (for checks that must not write)."""
+        return self.out / "stages" / f"{stage}-{self.cfg_fp[stage]}"
+
     def stage_dir(self, stage: str) -> Path:
-        d = self.out / "stages" / f"{stage}-{self.cfg_fp[stage]}"
+        d = self.stage_path(stage)
         d.mkdir(parents=True, exist_ok=True)
         return d
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from sagegraph.build.entities import capitalised_spans, link_title
 from sagegraph.build.sentences import split_sentences
+from sagegraph.errors import ReplyRejected
 from sagegraph.llm import LLMClient, estimate_tokens, parse_json_reply
 from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Node
 
@@ -169,11 +170,13 @@ def _validate(node: Node, text: str) -> dict[str, Any]:
 
 
 def llm_metadata(node: Node, client: LLMClient, fallback: bool = True) -> tuple[dict[str, Any], bool]:
-    """(metadata, ok). A reply that fails validation is not cached and, with fallback, the heuristic answers."""
+    """(metadata, ok). A reply that fails validation is not cached and, with fallback, the heuristic
+    answers. Any other failure (no key, endpoint down after retries, auth) stops the batch, so no
+    stage output holds fallbacks a resumed build would keep."""
     try:
         reply = client.complete(llm_prompt(node), json_mode=True, accept=lambda t: _validate(node, t))
         return _validate(node, reply.text), True
-    except Exception:
+    except (ReplyRejected, ValueError):  # ValueError: a cached reply the current schema refuses
         if not fallback:
             raise
         return heuristic_metadata(node), False

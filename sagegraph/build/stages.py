@@ -84,6 +84,24 @@ def batch_spans(n: int, size: int, n_workers: int) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:] + [n]))
 
 
+def preflight(cfg: BuildConfig) -> None:
+    """What a build takes from outside (the corpus files, an LLM key), checked before a server,
+    workers or any stage start. A finished stage needs neither again, so a resumed build whose
+    corpus has moved, or whose LLM metadata is all written, still runs."""
+    from sagegraph.corpus.load import check_corpus
+    from sagegraph.llm import require_credentials
+
+    layout = Layout.of(cfg)
+    manifest = layout.stage_path("sources") / "manifest.json"
+    if not manifest.exists():
+        check_corpus(cfg.corpus)
+    if cfg.metadata.mode == "llm":
+        batches = [Path(b).stem for b in read_json(manifest)["batches"]] if manifest.exists() else None
+        written = batches is not None and all((layout.stage_path("metadata") / f"{b}.parquet").exists() for b in batches)
+        if not written:
+            require_credentials(cfg.llm)
+
+
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
     """Load and validate the corpus, then split it into source batches for the fan-out."""
     d = Layout.of(cfg).stage_dir("sources")
