@@ -9,13 +9,14 @@ from typing import Any
 
 from prefect import flow, unmapped
 
-from sagegraph.build.stages import modalities_of, present_pairs
+from sagegraph.build.stages import modalities_of, preflight, present_pairs
 from sagegraph.config import BuildConfig
 from tasks import build as T
 
 
 @flow(name="build_graph", log_prints=True)
 def build_graph(cfg: BuildConfig) -> dict[str, Any]:
+    preflight(cfg)  # deployments and sweeps start here, not in the CLI that checked already
     t0 = time.perf_counter()
     stage_wall: dict[str, float] = {}
 

@@ -3,6 +3,8 @@ LocalCluster with one local API server, and a rerun resumes everything."""
 
 import json
 
+import pytest
+
 from tests.fixtures import sagegraph, write_config
 
 
@@ -62,3 +64,16 @@ def test_workers_start_and_warm_up_beside_the_api_server(tmp_path, monkeypatch):
         assert len(seen) == 2 and set(seen) == {api} and api.startswith("http://127.0.0.1:")
         assert runner.address and os.environ["PREFECT_API_URL"] == api
     assert "PREFECT_API_URL" not in os.environ
+
+
+def test_the_build_flow_itself_checks_its_inputs_first(tmp_path):
+    """Deployments call the flow directly, without the CLI's check."""
+    from flows.build_graph import build_graph
+    from sagegraph.config import load_config
+    from sagegraph.errors import ConfigError
+    from tests.fixtures import write_config
+
+    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(tmp_path / "moved")}, tmp_path / "out", store={"backend": "none"}))
+    with pytest.raises(ConfigError, match="moved does not exist"):
+        build_graph.fn(cfg)
+    assert not (tmp_path / "out").exists()
