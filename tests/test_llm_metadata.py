@@ -111,7 +111,8 @@ def test_a_refused_or_unreachable_endpoint_stops_the_batch_instead_of_falling_ba
     with FakeOpenAI(lambda b: (401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})) as server:
         c = client(server, tmp_path)
         with pytest.raises(LLMError, match="AuthenticationError"):
-            extract_metadata([TEXT_NODE, TABLE_NODE], "llm", c)
+            extract_metadata([TEXT_NODE, TABLE_NODE] * 50, "llm", c, concurrency=2)
+    assert len(server.requests) < 20  # the batch stopped asking after the first refusals, not after 100
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(LLMError, match="no API key"):
         extract_metadata([TEXT_NODE], "llm", LLMClient(LLMConfig(), tmp_path / "k.sqlite"))
