@@ -35,7 +35,8 @@ def quarter_sources(nodes, fraction: float, seed: int = 0) -> set[str]:
     chosen: set[str] = set()
     for modality in sorted({n.modality for n in nodes}):
         sizes = Counter(n.source_id for n in nodes if n.modality == modality)
-        order = [sorted(sizes)[i] for i in rng.permutation(len(sizes))]
+        names = sorted(sizes)
+        order = [names[i] for i in rng.permutation(len(names))]
         held = np.cumsum([sizes[s] for s in order])
         chosen.update(order[: int(np.searchsorted(held, fraction * held[-1])) + 1])
     return chosen
