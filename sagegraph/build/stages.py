@@ -87,7 +87,7 @@ def batch_spans(n: int, size: int, n_workers: int) -> list[tuple[int, int]]:
 def preflight(cfg: BuildConfig) -> None:
     """What a build takes from outside (the corpus files, an LLM key), checked before a server,
     workers or any stage start. A finished stage needs neither again, so a resumed build whose
-    corpus has moved, or whose LLM metadata is all written, still runs."""
+    corpus files are gone since ingest, or whose LLM metadata is all written, still runs."""
     from sagegraph.corpus.load import check_corpus
     from sagegraph.llm import require_credentials
 
