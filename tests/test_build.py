@@ -98,6 +98,20 @@ def test_changed_config_builds_alongside_without_losing_the_old(built):
     assert res["store"]["resumed"] is False  # a different graph replaces the loaded one
 
 
+def test_a_new_edge_code_version_redoes_edges_and_store_only(built, monkeypatch):
+    """An upgrade whose edge code writes different edges must not resume the old ones."""
+    from sagegraph.build import artifacts
+
+    cfg, _ = built
+    before = artifacts.Layout.of(cfg).cfg_fp
+    monkeypatch.setitem(artifacts.CODE_VERSIONS, "edges", artifacts.CODE_VERSIONS["edges"] + 1)
+    after = artifacts.Layout.of(cfg).cfg_fp
+    assert after["edges"] != before["edges"] and all(after[s] == before[s] for s in ("sources", "chunks", "metadata", "vectors"))
+    res = run_all(cfg)
+    assert all(c["resumed"] for c in res["chunks"] + res["metas"] + res["vecs"])
+    assert not any(p["resumed"] for p in res["pairs"]) and res["store"]["resumed"] is False
+
+
 def test_kb_build_keeps_native_edges(kb_dir, tmp_path):
     cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "kb", "path": str(kb_dir)}, tmp_path / "out", store={"backend": "none"}))
     res = run_all(cfg)
