@@ -84,6 +84,12 @@ def batch_spans(n: int, size: int, n_workers: int) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:] + [n]))
 
 
+def batch_file(stage_dir: Path, batch_path: str) -> Path:
+    """A source batch keeps its name through chunk and metadata: sources/batch-00003.json ->
+    chunks/batch-00003.parquet -> metadata/batch-00003.parquet."""
+    return stage_dir / (Path(batch_path).stem + ".parquet")
+
+
 def preflight(cfg: BuildConfig) -> None:
     """What a build takes from outside (the corpus files, an LLM key), checked before a server,
     workers or any stage start. A finished stage needs neither again, so a resumed build whose
@@ -96,8 +102,8 @@ def preflight(cfg: BuildConfig) -> None:
     if not manifest.exists():
         check_corpus(cfg.corpus)
     if cfg.metadata.mode == "llm":
-        batches = [Path(b).stem for b in read_json(manifest)["batches"]] if manifest.exists() else None
-        written = batches is not None and all((layout.stage_path("metadata") / f"{b}.parquet").exists() for b in batches)
+        batches = read_json(manifest)["batches"] if manifest.exists() else None
+        written = batches is not None and all(batch_file(layout.stage_path("metadata"), b).exists() for b in batches)
         if not written:
             require_credentials(cfg.llm)
 
@@ -139,7 +145,7 @@ def _load_batch(path: Path) -> tuple[list[Table], list[Document], list[KBObject]
 # ---- 2. chunk ---------------------------------------------------------------------------------
 
 def chunk_batch(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
-    out = Layout.of(cfg).stage_dir("chunks") / (Path(batch_path).stem + ".parquet")
+    out = batch_file(Layout.of(cfg).stage_dir("chunks"), batch_path)
     if out.exists():
         return {"path": str(out), "resumed": True, "seconds": 0.0, "encode_seconds": 0.0}
     t0 = time.perf_counter()
@@ -172,7 +178,7 @@ def estimate_metadata_cost(cfg: BuildConfig, chunk_paths: list[str]) -> dict[str
 
 def metadata_batch(cfg: BuildConfig, chunks_path: str) -> dict[str, Any]:
     layout = Layout.of(cfg)
-    out = layout.stage_dir("metadata") / Path(chunks_path).name
+    out = batch_file(layout.stage_dir("metadata"), chunks_path)
     usage_path = out.with_suffix(".usage.json")
     if out.exists():
         usage = read_json(usage_path) if usage_path.exists() else {}

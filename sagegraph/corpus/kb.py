@@ -14,6 +14,8 @@ from sagegraph.corpus.ottqa import load_records
 from sagegraph.corpus.records import KBObject, KBRelation
 from sagegraph.errors import InputError
 
+NODES = "nodes.jsonl"
+EDGES = "edges.jsonl"
 RESERVED = {"id", "type", "fields"}
 
 
@@ -38,9 +40,9 @@ def parse_kb_edge(obj: dict[str, Any], path: Path, lineno: int) -> KBRelation:
 
 
 def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], list[KBRelation]]:
-    nodes = load_records(root / "nodes.jsonl", parse_kb_node, policy)
+    nodes = load_records(root / NODES, parse_kb_node, policy)
     known = {n.id for n in nodes}
-    edges_path = root / "edges.jsonl"
+    edges_path = root / EDGES
     edges = load_records(edges_path, parse_kb_edge, policy) if edges_path.exists() else []
     for i, e in enumerate(edges):
         if e.src not in known or e.dst not in known:

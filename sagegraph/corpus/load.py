@@ -7,7 +7,7 @@ from pathlib import Path
 from sagegraph.config import CorpusConfig
 from sagegraph.corpus.generic import load_generic
 from sagegraph.corpus.jsonl import ErrorPolicy
-from sagegraph.corpus.kb import load_kb
+from sagegraph.corpus.kb import NODES, load_kb
 from sagegraph.corpus.ottqa import PASSAGES, QUESTIONS, TABLES, load_ottqa
 from sagegraph.corpus.ottqa import load_questions as _load_questions
 from sagegraph.corpus.records import Corpus, Question
@@ -22,9 +22,9 @@ def check_corpus(cfg: CorpusConfig) -> None:
         wanted = [(f"corpus.{name}", Path(path)) for name, path in (("documents", cfg.documents), ("tables", cfg.tables)) if path is not None]
     else:
         if cfg.kind == "kb" and cfg.path is None:
-            raise ConfigError("corpus.path: not set; corpus.kind 'kb' needs the directory that holds nodes.jsonl")
+            raise ConfigError(f"corpus.path: not set; corpus.kind 'kb' needs the directory that holds {NODES}")
         root = cfg.resolved_path()
-        names = (TABLES, PASSAGES) if cfg.kind == "ottqa" else ("nodes.jsonl",)
+        names = (TABLES, PASSAGES) if cfg.kind == "ottqa" else (NODES,)
         field = f"corpus.path ({cfg.kind} reads {', '.join(names)} there)"
         wanted = [(field, root / n) for n in names] if root.is_dir() else [(field, root)]
     missing = [f"{field}: {path} does not exist" for field, path in wanted if not path.exists()]
