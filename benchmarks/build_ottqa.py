@@ -33,7 +33,7 @@ def main() -> None:
 
     from flows.build_graph import build_graph
     from flows.runtime import flow_runtime
-    from sagegraph.build.stages import warm_up
+    from sagegraph.construct.stages import warm_up
     from sagegraph.config import load_config
 
     cfg = load_config(args.config, out=Path(args.out), max_sources=args.max_sources, metadata="heuristic")

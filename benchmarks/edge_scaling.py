@@ -44,10 +44,10 @@ def quarter_sources(nodes, fraction: float, seed: int = 0) -> set[str]:
 
 def construct(sub, vec, params) -> tuple[float, int, int]:
     """One edge construction over the given nodes: (seconds, candidates, edges)."""
-    from sagegraph.build import edges as E
-    from sagegraph.build.edge_records import extra_for, pair_edge_table
-    from sagegraph.build.fields import entity_set
-    from sagegraph.build.stages import present_pairs
+    from sagegraph.construct import edges as E
+    from sagegraph.construct.edge_records import extra_for, pair_edge_table
+    from sagegraph.construct.fields import entity_set
+    from sagegraph.construct.stages import present_pairs
 
     t0 = time.perf_counter()
     modality = np.array([n.modality for n in sub])
@@ -71,7 +71,7 @@ def use_threads(n: int) -> None:
 
 
 def scaling(graph_dir: Path, cfg, repeats: int, seed: int = 0, threads: int | None = None) -> dict:
-    from sagegraph.build.stages import edge_params, load_graph_inputs
+    from sagegraph.construct.stages import edge_params, load_graph_inputs
 
     threads = threads or cfg.runner.threads_per_worker
     use_threads(threads)

@@ -3,7 +3,7 @@ the figure for a GPU host, where the whole build is no longer bound by the model
 
     .venv/bin/python -m benchmarks.embed_stage [--device auto] [--precisions fp32,bf16] [--max-sources N]
 
-Runs the same stage functions the flow maps over batches (sagegraph.build.stages), serially, from
+Runs the same stage functions the flow maps over batches (sagegraph.construct.stages), serially, from
 an empty embedding cache, once per precision. Prints one JSON line: machine, per precision the
 seconds of each stage and of model encode, texts encoded per second, peak GPU memory; and, between
 the first precision and each other one, the share of chunks that came out identical (content-hash
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import PeakMemory, machine
-from sagegraph.build import stages
+from sagegraph.construct import stages
 from sagegraph.config import load_config
 from sagegraph.model import read_nodes
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from prefect import flow, unmapped
 
-from sagegraph.build.stages import modalities_of, preflight, present_pairs
+from sagegraph.construct.stages import modalities_of, preflight, present_pairs
 from sagegraph.config import BuildConfig
 from tasks import build as T
 

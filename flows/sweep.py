@@ -12,7 +12,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
 
-from sagegraph.build.variants import base_config_of, label
+from sagegraph.construct.variants import base_config_of, label
 from sagegraph.config import BuildConfig
 from sagegraph.eval.evaluate import default_questions
 from sagegraph.eval.metrics import metric_names
@@ -36,7 +36,7 @@ def graph_to_build(cfg: SweepConfig) -> BuildConfig | None:
     settings; None when the graph can be used as it is."""
     if cfg.build is None:
         return None
-    from sagegraph.build.artifacts import Layout
+    from sagegraph.construct.artifacts import Layout
     from sagegraph.config import load_config
 
     build_cfg = load_config(cfg.build)

@@ -20,13 +20,13 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.n_workers = args.workers
     if args.dask_address:
         cfg.runner.dask_address = args.dask_address
-    from sagegraph.build.stages import preflight
+    from sagegraph.construct.stages import preflight
 
     preflight(cfg)  # the corpus and an LLM key, before a server and workers start
 
     from flows.build_graph import build_graph
     from flows.runtime import flow_runtime
-    from sagegraph.build.stages import warm_up
+    from sagegraph.construct.stages import warm_up
 
     with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
         print(f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in the Prefect UI if you run a server)", flush=True)
@@ -57,7 +57,7 @@ def _sweep(args: argparse.Namespace) -> int:
     configurations(cfg)  # unknown names and bad grids fail before a server or cluster starts
     from flows.runtime import dask_runner, prefect_api
     from flows.sweep import ensure_graph, graph_to_build, sweep
-    from sagegraph.build.stages import preflight
+    from sagegraph.construct.stages import preflight
 
     if (build_cfg := graph_to_build(cfg)) is not None:
         preflight(build_cfg)  # so are the inputs of a graph that must be built first

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sagegraph.build.variants import parse_label
+from sagegraph.construct.variants import parse_label
 from sagegraph.eval.runner import EvalConfig
 
 

@@ -1,4 +1,4 @@
-"""Prefect tasks for the graph build; all logic lives in sagegraph.build.stages."""
+"""Prefect tasks for the graph build; all logic lives in sagegraph.construct.stages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from sagegraph.build import stages as S
+from sagegraph.construct import stages as S
 from sagegraph.config import BuildConfig
 
 # Results are small dicts of paths; resuming is done by the stages' own files, not Prefect caching.
@@ -95,7 +95,7 @@ def graph_stats(cfg: BuildConfig, pair_results: list[dict[str, Any]]) -> dict[st
 @task(name="edge-variant", **_opts)
 def edge_variant(cfg: BuildConfig, overrides: dict[str, Any]) -> str:
     """One edge-setting variant of the built graph (same nodes, rebuilt edges) for a sweep."""
-    from sagegraph.build.variants import build_variant, label
+    from sagegraph.construct.variants import build_variant, label
 
     graph = build_variant(cfg, overrides)
     get_run_logger().info("edge variant %s: %s", label(overrides), graph)

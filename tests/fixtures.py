@@ -126,7 +126,7 @@ def write_config(path: Path, corpus: dict, out: Path, **sections) -> Path:
 
 def run_all(cfg):
     """Every build stage in order, without Prefect (the flow composes the same functions)."""
-    from sagegraph.build import stages
+    from sagegraph.construct import stages
 
     ing = stages.ingest(cfg)
     chunks = [stages.chunk_batch(cfg, b) for b in ing["batches"]]

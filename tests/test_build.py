@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from sagegraph.build import stages as S
+from sagegraph.construct import stages as S
 from sagegraph.config import load_config
 from sagegraph.model import read_edges, read_nodes
 from tests.fake_openai import FakeOpenAI, completion
@@ -20,6 +20,7 @@ def built(ottqa_dir, tmp_path_factory):
     return cfg, run_all(cfg)
 
 
+@pytest.mark.e2e
 def test_build_writes_nodes_edges_vectors_store_and_stats(built):
     cfg, res = built
     g = cfg.out / "graph"
@@ -44,6 +45,7 @@ def test_build_writes_nodes_edges_vectors_store_and_stats(built):
     assert all((cfg.out / "stats" / p.split("/")[-1]).exists() for p in stats["plots"])
 
 
+@pytest.mark.e2e
 def test_rebuild_is_idempotent_and_reuses_everything(built):
     cfg, first = built
     before = pq.read_table(cfg.out / "graph" / "edges.parquet")
@@ -53,6 +55,7 @@ def test_rebuild_is_idempotent_and_reuses_everything(built):
     assert pq.read_table(cfg.out / "graph" / "edges.parquet").equals(before)
 
 
+@pytest.mark.e2e
 def test_resume_after_injected_failure_never_repeats_llm_calls(ottqa_dir, tmp_path, monkeypatch):
     def reply(body):
         user = body["messages"][-1]["content"]
@@ -85,6 +88,7 @@ def test_resume_after_injected_failure_never_repeats_llm_calls(ottqa_dir, tmp_pa
     assert res["store"]["nodes"] > 0
 
 
+@pytest.mark.e2e
 def test_changed_config_builds_alongside_without_losing_the_old(built):
     cfg, _ = built
     old = sorted(p.name for p in (cfg.out / "stages").iterdir())
@@ -98,9 +102,10 @@ def test_changed_config_builds_alongside_without_losing_the_old(built):
     assert res["store"]["resumed"] is False  # a different graph replaces the loaded one
 
 
+@pytest.mark.e2e
 def test_a_new_edge_code_version_redoes_edges_and_store_only(built, monkeypatch):
     """An upgrade whose edge code writes different edges must not resume the old ones."""
-    from sagegraph.build import artifacts
+    from sagegraph.construct import artifacts
 
     cfg, _ = built
     before = artifacts.Layout.of(cfg).cfg_fp
@@ -112,6 +117,7 @@ def test_a_new_edge_code_version_redoes_edges_and_store_only(built, monkeypatch)
     assert not any(p["resumed"] for p in res["pairs"]) and res["store"]["resumed"] is False
 
 
+@pytest.mark.e2e
 def test_kb_build_keeps_native_edges(kb_dir, tmp_path):
     cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "kb", "path": str(kb_dir)}, tmp_path / "out", store={"backend": "none"}))
     res = run_all(cfg)
@@ -134,6 +140,7 @@ def test_batches_cover_every_source_once_and_end_on_short_ones(n, size, workers)
         assert all(x <= lengths[0] // 2 + 1 for x in lengths[-workers:])
 
 
+@pytest.mark.e2e
 def test_store_load_completes_a_load_cut_short(built, tmp_path):
     """A fresh store gets CREATE; one a crashed run left half-loaded (no marker) is completed by
     MERGE, so nothing is doubled."""

@@ -7,6 +7,8 @@ import pytest
 
 from tests.fixtures import sagegraph, write_config
 
+pytestmark = pytest.mark.e2e  # the CLI in a subprocess, a Prefect API server, Dask workers
+
 
 def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
     cfg = write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp_path / "out")

@@ -2,9 +2,13 @@
 
 import asyncio
 
+import pytest
+
 from prefect.testing.utilities import prefect_test_harness
 
 from deployments.deploy import deploy
+
+pytestmark = pytest.mark.e2e  # the CLI in a subprocess, a Prefect API server, Dask workers
 
 
 def test_deployments_register_with_schedule_and_process_pool():

@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from sagegraph.build import edges as E
-from sagegraph.build.edge_records import MAX_SHARED, extra_for, pair_edge_table
-from sagegraph.build.entities import normalise
+from sagegraph.config import EdgeConfig
+from sagegraph.construct import edges as E
+from sagegraph.construct.edge_records import MAX_SHARED, extra_for, pair_edge_table
+from sagegraph.construct.entities import normalise
 from sagegraph.model import DOC_CHUNK, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK, Node, table_to_edges
 
 
@@ -46,7 +47,7 @@ def _synthetic(n, d=32, seed=0, n_entities=None):
 
 @pytest.mark.parametrize("ann", ["hnsw", "cluster"])
 def test_candidates_grow_linearly_never_all_pairs(ann):
-    params = E.EdgeParams(top_m=10, ann=ann, entity_max_df=20, cluster_size=64)
+    params = EdgeConfig(top_m=10, ann=ann, entity_max_df=20, cluster_size=64)
     counts = {}
     for n in (1000, 4000):
         modality, source, vectors, Emat, _ = _synthetic(n)
@@ -67,9 +68,9 @@ def test_cluster_search_finds_most_true_neighbours_and_auto_picks_flat_for_a_sma
     assert 0.85 <= recall <= 1.0 and (approx >= 0).all()
     # one cluster, or probes covering every cluster, is exhaustive search
     assert np.array_equal(np.sort(E.cluster_search(x[:100], x[:200], 5, size=256), axis=1), np.sort(np.argsort(-(x[:100] @ x[:200].T), axis=1)[:, :5], axis=1))
-    params = E.EdgeParams(flat_below=1000)
+    params = EdgeConfig(flat_below=1000)
     assert E.ann_method(500, 30000, params) == "flat" and E.ann_method(30000, 500, params) == "flat"
-    assert E.ann_method(3000, 3000, params) == "cluster" and E.ann_method(10, 10, E.EdgeParams(ann="hnsw")) == "hnsw"
+    assert E.ann_method(3000, 3000, params) == "cluster" and E.ann_method(10, 10, EdgeConfig(ann="hnsw")) == "hnsw"
 
 
 def test_entity_pairs_skip_generic_entities():
@@ -106,10 +107,10 @@ def test_canonical_pairs_dedup_and_sort(n):
 def test_similarity_pair_excludes_same_source_and_orients_cross_modal():
     modality, source, vectors, Emat, names = _synthetic(300, seed=3)
     source[:] = "one"  # everything from one source: only structural edges may link them
-    res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, E.EdgeParams(top_m=5))
+    res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=5))
     assert res.n_candidates == 0
     modality, source, vectors, Emat, names = _synthetic(300, seed=3)
-    res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, E.EdgeParams(top_m=5))
+    res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=5))
     assert (modality[res.a] == DOC_CHUNK).all() and (modality[res.b] == TABLE_CHUNK).all()
     ids = [f"n{i}" for i in range(300)]
     edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
@@ -122,7 +123,7 @@ def test_similarity_pair_excludes_same_source_and_orients_cross_modal():
 def test_edge_table_matches_a_per_edge_reference():
     """The column-wise records agree with the rule written out edge by edge."""
     modality, source, vectors, Emat, names = _synthetic(400, seed=5, n_entities=40)
-    res = E.similarity_pair((DOC_CHUNK, DOC_CHUNK), modality, source, vectors, Emat, E.EdgeParams(top_m=8))
+    res = E.similarity_pair((DOC_CHUNK, DOC_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=8))
     ids = [f"n{i}" for i in range(400)]
     edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
     std = res.values.astype(np.float64).std(axis=0) + 1e-6

@@ -55,7 +55,7 @@ def test_fp32_and_bf16_vectors_never_share_cache_entries(tmp_path):
 
 @pytest.mark.parametrize("stage", ["chunks", "vectors", "edges"])
 def test_changing_precision_reruns_the_stages_that_encode(tmp_path, stage):
-    from sagegraph.build.artifacts import Layout
+    from sagegraph.construct.artifacts import Layout
     from sagegraph.config import load_config
     from tests.fixtures import write_config
 
@@ -92,6 +92,7 @@ def test_backend_tokenizer_is_refused_when_it_would_change_the_features(encoder,
     assert embed.fast_tokenizer(model) is None
 
 
+@pytest.mark.e2e
 def test_device_choice_needs_no_torch_import_without_gpu_device_nodes():
     """A flow's driver resolves the device (for its stage layout) without paying torch's import."""
     import subprocess

@@ -37,6 +37,7 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
+@pytest.mark.e2e
 def test_fetch_writes_the_same_three_files(mirror, ottqa_dir, tmp_path, capsys):
     dest = tmp_path / "fetched"
     assert main(["data", "fetch", "ottqa", str(dest), "--base-url", mirror]) == 0
@@ -49,6 +50,7 @@ def test_fetch_writes_the_same_three_files(mirror, ottqa_dir, tmp_path, capsys):
     assert gold <= {d.id for d in docs}
 
 
+@pytest.mark.e2e
 def test_fetch_reports_a_missing_file(mirror, tmp_path, capsys):
     assert main(["data", "fetch", "ottqa", str(tmp_path / "x"), "--base-url", mirror + "/nothing-here"]) == 2
     assert "not found" in capsys.readouterr().err

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from sagegraph.build.metadata import TableMetadata, TextMetadata, extract_metadata, heuristic_metadata, llm_metadata
+from sagegraph.construct.metadata import TableMetadata, TextMetadata, extract_metadata, heuristic_metadata, llm_metadata
 from sagegraph.config import LLMConfig
 from sagegraph.errors import LLMError
 from sagegraph.llm import LLMClient, parse_json_reply
@@ -30,6 +30,7 @@ def client(server, tmp_path, **kw):
     return LLMClient(cfg, tmp_path / "llm.sqlite", sleep=lambda s: None)
 
 
+@pytest.mark.e2e
 def test_llm_metadata_follows_the_paper_schemas_and_counts_cost(tmp_path):
     with FakeOpenAI(recorded) as server:
         c = client(server, tmp_path)
@@ -45,6 +46,7 @@ def test_llm_metadata_follows_the_paper_schemas_and_counts_cost(tmp_path):
     assert u["cost_usd"] == pytest.approx((240 * 0.15 + 120 * 0.60) / 1e6)
 
 
+@pytest.mark.e2e
 def test_replies_are_cached_on_disk_and_never_paid_twice(tmp_path):
     with FakeOpenAI(recorded) as server:
         extract_metadata([TEXT_NODE, TABLE_NODE], "llm", client(server, tmp_path))
@@ -54,6 +56,7 @@ def test_replies_are_cached_on_disk_and_never_paid_twice(tmp_path):
     assert again.usage.cached == 2 and again.usage.cost_usd == 0.0
 
 
+@pytest.mark.e2e
 def test_rate_limits_are_retried_with_backoff(tmp_path):
     state = {"n": 0}
 
@@ -69,6 +72,7 @@ def test_rate_limits_are_retried_with_backoff(tmp_path):
     assert ok and meta["topic"] == TEXT_REPLY["topic"] and c.usage.retries == 2
 
 
+@pytest.mark.e2e
 def test_exhausted_retries_raise_a_clear_error(tmp_path):
     with FakeOpenAI(lambda b: (429, {"error": {"message": "slow down"}})) as server:
         c = client(server, tmp_path, max_retries=1)
@@ -76,6 +80,7 @@ def test_exhausted_retries_raise_a_clear_error(tmp_path):
             c.complete([{"role": "user", "content": "hi"}])
 
 
+@pytest.mark.e2e
 def test_bad_replies_are_not_cached_and_fall_back_to_heuristics(tmp_path):
     with FakeOpenAI(lambda b: (200, completion("Sure! Here is the metadata you asked for."))) as server:
         c = client(server, tmp_path)
@@ -105,6 +110,7 @@ def test_heuristic_metadata_has_the_same_shapes():
     assert table["col_format"] == {"Date": "date", "Opponent": "string"} and "Ohio Northern" in table["entities"]
 
 
+@pytest.mark.e2e
 def test_a_refused_or_unreachable_endpoint_stops_the_batch_instead_of_falling_back(tmp_path, monkeypatch):
     """Only an unusable reply falls back; a metadata batch of fallbacks would be resumed later as
     if the LLM had written it."""
@@ -119,8 +125,8 @@ def test_a_refused_or_unreachable_endpoint_stops_the_batch_instead_of_falling_ba
 
 
 def test_preflight_wants_a_key_only_while_llm_metadata_is_unwritten(tmp_path, monkeypatch):
-    from sagegraph.build.artifacts import Layout
-    from sagegraph.build.stages import ingest, preflight
+    from sagegraph.construct.artifacts import Layout
+    from sagegraph.construct.stages import ingest, preflight
     from sagegraph.config import load_config
     from tests.fixtures import make_ottqa, write_config
 

@@ -48,12 +48,14 @@ def _load(store):
     return nodes, vecs, edges
 
 
+@pytest.mark.e2e
 def test_load_is_idempotent(store):
     _load(store)
     _load(store)
     assert store.count_nodes() == 4 and store.count_edges() == 3
 
 
+@pytest.mark.e2e
 def test_edge_table_load_matches_edge_objects(store):
     from sagegraph.model import edges_to_table
 
@@ -67,6 +69,7 @@ def test_edge_table_load_matches_edge_objects(store):
         assert json.loads(x["m"]) == json.loads(y["m"])
 
 
+@pytest.mark.e2e
 def test_schema_introspection(store):
     _load(store)
     schema = store.introspect()
@@ -78,6 +81,7 @@ def test_schema_introspection(store):
     assert "Relationship types:" in schema.as_text()
 
 
+@pytest.mark.e2e
 def test_read_returns_plain_rows_and_neighbours(store):
     _load(store)
     rows = store.read("MATCH (n:Node {id: $id}) RETURN n.title AS title, n", {"id": "t1"})
@@ -86,12 +90,14 @@ def test_read_returns_plain_rows_and_neighbours(store):
     assert nb == {"d2": "NEXT_CHUNK", "t1": "SIMILAR_TOPIC_TITLE", "k1": "CITES"}
 
 
+@pytest.mark.e2e
 def test_vector_search(store):
     _load(store)
     hits = store.vector_search(np.eye(4, 8, dtype=np.float32)[2], k=2)
     assert hits[0][0] == "t1" and hits[0][1] == pytest.approx(1.0, abs=1e-4)
 
 
+@pytest.mark.e2e
 def test_row_cap(store):
     _load(store)
     rows, truncated = store.read_capped("MATCH (n:Node) RETURN n.id AS id", max_rows=2)
@@ -111,6 +117,7 @@ def test_row_cap(store):
         "LOAD CSV FROM 'file:///x' AS row RETURN row",
     ],
 )
+@pytest.mark.e2e
 def test_read_only_guard_rejects_writes(store, query):
     _load(store)
     with pytest.raises(ReadOnlyViolation):
@@ -124,6 +131,7 @@ def test_guard_ignores_keywords_inside_strings():
         assert_read_only("   ")
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif("falkordb" not in BACKENDS, reason="embedded backend only")
 def test_falkor_survives_a_killed_server(tmp_path):
     nodes, vecs, edges = _graph()
@@ -156,6 +164,7 @@ def test_falkor_parameter_header_matches_the_client():
     assert params_header(params) == Graph._build_params_header(None, params)
 
 
+@pytest.mark.e2e
 def test_vectors_and_quoted_text_roundtrip_through_falkor(tmp_path):
     with open_store("falkordb", tmp_path / "s", "rt") as s:
         vec = np.random.default_rng(1).normal(size=8).astype(np.float32)
@@ -164,6 +173,7 @@ def test_vectors_and_quoted_text_roundtrip_through_falkor(tmp_path):
         assert row["text"] == 'say "hi" \\ bye' and np.allclose(row["v"], vec)
 
 
+@pytest.mark.e2e
 def test_vector_index_created_over_loaded_nodes_is_awaited(tmp_path):
     """Falkor builds such an index in the background; a query before it is done would fail."""
     rng = np.random.default_rng(3)
@@ -178,6 +188,7 @@ def test_vector_index_created_over_loaded_nodes_is_awaited(tmp_path):
         assert s.vector_search(vecs[1234], 1)[0][0] == "n1234"
 
 
+@pytest.mark.e2e
 def test_bulk_loaded_vectors_read_back_exactly_from_falkor(tmp_path):
     """Embeddings go in as Arrow-formatted text; every float32 must come back bit for bit."""
     from sagegraph.store.falkor import CypherText, param_literal, vector_literals
@@ -199,6 +210,7 @@ def test_bulk_loaded_vectors_read_back_exactly_from_falkor(tmp_path):
         vector_literals(bad)
 
 
+@pytest.mark.e2e
 def test_falkor_vector_index_finds_true_neighbours(tmp_path):
     """The index's search effort (efRuntime) is set above FalkorDB's default of 10: with it, top-10
     answers match exact search closely even on hard (random, 128-d) data (0.96; 0.89 without it)."""
@@ -216,6 +228,7 @@ def test_falkor_vector_index_finds_true_neighbours(tmp_path):
     assert recall >= 0.9, recall
 
 
+@pytest.mark.e2e
 def test_falkor_bulk_edge_text_reads_back_like_the_generic_rows(tmp_path):
     """Falkor formats edges.parquet rows with Arrow (`edge_literals`); what is stored must be what
     the generic dict rows store: weights as floats (1.0 too), metadata text byte for byte."""
@@ -249,6 +262,7 @@ def test_falkor_bulk_edge_text_reads_back_like_the_generic_rows(tmp_path):
     assert sorted(r["m"] for r in fast) == sorted(m or "{}" for m in meta)
 
 
+@pytest.mark.e2e
 def test_create_on_an_empty_graph_then_merge_keeps_one_copy(store):
     nodes, vecs, edges = _graph()
     assert store.count_nodes() == 0 and store.count_edges() == 0  # also on a graph never written
@@ -261,6 +275,7 @@ def test_create_on_an_empty_graph_then_merge_keeps_one_copy(store):
     assert {"Node", "Entity", "Paper"} <= set(labels)
 
 
+@pytest.mark.e2e
 def test_falkor_close_stops_the_server_without_a_snapshot_and_keeps_the_data(tmp_path):
     import psutil
 
@@ -283,6 +298,7 @@ def test_falkor_close_stops_the_server_without_a_snapshot_and_keeps_the_data(tmp
         assert again.count_nodes() == 4 and again.count_edges() == 3
 
 
+@pytest.mark.e2e
 def test_vector_search_waits_for_an_index_still_filling(tmp_path):
     rng = np.random.default_rng(4)
     vecs = rng.normal(size=(4000, 32)).astype(np.float32)

@@ -61,7 +61,7 @@ def test_edge_axis_runs_edge_retrievers_per_variant_only():
 
 
 def test_edge_variant_shares_nodes_and_rebuilds_only_edges(graph_dir):
-    from sagegraph.build.variants import base_config_of, build_variant, variant_graph_dir
+    from sagegraph.construct.variants import base_config_of, build_variant, variant_graph_dir
     from sagegraph.model import read_edges
 
     base = base_config_of(graph_dir)
@@ -77,6 +77,7 @@ def test_edge_variant_shares_nodes_and_rebuilds_only_edges(graph_dir):
     assert build_variant(base, {"percentile": 50.0}) == loose and (loose / "edges.parquet").stat().st_mtime_ns == before  # resumed
 
 
+@pytest.mark.e2e
 def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -123,10 +124,11 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
     assert len(runs) == 9
 
 
+@pytest.mark.e2e
 def test_sweep_rebuilds_a_graph_built_from_other_settings(ottqa_dir, tmp_path, monkeypatch):
     import flows.build_graph
     from flows.sweep import ensure_graph
-    from sagegraph.build.artifacts import Layout
+    from sagegraph.construct.artifacts import Layout
     from sagegraph.config import load_config
     from sagegraph.eval.sweep import SweepConfig
     from tests.fixtures import write_config
@@ -153,6 +155,7 @@ def test_sweep_rebuilds_a_graph_built_from_other_settings(ottqa_dir, tmp_path, m
     assert len(built) == 2
 
 
+@pytest.mark.e2e
 def test_sweep_on_a_missing_corpus_fails_before_prefect_starts(tmp_path, monkeypatch, capsys):
     import flows.runtime
     from sagegraph.cli import main

@@ -70,7 +70,7 @@ class SweepConfig(BaseModel):
         return self
 
     def edge_variants(self) -> list[dict[str, Any]]:
-        from sagegraph.build.variants import edge_grid
+        from sagegraph.construct.variants import edge_grid
 
         return edge_grid(self.edges) if self.edges else []
 
@@ -119,7 +119,7 @@ def expand(block: GridBlock) -> list[EvalConfig]:
 def configurations(cfg: SweepConfig) -> list[EvalConfig]:
     """All configurations, deduplicated; unknown retriever names fail here, before any work. With an
     `edges` axis, retrievers that use edges run once per edge variant, the others once."""
-    from sagegraph.build.variants import label
+    from sagegraph.construct.variants import label
     from sagegraph.retrieve import retriever_names, uses_edges
 
     known = set(retriever_names())

@@ -18,19 +18,19 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from sagegraph.build import edges as E
-from sagegraph.build.artifacts import Layout, read_json, save_npz, write_json
-from sagegraph.build.edge_records import extra_for, pair_edge_table
-from sagegraph.build.fields import FIELDS, entity_set, field_texts
-from sagegraph.build.metadata import estimate_llm_tokens, extract_metadata
-from sagegraph.build.nodes import document_nodes, kb_nodes, table_nodes
-from sagegraph.config import BuildConfig
+from sagegraph.construct import edges as E
+from sagegraph.construct.artifacts import Layout, read_json, save_npz, write_json
+from sagegraph.construct.edge_records import extra_for, pair_edge_table
+from sagegraph.construct.fields import FIELDS, entity_set, field_texts
+from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
+from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
+from sagegraph.config import BuildConfig, EdgeConfig
 from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, KBRelation, Table
 from sagegraph.embed import Encoder, make_encoder
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 
-log = logging.getLogger("sagegraph.build")
+log = logging.getLogger("sagegraph.construct")
 _ENCODERS: dict[tuple, Encoder] = {}
 
 
@@ -255,9 +255,9 @@ def load_graph_inputs(graph_dir: Path) -> tuple[list[Node], dict[str, np.ndarray
 
 # ---- 6. edges ---------------------------------------------------------------------------------
 
-def edge_params(cfg: BuildConfig) -> E.EdgeParams:
-    c = cfg.edges
-    return E.EdgeParams(c.percentile, c.logic, c.top_m, c.entity_max_df, c.ann, c.hnsw_m, c.flat_below, c.cluster_size, c.cluster_probes)
+def edge_params(cfg: BuildConfig) -> EdgeConfig:
+    """The edge settings, as validated with the rest of the build config: one model, no copy."""
+    return cfg.edges
 
 
 def present_pairs(modalities: set[str]) -> list[tuple[str, str]]:
@@ -370,7 +370,7 @@ __all__ = [
 
 def graph_stats(cfg: BuildConfig, pair_stats: list[str], graph_dir: Path | None = None) -> dict[str, Any]:
     """Statistics JSON + plots into <out>/stats (an edge variant's: beside its graph dir)."""
-    from sagegraph.build.stats import compute_stats, plot_stats
+    from sagegraph.construct.stats import compute_stats, plot_stats
 
     layout = Layout.of(cfg)
     graph = graph_dir or layout.graph

@@ -7,9 +7,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from sagegraph.build.chunking import chunk_documents
-from sagegraph.build.sentences import split_sentences
-from sagegraph.build.tables import segment_table, table_heading
+from sagegraph.construct.chunking import chunk_documents
+from sagegraph.construct.sentences import split_sentences
+from sagegraph.construct.tables import segment_table, table_heading
 from sagegraph.config import ChunkingConfig
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Node, node_id

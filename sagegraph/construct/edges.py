@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from sagegraph.config import EdgeConfig
 from sagegraph.model import DOC_CHUNK, ENTITY, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK, Edge
 
 log = logging.getLogger("sagegraph.edges")
@@ -40,19 +41,6 @@ PAIR_SIGNALS: dict[tuple[str, str], tuple[Signal, ...]] = {
 
 
 @dataclass
-class EdgeParams:
-    percentile: float = 95.0
-    logic: Literal["or", "and"] = "or"
-    top_m: int = 20
-    entity_max_df: int = 50
-    ann: Literal["auto", "flat", "hnsw", "cluster"] = "auto"
-    hnsw_m: int = 32
-    flat_below: int = 5000
-    cluster_size: int = 256
-    cluster_probes: int = 16
-
-
-@dataclass
 class PairResult:
     """Candidates with their signal values, the thresholds and what was kept: stats read this."""
 
@@ -72,7 +60,7 @@ class PairResult:
 
 # ---- candidates -----------------------------------------------------------------------------------
 
-def ann_method(n_queries: int, n_base: int, params: EdgeParams) -> str:
+def ann_method(n_queries: int, n_base: int, params: EdgeConfig) -> str:
     """auto: exact search when either side is small (n_queries x n_base is then cheaper than any
     index, e.g. 1,257 tables proposing among 29,698 passages); otherwise clustered search, whose
     cost stays linear in the input where HNSW's grew 7-8x for 4x the nodes on this machine."""
@@ -124,7 +112,7 @@ def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
     return np.split(order, np.searchsorted(labels[order], np.arange(1, n)))
 
 
-def _faiss_search(query: np.ndarray, base: np.ndarray, m: int, method: str, params: EdgeParams) -> np.ndarray:
+def _faiss_search(query: np.ndarray, base: np.ndarray, m: int, method: str, params: EdgeConfig) -> np.ndarray:
     import faiss
 
     if method == "hnsw":
@@ -137,7 +125,7 @@ def _faiss_search(query: np.ndarray, base: np.ndarray, m: int, method: str, para
     return index.search(query, m)[1]
 
 
-def ann_pairs(query: np.ndarray, q_ids: np.ndarray, base: np.ndarray, b_ids: np.ndarray, params: EdgeParams) -> tuple[np.ndarray, np.ndarray]:
+def ann_pairs(query: np.ndarray, q_ids: np.ndarray, base: np.ndarray, b_ids: np.ndarray, params: EdgeConfig) -> tuple[np.ndarray, np.ndarray]:
     """Each query node's top-M base nodes (self excluded): (query ids, base ids)."""
     if len(query) == 0 or len(base) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -258,7 +246,7 @@ def similarity_pair(
     source: np.ndarray,
     vectors: dict[str, np.ndarray],
     E: sp.csr_matrix,
-    params: EdgeParams,
+    params: EdgeConfig,
 ) -> PairResult:
     """Candidates, signal values, thresholds and keep-mask for one modality pair."""
     ma, mb = pair

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sagegraph.build.artifacts import Layout, read_json
+from sagegraph.construct.artifacts import Layout, read_json
 from sagegraph.config import BuildConfig, EdgeConfig
 from sagegraph.errors import ConfigError
 
@@ -90,7 +90,7 @@ def _link_tree(src: Path, dst: Path) -> None:
 
 def build_variant(base: BuildConfig, overrides: dict[str, Any]) -> Path:
     """Edges (and stats) of `base` rebuilt with the overridden edge settings; returns the graph dir."""
-    from sagegraph.build import stages  # the build stages import encoders; labels above stay light
+    from sagegraph.construct import stages  # the build stages import encoders; labels above stay light
 
     cfg = variant_config(base, overrides)
     layout = Layout.of(cfg)

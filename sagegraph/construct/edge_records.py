@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from sagegraph.build.edges import PairResult, ranges
-from sagegraph.build.entities import normalise
+from sagegraph.construct.edges import PairResult, ranges
+from sagegraph.construct.entities import normalise
 from sagegraph.model import DOC_CHUNK, EDGE_SCHEMA, SIMILAR_PREFIX, TABLE_CHUNK, Node
 
 MAX_SHARED = 10  # shared entity names kept in an edge's metadata

@@ -6,7 +6,7 @@ modality fills the same field names; a missing field falls back to the node text
 
 from __future__ import annotations
 
-from sagegraph.build.entities import normalise
+from sagegraph.construct.entities import normalise
 from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Node
 
 FIELDS = ("content", "topic", "title", "columns")
