@@ -89,23 +89,92 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _params(pairs: list[str] | None) -> dict:
+    """--param key=value (value read as JSON when it parses: 3, 0.5, true, ["a"]; else text)."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SageGraphError(f"--param {pair!r}: expected key=value")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _synth_kb(args: argparse.Namespace) -> int:
+    from sagegraph.corpus.synth_kb import write_synth_kb
+
+    summary = write_synth_kb(args.dir, args.size, args.seed, args.per_family)
+    print(json.dumps({"dir": str(args.dir), **summary}))
+    return 0
+
+
 def _eval_config(args: argparse.Namespace):
     from sagegraph.eval.runner import EvalConfig
+    from sagegraph.retrieve.base import retriever_class
 
-    return EvalConfig(retriever=args.retriever, k=args.k, k_prime=args.k_prime, alpha=args.alpha, seed_retriever=args.seed_retriever, policy=args.policy)
+    cls = retriever_class(args.retriever)
+    seed_prompt = retriever_class(args.seed_retriever).prompt_version if args.retriever == "sage" else ""
+    return EvalConfig(retriever=args.retriever, k=args.k, k_prime=args.k_prime, alpha=args.alpha, seed_retriever=args.seed_retriever,
+                      policy=args.policy, params=_params(args.param), prompt=cls.prompt_version or seed_prompt)
+
+
+def _graph_dir(path: Path) -> Path:
+    """A build's output dir works as well as its graph/ folder."""
+    path = Path(path)
+    return path / "graph" if not (path / "nodes.parquet").exists() and (path / "graph" / "nodes.parquet").exists() else path
+
+
+def _llm_config(args: argparse.Namespace, needs_llm: bool):
+    from sagegraph.config import LLMConfig, load_llm_config
+
+    if args.llm:
+        cfg = load_llm_config(args.llm)
+    elif needs_llm:
+        cfg = LLMConfig()  # the environment alone: OPENAI_BASE_URL / OPENAI_API_KEY
+    else:
+        return None
+    if getattr(args, "cache_mode", None):
+        cfg.cache_mode = args.cache_mode
+    return cfg
+
+
+def _needs_llm(cfg) -> bool:
+    from sagegraph.retrieve.base import retriever_class
+
+    return retriever_class(cfg.retriever).uses_llm or (cfg.retriever == "sage" and retriever_class(cfg.seed_retriever).uses_llm)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    import contextlib
+
     from sagegraph.eval.evaluate import default_questions, evaluate_one, make_retriever, read_questions
     from sagegraph.retrieve.graph_index import GraphIndex
+    from sagegraph.retrieve.resources import open_resources
 
     cfg = _eval_config(args)
-    g = GraphIndex(args.graph_dir)
-    questions = read_questions(args.questions or default_questions(args.graph_dir))
-    out = args.out or Path(args.graph_dir).parent / "runs" / cfg.key()
-    make_retriever(g, cfg)  # validate names and parameters before any work
-    metrics = evaluate_one(g, cfg, questions, out)
-    print(f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec and metrics.json in {out}", file=sys.stderr)
+    graph_dir = _graph_dir(args.graph_dir)
+    g = GraphIndex(graph_dir)
+    qpath = args.questions or default_questions(graph_dir)
+    questions = read_questions(qpath)
+    llm = _llm_config(args, _needs_llm(cfg))
+    with contextlib.ExitStack() as stack:
+        out = args.out or graph_dir.parent / "runs" / cfg.key()
+        if args.oracle:
+            from sagegraph.config import LLMConfig
+            from sagegraph.eval.oracle import ORACLE_MODEL, oracle_endpoint
+
+            server = stack.enter_context(oracle_endpoint(qpath))
+            # The oracle's replies are free and its port changes per run: its cache stays in the run dir.
+            llm = LLMConfig(base_url=server.base_url, model=ORACLE_MODEL, cache_dir=Path(out) / "oracle-cache", price_input_per_mtok=0, price_output_per_mtok=0)
+            print("sagegraph: ORACLE endpoint (answers from gold labels): a ceiling, not a result", file=sys.stderr)
+        res = open_resources(g, llm)
+        stack.callback(res.close)
+        make_retriever(res, cfg)  # validate names and parameters before any work
+        metrics = evaluate_one(res, cfg, questions, Path(out), args.concurrency, args.timeout)
+    print(f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec, traces.jsonl and metrics.json in {out}", file=sys.stderr)
     print(json.dumps(metrics))
     return 0
 
@@ -113,9 +182,17 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _query(args: argparse.Namespace) -> int:
     from sagegraph.eval.evaluate import make_retriever
     from sagegraph.retrieve.graph_index import GraphIndex
+    from sagegraph.retrieve.resources import open_resources
 
-    g = GraphIndex(args.graph_dir)
-    r = make_retriever(g, _eval_config(args)).search(args.question, args.k)
+    cfg = _eval_config(args)
+    g = GraphIndex(_graph_dir(args.graph_dir))
+    res = open_resources(g, _llm_config(args, _needs_llm(cfg)))
+    try:
+        r = make_retriever(res, cfg).search(args.question, args.k)
+    finally:
+        res.close()
+    if args.verbose and r.trace:
+        print(json.dumps({k: v for k, v in r.trace.items() if k != "llm"}, default=str, indent=1), file=sys.stderr)
     for rank, (i, s, how) in enumerate(zip(r.idx, r.scores, r.found_by), start=1):
         text = " ".join(g.text(i).split())[:100]
         print(f"{rank:3d} {s:8.4f} {how:9s} {g.source_ids[i]}  {text}")
@@ -136,6 +213,9 @@ def _add_retriever_args(p: argparse.ArgumentParser, k: int) -> None:
     p.add_argument("--alpha", type=float, default=0.6, help="BM25 weight in hybrid fusion")
     p.add_argument("--seed-retriever", default="hybrid", help="sage: the seed retriever")
     p.add_argument("--policy", default="+edge", choices=["+edge", "-edge"], help="sage: expansion policy")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a retriever parameter (repeatable), e.g. --param repair=false")
+    p.add_argument("--llm", type=Path, help="LLM settings YAML (e.g. conf/llm_local.yaml); default: OPENAI_BASE_URL / OPENAI_API_KEY")
+    p.add_argument("--cache-mode", choices=["live", "replay"], help="replay: a request with no recorded reply is an error")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -157,6 +237,9 @@ def parser() -> argparse.ArgumentParser:
     _add_retriever_args(e, 20)
     e.add_argument("--questions", type=Path, help="JSONL in the OTT-QA questions.jsonl format")
     e.add_argument("--out", type=Path, help="run directory (default: GRAPH_DIR/../runs/<config hash>)")
+    e.add_argument("--concurrency", type=int, default=1, help="questions answered at once (LLM retrievers)")
+    e.add_argument("--timeout", type=float, help="seconds a question may take before it is scored as retrieving nothing")
+    e.add_argument("--oracle", action="store_true", help="answer LLM calls from the questions' gold (synthetic KB): a ceiling, never a result")
     e.set_defaults(func=_evaluate)
 
     q = sub.add_parser("query", help="retrieve for one question")
@@ -182,6 +265,12 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--base-url", help="mirror of the dataset's raw files")
     f.add_argument("--limit", type=int, help="only the first N questions (and their tables)")
     f.set_defaults(func=_fetch)
+    sk = dsub.add_parser("synth-kb", help="write the synthetic STaRK-like film KB with questions and exact gold")
+    sk.add_argument("dir", type=Path)
+    sk.add_argument("--seed", type=int, default=0)
+    sk.add_argument("--size", type=int, default=20_000, help="nodes (edges ~5.9x)")
+    sk.add_argument("--per-family", type=int, help="questions per template family over all splits (default: 250 at 20k nodes)")
+    sk.set_defaults(func=_synth_kb)
     return p
 
 

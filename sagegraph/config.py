@@ -55,14 +55,21 @@ class TableConfig(_Strict):
 
 
 class LLMConfig(_Strict):
-    base_url: str | None = Field(None, description="any OpenAI-compatible endpoint; None = the openai default")
+    """Endpoint and key follow the openai client's conventions: `base_url` when set, else the
+    OPENAI_BASE_URL variable, else api.openai.com; the key from the variable `api_key_env` names."""
+
+    base_url: str | None = Field(None, description="any OpenAI-compatible endpoint; None = OPENAI_BASE_URL, else the openai default")
     model: str = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.0
     max_tokens: int = 1024
     timeout_s: float = 60.0
     max_retries: int = 6
-    concurrency: int = Field(4, ge=1)
+    concurrency: int = Field(4, ge=1, description="requests in flight at once to this endpoint, per process")
+    requests_per_minute: int | None = Field(None, ge=1, description="pace requests to this many per minute (None: no pacing)")
+    tokens_per_minute: int | None = Field(None, ge=1, description="pace by estimated prompt tokens per minute (None: no pacing)")
+    cache_mode: Literal["live", "replay"] = Field("live", description="replay: a request without a cached reply is an error (reproducing a published run)")
+    send_seed: bool = Field(True, description="send the sample index as `seed` when sampling at temperature > 0")
     cache_dir: Path | None = Field(None, description="defaults to <out>/cache/llm")
     price_input_per_mtok: float = Field(0.15, description="USD per 1M prompt tokens (gpt-4o-mini list price)")
     price_output_per_mtok: float = Field(0.60, description="USD per 1M completion tokens")
@@ -220,4 +227,24 @@ def apply_overrides(cfg: BuildConfig, *, out: Path | None = None, max_sources: i
         cfg.max_sources = max_sources
     if metadata is not None:
         cfg.metadata.mode = metadata  # type: ignore[assignment]
+    return cfg
+
+
+def load_llm_config(path: str | Path) -> LLMConfig:
+    """An LLM profile (`--llm conf/llm_local.yaml`): LLMConfig fields at the top level or under
+    `llm:`; cache_dir resolves like any config path."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: LLM config file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("llm"), dict) and len(data) == 1:
+        data = data["llm"]
+    try:
+        cfg = LLMConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(path, exc, "LLM config")) from None
+    cfg.cache_dir = resolve_path(project_dir(path), cfg.cache_dir)
     return cfg

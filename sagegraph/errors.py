@@ -42,3 +42,26 @@ class ReplyRejected(LLMError):
     """The endpoint answered, but not with what was asked for (no JSON, wrong shape). Only this
     may fall back to the heuristic extractor: a missing key or an endpoint that is down is the
     user's to fix, and a graph built from fallbacks would be resumed as if the LLM had written it."""
+
+
+class InfraError(SageGraphError):
+    """The run cannot go on: no key, a refused key, an endpoint down after its retries, a store
+    that cannot be reached, a reply missing in replay mode. An evaluation stops with one line,
+    keeps the questions it finished and reruns this one on resume; never scored as an empty
+    retrieval, which would turn an outage into a result."""
+
+
+class LLMUnavailable(LLMError, InfraError):
+    """No usable endpoint: missing or refused key, connection or server errors after the retries."""
+
+
+class ReplayMiss(LLMUnavailable):
+    """Replay mode and no recorded reply for this exact request."""
+
+
+class StoreUnavailable(StoreError, InfraError):
+    """The graph store cannot be reached (server gone, connection refused)."""
+
+
+class CypherInvalid(StoreError):
+    """The engine could not parse or plan a query (its message is kept for one repair attempt)."""

@@ -1,12 +1,27 @@
 """An OpenAI-compatible chat client with an on-disk reply cache, token/cost accounting and backoff.
 
-Why each piece: a cached reply is never paid twice (resumed builds, reruns); only replies the caller
-accepted are cached, so a malformed answer is not replayed forever; 429s and 5xx are retried with
-exponential backoff (honouring Retry-After) instead of corrupting a run.
+Contract (`LLMClient.chat`): one chat request in, one `Reply` out (text and tool calls, tokens,
+seconds, whether it came from the cache). The same request never reaches the endpoint twice: the
+cache key holds everything that changes a reply (model, base_url, messages, tools, tool choice,
+response format, temperature, max tokens and a sample index, so n agents at temperature > 0 get n
+different samples). Only replies the caller accepts are cached, so a malformed answer is not
+replayed forever. In `replay` mode a request missing from the cache is an error (ReplayMiss): a
+published run can be reproduced with no endpoint at all.
+
+Failures are split the way an evaluation must treat them:
+- the endpoint answered, but not with what was asked for -> ReplyRejected (the method's fallback);
+- the endpoint refused this request (400: too long, bad tools) -> LLMRequestRefused (fallback);
+- no key, a refused key, connection or server errors after the retries, a replay miss ->
+  LLMUnavailable, an InfraError: the run stops instead of scoring empty retrievals.
+
+429s and 5xx are retried with exponential backoff honouring Retry-After; a process-wide limit caps
+concurrent requests per endpoint, and optional requests/tokens per minute pace them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import logging
@@ -15,16 +30,22 @@ import random
 import sqlite3
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from sagegraph.config import LLMConfig
-from sagegraph.errors import LLMError, ReplyRejected
+from sagegraph.errors import LLMError, LLMUnavailable, ReplayMiss, ReplyRejected
 from sagegraph.sqlite_store import SQLiteFile
 
 log = logging.getLogger("sagegraph.llm")
 CACHE_VERSION = 1
+
+
+class LLMRequestRefused(LLMError):
+    """The endpoint refused this request (HTTP 400/413/422: context too long, unsupported option):
+    not an outage; the caller's fallback decides (AF degrades its documents, SPARK uses hybrid)."""
 
 
 @dataclass
@@ -35,19 +56,38 @@ class Usage:
     completion_tokens: int = 0
     retries: int = 0
     cost_usd: float = 0.0
+    llm_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, prompt: int, completion: int, cost: float, cached: bool) -> None:
+    def add(self, prompt: int, completion: int, cost: float, cached: bool, seconds: float = 0.0, retries: int = 0) -> None:
         with self._lock:
             self.calls += 1
             self.cached += int(cached)
+            self.retries += retries
             if not cached:
                 self.prompt_tokens += prompt
                 self.completion_tokens += completion
                 self.cost_usd += cost
+                self.llm_seconds += seconds
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.__dict__.items() if not k.startswith("_")}
+
+
+# The usage of the question being answered in this thread (`usage_scope`), beside the client's total.
+_SCOPE: contextvars.ContextVar[Usage | None] = contextvars.ContextVar("sagegraph_llm_scope", default=None)
+
+
+@contextlib.contextmanager
+def usage_scope() -> Iterator[Usage]:
+    """Count the LLM calls made inside the block (in this thread) separately: per-query usage when
+    questions run concurrently on one client."""
+    u = Usage()
+    token = _SCOPE.set(u)
+    try:
+        yield u
+    finally:
+        _SCOPE.reset(token)
 
 
 @dataclass
@@ -56,6 +96,9 @@ class Reply:
     prompt_tokens: int
     completion_tokens: int
     cached: bool
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{"id", "name", "arguments" (JSON text)}]
+    seconds: float = 0.0
+    key: str = ""
 
 
 def estimate_tokens(text: str) -> int:
@@ -65,29 +108,108 @@ def estimate_tokens(text: str) -> int:
 
 class ReplyCache:
     def __init__(self, path: Path):
-        self.file = SQLiteFile(path, "CREATE TABLE IF NOT EXISTS reply (key TEXT PRIMARY KEY, text TEXT, prompt INT, completion INT, created REAL)")
+        self.path = Path(path)
+        self.file = SQLiteFile(path, "CREATE TABLE IF NOT EXISTS reply (key TEXT PRIMARY KEY, text TEXT, prompt INT, completion INT, created REAL, extra TEXT)")
+        self._migrated = False
 
     def _db(self) -> sqlite3.Connection:
-        return self.file.conn()
+        db = self.file.conn()
+        if not self._migrated:  # caches written before tool calls existed lack the `extra` column
+            cols = {r[1] for r in db.execute("PRAGMA table_info(reply)")}
+            if "extra" not in cols:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+                    with db:
+                        db.execute("ALTER TABLE reply ADD COLUMN extra TEXT")
+            self._migrated = True
+        return db
 
     def get(self, key: str) -> Reply | None:
-        row = self._db().execute("SELECT text, prompt, completion FROM reply WHERE key=?", (key,)).fetchone()
-        return Reply(row[0], row[1], row[2], True) if row else None
+        row = self._db().execute("SELECT text, prompt, completion, extra FROM reply WHERE key=?", (key,)).fetchone()
+        if not row:
+            return None
+        extra = json.loads(row[3]) if row[3] else {}
+        return Reply(row[0], row[1], row[2], True, extra.get("tool_calls", []), extra.get("seconds", 0.0), key)
 
     def put(self, key: str, reply: Reply) -> None:
+        extra = json.dumps({"tool_calls": reply.tool_calls, "seconds": reply.seconds})
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO reply VALUES (?,?,?,?,?)", (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time()))
+            db.execute("INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra) VALUES (?,?,?,?,?,?)",
+                       (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time(), extra))
+
+    def rows(self, keys: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Cached replies as JSONL-ready dicts (`sagegraph llm export`), all or the given keys."""
+        db = self._db()
+        if keys is None:
+            cur = db.execute("SELECT key, text, prompt, completion, created, extra FROM reply")
+        else:
+            cur = (r for k in keys for r in db.execute("SELECT key, text, prompt, completion, created, extra FROM reply WHERE key=?", (k,)))
+        for key, text, prompt, completion, created, extra in cur:
+            yield {"key": key, "text": text, "prompt_tokens": prompt, "completion_tokens": completion, "created": created, "extra": json.loads(extra) if extra else {}}
+
+    def insert(self, row: dict[str, Any]) -> bool:
+        """Add one exported reply; an existing key is kept. True when it was new."""
+        db = self._db()
+        if db.execute("SELECT 1 FROM reply WHERE key=?", (row["key"],)).fetchone():
+            return False
+        with db:
+            db.execute("INSERT INTO reply (key, text, prompt, completion, created, extra) VALUES (?,?,?,?,?,?)",
+                       (row["key"], row["text"], int(row["prompt_tokens"]), int(row["completion_tokens"]), float(row.get("created") or time.time()),
+                        json.dumps(row.get("extra") or {})))
+        return True
 
 
 def require_credentials(cfg: LLMConfig) -> str | None:
     """The API key, or None for a keyless local endpoint; checked before a build starts any work."""
     key = os.environ.get(cfg.api_key_env)
-    if not key and cfg.base_url is None:
-        raise LLMError(f"no API key: set {cfg.api_key_env} (or llm.base_url for a local OpenAI-compatible server)")
+    if not key and resolved_base_url(cfg) is None:
+        raise LLMUnavailable(f"no API key: set {cfg.api_key_env} (or llm.base_url / OPENAI_BASE_URL for a local OpenAI-compatible server)")
     return key
 
 
+def resolved_base_url(cfg: LLMConfig) -> str | None:
+    """`llm.base_url` when set, else OPENAI_BASE_URL, else the openai default (None)."""
+    return cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+
+class _Pacer:
+    """Process-wide per endpoint: at most `concurrency` requests in flight, and, when set, at most
+    `rpm` requests and `tpm` (estimated prompt) tokens in any 60 seconds."""
+
+    _all: dict[tuple, "_Pacer"] = {}
+    _all_lock = threading.Lock()
+
+    def __init__(self, concurrency: int, rpm: int | None, tpm: int | None):
+        self.slots = threading.BoundedSemaphore(concurrency)
+        self.rpm, self.tpm = rpm, tpm
+        self.window: deque[tuple[float, int]] = deque()
+        self.lock = threading.Lock()
+
+    @classmethod
+    def of(cls, cfg: LLMConfig) -> "_Pacer":
+        key = (resolved_base_url(cfg), cfg.model, cfg.concurrency, cfg.requests_per_minute, cfg.tokens_per_minute)
+        with cls._all_lock:
+            if key not in cls._all:
+                cls._all[key] = cls(cfg.concurrency, cfg.requests_per_minute, cfg.tokens_per_minute)
+            return cls._all[key]
+
+    def wait_turn(self, tokens: int, sleep: Callable[[float], None]) -> None:
+        if not self.rpm and not self.tpm:
+            return
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                while self.window and now - self.window[0][0] >= 60.0:
+                    self.window.popleft()
+                used = sum(t for _, t in self.window)
+                if (not self.rpm or len(self.window) < self.rpm) and (not self.tpm or not self.window or used + tokens <= self.tpm):
+                    self.window.append((now, tokens))
+                    return
+                wait = 60.0 - (now - self.window[0][0]) + 0.01
+            sleep(min(wait, 5.0))
+
+
 _RETRYABLE = ("RateLimitError", "APITimeoutError", "APIConnectionError", "InternalServerError")
+_REFUSED = ("BadRequestError", "UnprocessableEntityError", "ConflictError")
 
 
 class LLMClient:
@@ -105,34 +227,66 @@ class LLMClient:
         return state
 
     @property
+    def base_url(self) -> str | None:
+        return resolved_base_url(self.cfg)
+
+    @property
     def client(self):
         if self._client is None:
             from openai import OpenAI
 
             key = require_credentials(self.cfg)
             # Retries are ours (with logging and Retry-After), so the SDK's own are off.
-            self._client = OpenAI(base_url=self.cfg.base_url, api_key=key or "unused", timeout=self.cfg.timeout_s, max_retries=0)
+            self._client = OpenAI(base_url=self.base_url, api_key=key or "unused", timeout=self.cfg.timeout_s, max_retries=0)
         return self._client
 
-    def cache_key(self, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
-        payload = {"v": CACHE_VERSION, "model": self.cfg.model, "messages": messages, "params": params}
+    def cache_key(self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0) -> str:
+        """Fields at their default are left out, so keys written before they existed stay valid."""
+        payload: dict[str, Any] = {"v": CACHE_VERSION, "model": self.cfg.model, "messages": messages, "params": params}
+        if self.base_url:
+            payload["base_url"] = self.base_url
+        if tools:
+            payload["tools"] = tools
+        if sample:
+            payload["sample"] = sample
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
     def cost(self, prompt: int, completion: int) -> float:
         return (prompt * self.cfg.price_input_per_mtok + completion * self.cfg.price_output_per_mtok) / 1e6
 
     def complete(self, messages: list[dict[str, str]], *, json_mode: bool = False, accept: Callable[[str], Any] | None = None) -> Reply:
-        """One chat completion; `accept(text)` raising means 'do not cache this reply'."""
-        params: dict[str, Any] = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens}
-        if json_mode:
-            params["response_format"] = {"type": "json_object"}
-        key = self.cache_key(messages, params)
+        """One chat completion (text out); `accept(text)` raising means 'do not cache this reply'."""
+        return self.chat(messages, response_format={"type": "json_object"} if json_mode else None, accept=accept)
+
+    def chat(self, messages: list[dict[str, Any]], *, tools: list[dict] | None = None, tool_choice: Any = None,
+             response_format: dict | None = None, sample: int = 0, max_tokens: int | None = None,
+             accept: Callable[[str], Any] | None = None) -> Reply:
+        params: dict[str, Any] = {"temperature": self.cfg.temperature, "max_tokens": max_tokens or self.cfg.max_tokens}
+        if response_format:
+            params["response_format"] = response_format
+        if tools and tool_choice is not None:
+            params["tool_choice"] = tool_choice
+        key = self.cache_key(messages, params, tools, sample)
+        scope = _SCOPE.get()
         hit = self.cache.get(key)
         if hit is not None:
-            self.usage.add(0, 0, 0.0, cached=True)
+            for u in (self.usage, scope):
+                if u is not None:
+                    u.add(0, 0, 0.0, cached=True)
             return hit
-        reply = self._call(messages, params)
-        self.usage.add(reply.prompt_tokens, reply.completion_tokens, self.cost(reply.prompt_tokens, reply.completion_tokens), cached=False)
+        if self.cfg.cache_mode == "replay":
+            raise ReplayMiss(f"replay mode: no recorded reply for this request to {self.cfg.model} (key {key[:12]}); "
+                             "import the run's replies (`sagegraph llm import`) or set llm.cache_mode: live")
+        if tools:
+            params = {**params, "tools": tools}
+        if sample and self.cfg.temperature > 0 and self.cfg.send_seed:
+            params["seed"] = sample
+        reply, retries = self._call(messages, params)
+        reply.key = key
+        cost = self.cost(reply.prompt_tokens, reply.completion_tokens)
+        for u in (self.usage, scope):
+            if u is not None:
+                u.add(reply.prompt_tokens, reply.completion_tokens, cost, cached=False, seconds=reply.seconds, retries=retries)
         if accept is not None:
             try:
                 accept(reply.text)  # raises on a bad reply: nothing is cached, the caller decides
@@ -141,15 +295,24 @@ class LLMClient:
         self.cache.put(key, reply)
         return reply
 
-    def _call(self, messages: list[dict[str, str]], params: dict[str, Any]) -> Reply:
+    def _call(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[Reply, int]:
         delay = 1.0
+        pacer = _Pacer.of(self.cfg)
         for attempt in range(self.cfg.max_retries + 1):
+            pacer.wait_turn(estimate_tokens(json.dumps(messages)), self._sleep)
+            t0 = time.perf_counter()
             try:
-                resp = self.client.chat.completions.create(model=self.cfg.model, messages=messages, **params)
+                with pacer.slots:
+                    resp = self.client.chat.completions.create(model=self.cfg.model, messages=messages, **params)
+            except LLMUnavailable:
+                raise
             except Exception as exc:  # openai's exception classes, matched by name to keep imports lazy
                 name = type(exc).__name__
+                if name in _REFUSED:
+                    raise LLMRequestRefused(f"{self.cfg.model} refused the request ({name}): {exc}") from exc
                 if name not in _RETRYABLE or attempt == self.cfg.max_retries:
-                    raise LLMError(f"LLM call failed ({name}): {exc}") from exc
+                    where = self.base_url or "the OpenAI API"
+                    raise LLMUnavailable(f"LLM endpoint {where} failed ({name}) after {attempt} retries: {exc}") from exc
                 wait = delay
                 headers = getattr(getattr(exc, "response", None), "headers", None) or {}
                 if headers.get("retry-after"):
@@ -159,18 +322,22 @@ class LLMClient:
                         pass
                 wait = min(60.0, wait) * (1 + 0.1 * random.random())
                 log.warning("LLM %s, retry %d/%d in %.1fs", name, attempt + 1, self.cfg.max_retries, wait)
-                self.usage.retries += 1
                 self._sleep(wait)
                 delay *= 2
                 continue
+            seconds = time.perf_counter() - t0
             usage = getattr(resp, "usage", None)
-            text = resp.choices[0].message.content or ""
+            msg = resp.choices[0].message
+            text = msg.content or ""
+            calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments or "{}"} for c in (getattr(msg, "tool_calls", None) or [])]
             return Reply(
                 text=text,
                 prompt_tokens=getattr(usage, "prompt_tokens", None) or estimate_tokens(json.dumps(messages)),
-                completion_tokens=getattr(usage, "completion_tokens", None) or estimate_tokens(text),
+                completion_tokens=getattr(usage, "completion_tokens", None) or estimate_tokens(text + json.dumps(calls)),
                 cached=False,
-            )
+                tool_calls=calls,
+                seconds=seconds,
+            ), attempt
         raise LLMError("unreachable")
 
 

@@ -4,6 +4,8 @@ import pytest
 from sagegraph.errors import SageGraphError
 from sagegraph.graph import Adjacency
 from sagegraph.retrieve import get_retriever, retriever_names
+from sagegraph.retrieve.base import Resources
+from sagegraph.retrieve.sage import SageParams
 from sagegraph.retrieve.base import Retrieval
 from sagegraph.retrieve.fusion import fuse, minmax, rank
 from sagegraph.retrieve.graph_index import GraphIndex
@@ -78,8 +80,8 @@ def test_minus_edge_policy_skips_expansion_for_edge_constrained_seeds(g):
         def search(self, query, k):
             return Retrieval(np.array([0, 1]), np.array([1.0, 0.5], np.float32), ["cypher"] * 2, {"edge_constrained": True})
 
-    minus = SageRetriever(g, k_prime=5, policy="-edge", seed=Constrained())
-    plus = SageRetriever(g, k_prime=5, policy="+edge", seed=Constrained())
+    minus = SageRetriever(Resources(g), SageParams(k_prime=5, policy="-edge"), seed=Constrained())
+    plus = SageRetriever(Resources(g), SageParams(k_prime=5, policy="+edge"), seed=Constrained())
     assert len(minus.search("anything", 2)) == 2 and minus.search("anything", 2).trace["expanded"] is False
     assert len(plus.search("anything", 2)) > 2
 

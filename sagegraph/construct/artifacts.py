@@ -20,11 +20,13 @@ from sagegraph.model import content_id
 # A stage's code version, bumped when a change alters what the stage writes: an upgraded sagegraph
 # then redoes that stage and the ones after it, in a resumed build or a sweep, instead of keeping
 # what the old code wrote. Version 1 adds nothing to a fingerprint, so stage outputs written before
-# versions existed stay valid. edges 2: the spread behind `confidence` is summed in float64.
-CODE_VERSIONS = {"edges": 2}
+# versions existed stay valid. edges 2: the spread behind `confidence` is summed in float64. store 2:
+# KB fields are typed node properties and KB names get a full-text index (a store loaded by
+# version 1 is reloaded once).
+CODE_VERSIONS = {"edges": 2, "store": 2}
 
 
-def _versioned(fingerprint: str, stage: str) -> str:
+def versioned(fingerprint: str, stage: str) -> str:
     version = CODE_VERSIONS.get(stage, 1)
     return fingerprint if version == 1 else content_id(fingerprint, f"{stage}-code-v{version}")
 
@@ -40,7 +42,7 @@ class Layout:
         chunks = content_id(src, cfg.stage_fingerprint("chunking", "tables"), cfg.embedding.resolved_name())
         meta = content_id(chunks, cfg.stage_fingerprint("metadata"), cfg.llm.model if cfg.metadata.mode == "llm" else "")
         vecs = content_id(meta, cfg.embedding.resolved_name())
-        edges = _versioned(content_id(vecs, cfg.stage_fingerprint("edges")), "edges")
+        edges = versioned(content_id(vecs, cfg.stage_fingerprint("edges")), "edges")
         return cls(cfg.out, {"sources": src, "chunks": chunks, "metadata": meta, "vectors": vecs, "edges": edges})
 
     def stage_path(self, stage: str) -> Path:

@@ -51,6 +51,6 @@ def table_nodes(tables: list[Table], rows_per_segment: int, keep_links: bool = F
 def kb_nodes(objects: list[KBObject]) -> list[Node]:
     nodes = []
     for obj in objects:
-        text = "\n".join(f"{k}: {v}" for k, v in obj.fields.items())
+        text = "\n".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in obj.fields.items())
         nodes.append(Node(node_id(ENTITY, obj.id, obj.type), ENTITY, obj.type, text, obj.id, obj.name, 0, {"fields": obj.fields}))
     return nodes

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from sagegraph.construct import edges as E
-from sagegraph.construct.artifacts import Layout, read_json, save_npz, write_json
+from sagegraph.construct.artifacts import Layout, read_json, save_npz, versioned, write_json
 from sagegraph.construct.edge_records import extra_for, pair_edge_table
 from sagegraph.construct.fields import FIELDS, entity_set, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
@@ -333,7 +333,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     layout = Layout.of(cfg)
     path = cfg.store.path or layout.out / "store"
     marker = Path(path) / f"loaded-{cfg.store.graph}.json" if cfg.store.backend == "falkordb" else layout.out / f"loaded-neo4j-{cfg.store.graph}.json"
-    fp = layout.cfg_fp["edges"]
+    fp = versioned(layout.cfg_fp["edges"], "store")
     previous = read_json(marker).get("fingerprint") if marker.exists() else None
     if previous == fp:
         return {**read_json(marker), "resumed": True, "seconds": 0.0}
@@ -355,6 +355,8 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
         # its server loads the graph), so a build that waited would only wait for one it drops on
         # close. Vector queries wait for it (`vector_search`).
         store.ensure_indexes(vectors.shape[1], wait=False)
+        if any(n.modality == ENTITY for n in nodes):
+            store.ensure_fulltext()
     summary = {"backend": cfg.store.backend, "path": str(path), "graph": cfg.store.graph, "fingerprint": fp, **counts, "seconds": time.perf_counter() - t0}
     write_json(marker, summary)
     return {**summary, "resumed": False}

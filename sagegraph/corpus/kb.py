@@ -1,11 +1,17 @@
 """A semi-structured knowledge base in the STaRK SKB spirit: typed nodes with text fields, typed edges.
 
-Layout: `nodes.jsonl` with {"id", "type", "fields": {name: text, ...}} (or the fields inline) and
+Layout: `nodes.jsonl` with {"id", "type", "fields": {name: value, ...}} (or the fields inline) and
 `edges.jsonl` with {"src", "dst", "type"}.
+
+Field values keep their JSON types (numbers stay numbers, lists stay lists of primitives, dates
+are ISO strings), because they become typed properties in the graph store that LLM-written Cypher
+filters on (`m.year > 2000`); only nested objects, which a store property cannot hold, become JSON
+text.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +25,22 @@ EDGES = "edges.jsonl"
 RESERVED = {"id", "type", "fields"}
 
 
+def field_value(value: Any) -> Any:
+    """A value a store property can hold: primitives and lists of primitives as they are."""
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, list) and all(isinstance(v, (str, int, float, bool)) for v in value):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
 def parse_kb_node(obj: dict[str, Any], path: Path, lineno: int) -> KBObject:
     raw = obj.get("fields")
     if raw is None:
         raw = {k: v for k, v in obj.items() if k not in RESERVED}
     if not isinstance(raw, dict):
-        raise InputError(path, lineno, "fields", "expected an object of text fields")
-    fields = {str(k): v if isinstance(v, str) else str(v) for k, v in raw.items() if v not in (None, "", [], {})}
+        raise InputError(path, lineno, "fields", "expected an object of fields")
+    fields = {str(k): field_value(v) for k, v in raw.items() if v not in (None, "", [], {})}
     if not fields:
         raise InputError(path, lineno, "fields", "no non-empty text field")
     return KBObject(id=str(require(obj, "id", (str, int), path, lineno)), type=require(obj, "type", str, path, lineno), fields=fields)

@@ -9,7 +9,7 @@ from sagegraph.corpus.generic import load_generic
 from sagegraph.corpus.jsonl import ErrorPolicy
 from sagegraph.corpus.kb import NODES, load_kb
 from sagegraph.corpus.ottqa import PASSAGES, QUESTIONS, TABLES, load_ottqa
-from sagegraph.corpus.ottqa import load_questions as _load_questions
+from sagegraph.corpus.questions import load_questions as _load_questions
 from sagegraph.corpus.records import Corpus, Question
 from sagegraph.errors import ConfigError
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -28,17 +29,17 @@ class Table:
 
 @dataclass(slots=True)
 class KBObject:
-    """One semi-structured knowledge-base node (STaRK SKB style): a type and named text fields."""
+    """One semi-structured knowledge-base node (STaRK SKB style): a type and named, typed fields."""
 
     id: str
     type: str
-    fields: dict[str, str]
+    fields: dict[str, Any]
 
     @property
     def name(self) -> str:
         for key in ("name", "title", "label"):
             if self.fields.get(key):
-                return self.fields[key]
+                return str(self.fields[key])
         return self.id
 
 
@@ -51,10 +52,15 @@ class KBRelation:
 
 @dataclass(slots=True)
 class Question:
+    """A question and its gold sources (OTT-QA: table and passage ids; a KB: object ids).
+    `meta` keeps whatever else the questions file said (template, hops, target type, ...): for
+    per-family reports and the oracle endpoint, never for retrieval."""
+
     id: str
     text: str
     gold_sources: list[str]
     answer: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

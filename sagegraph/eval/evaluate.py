@@ -9,19 +9,26 @@ from pathlib import Path
 from typing import Any
 
 from sagegraph.corpus.jsonl import ErrorPolicy
-from sagegraph.corpus.ottqa import load_questions
+from sagegraph.corpus.questions import load_questions
 from sagegraph.corpus.records import Question
 from sagegraph.errors import SageGraphError
 from sagegraph.eval.runner import EvalConfig, run_eval
-from sagegraph.retrieve.base import Retriever, get_retriever
+from sagegraph.retrieve.base import Resources, Retriever, get_retriever, retriever_class
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.sage import SageRetriever
 
 
-def make_retriever(g: GraphIndex, cfg: EvalConfig) -> Retriever:
-    if cfg.retriever == "sage":
-        return get_retriever("sage", g, k_prime=cfg.k_prime, seed_retriever=cfg.seed_retriever, alpha=cfg.alpha, policy=cfg.policy)
-    return get_retriever(cfg.retriever, g, alpha=cfg.alpha)
+AXES = ("k_prime", "seed_retriever", "alpha", "policy")  # EvalConfig fields a retriever takes when its Params has them
+
+
+def retriever_params(cfg: EvalConfig) -> dict[str, Any]:
+    """The sweep axes this retriever declares, then its own `params` (which win)."""
+    fields = retriever_class(cfg.retriever).Params.model_fields
+    return {**{a: getattr(cfg, a) for a in AXES if a in fields}, **cfg.params}
+
+
+def make_retriever(res: Resources | GraphIndex, cfg: EvalConfig) -> Retriever:
+    return get_retriever(cfg.retriever, res, **retriever_params(cfg))
 
 
 def default_questions(graph_dir: Path) -> Path:
@@ -41,22 +48,36 @@ def read_questions(path: Path) -> list[Question]:
     return load_questions(Path(path), ErrorPolicy("raise"))
 
 
-def evaluate_one(g: GraphIndex, cfg: EvalConfig, questions: list[Question], out_dir: Path) -> dict[str, Any]:
-    retriever = make_retriever(g, cfg)
-    g.encode_queries([q.text for q in questions])
-    return run_eval(g, questions, cfg, lambda q: retriever.search(q.text, cfg.k), out_dir)
+def _resources(x: Resources | GraphIndex) -> Resources:
+    return x if isinstance(x, Resources) else Resources(x)
 
 
-def evaluate_group(g: GraphIndex, cfgs: list[EvalConfig], questions: list[Question], out_root: Path) -> list[dict[str, Any]]:
-    """Configurations that differ only in k' (same seed retriever, k, alpha, policy): one seed
-    retrieval per question, memoised, then one cheap expansion per k'."""
+def evaluate_one(res: Resources | GraphIndex, cfg: EvalConfig, questions: list[Question], out_dir: Path,
+                 concurrency: int = 1, timeout_s: float | None = None) -> dict[str, Any]:
+    res = _resources(res)
+    retriever = make_retriever(res, cfg)
+    res.graph.encode_queries([q.text for q in questions])
+    return run_eval(res.graph, questions, cfg, lambda q: retriever.search(q.text, cfg.k), out_dir, concurrency, timeout_s)
+
+
+def group_key(c: EvalConfig) -> tuple:
+    """Configurations with equal keys share their seeds: they differ in k' alone."""
+    return (c.retriever, c.seed_retriever, c.k, c.alpha, c.policy, c.edges, json.dumps(c.params, sort_keys=True), c.prompt)
+
+
+def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], questions: list[Question], out_root: Path,
+                   concurrency: int = 1, timeout_s: float | None = None) -> list[dict[str, Any]]:
+    """Configurations that differ only in k' (same seed retriever, k, alpha, policy, params): one
+    seed retrieval per question, memoised, then one cheap expansion per k'."""
+    res = _resources(res)
+    g = res.graph
     base = cfgs[0]
-    if any((c.retriever, c.seed_retriever, c.k, c.alpha, c.policy, c.edges) != (base.retriever, base.seed_retriever, base.k, base.alpha, base.policy, base.edges) for c in cfgs):
+    if any(group_key(c) != group_key(base) for c in cfgs):
         raise ValueError("evaluate_group needs configurations that differ only in k'")
     g.encode_queries([q.text for q in questions])
     if base.retriever != "sage":
-        return [evaluate_one(g, c, questions, out_root / c.key()) for c in cfgs]
-    sage = make_retriever(g, base)
+        return [evaluate_one(res, c, questions, out_root / c.key(), concurrency, timeout_s) for c in cfgs]
+    sage = make_retriever(res, base)
     assert isinstance(sage, SageRetriever)
     seeds: dict[str, tuple[Any, float]] = {}
 
@@ -71,4 +92,4 @@ def evaluate_group(g: GraphIndex, cfgs: list[EvalConfig], questions: list[Questi
         seeds[q.id] = (r, (time.perf_counter() - t0) * 1000)
         return sage.expand(q.text, r, k_prime)
 
-    return [run_eval(g, questions, c, lambda q, c=c: search(q, c.k_prime), out_root / c.key()) for c in cfgs]
+    return [run_eval(g, questions, c, lambda q, c=c: search(q, c.k_prime), out_root / c.key(), concurrency, timeout_s) for c in cfgs]

@@ -6,15 +6,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from sagegraph.corpus.records import Question
-from sagegraph.errors import SageGraphError
+from sagegraph.errors import ConfigError, InfraError, SageGraphError
 from sagegraph.eval.metrics import MRR_CONVENTION, RECALL_KS, mean_metrics, metric_names, query_metrics
 from sagegraph.eval.runfiles import write_metrics, write_per_query_csv, write_trec
 from sagegraph.retrieve.base import Retrieval
@@ -32,13 +34,16 @@ class EvalConfig:
     seed_retriever: str = "hybrid"
     policy: str = "+edge"
     edges: str = ""  # edge-setting variant of the graph ("percentile=90"); "" = the graph as built
+    params: dict[str, Any] = field(default_factory=dict)  # the retriever's own parameters beyond the axes above
+    prompt: str = ""  # the retriever's prompt version: a changed prompt reruns instead of resuming old rows
 
     @property
     def total(self) -> int:
         return self.k + (self.k_prime if self.retriever == "sage" else 0)
 
     def key(self) -> str:
-        fields = {k: v for k, v in self.__dict__.items() if k != "edges" or v}  # keys of runs made before variants stay valid
+        # Fields added later are left out at their default, so keys of runs made before them stay valid.
+        fields = {k: v for k, v in self.__dict__.items() if k not in ("edges", "params", "prompt") or v}
         return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
 
     def label(self) -> str:
@@ -46,6 +51,8 @@ class EvalConfig:
             name = f"sage[{self.seed_retriever},k={self.k},k'={self.k_prime},a={self.alpha},{self.policy}]"
         else:
             name = f"{self.retriever}[k={self.k},a={self.alpha}]" if self.retriever == "hybrid" else f"{self.retriever}[k={self.k}]"
+        if self.params:
+            name = name[:-1] + "," + ",".join(f"{k}={v}" for k, v in sorted(self.params.items())) + "]"
         return f"{name}@{{{self.edges}}}" if self.edges else name
 
 
@@ -104,13 +111,19 @@ def _set_aside_if_stale(out_dir: Path, stamp: str) -> None:
     log.warning("%s: made on another graph or question set; moved to %s.stale-%d and run again", out_dir, out_dir.name, n)
 
 
-def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: Callable[[Question], Retrieval], out_dir: Path) -> dict[str, Any]:
-    stamp = inputs_stamp(g, questions)
-    _set_aside_if_stale(out_dir, stamp)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "inputs.txt").write_text(stamp)
-    (out_dir / "config.json").write_text(json.dumps({**cfg.__dict__, "label": cfg.label(), "graph": str(g.dir)}, indent=1))
-    log_path = out_dir / "per_query.jsonl"
+USAGE_KEYS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "llm_seconds", "retries")
+
+
+def _col(k: str) -> str:
+    return k if k.startswith("llm_") else f"llm_{k}"
+
+
+def usage_columns(r: Retrieval) -> dict[str, Any]:
+    """Per-query LLM usage as flat columns (`llm_calls`, `llm_prompt_tokens`, ...)."""
+    return {_col(k): r.usage.get(k, 0) for k in USAGE_KEYS}
+
+
+def _read_done(log_path: Path) -> dict[str, dict[str, Any]]:
     done: dict[str, dict[str, Any]] = {}
     if log_path.exists():
         for line in log_path.read_text(encoding="utf-8").splitlines():
@@ -119,37 +132,134 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
                 done[row["qid"]] = row
             except json.JSONDecodeError:
                 break  # a line cut by a crash: everything after it is redone
+    return done
+
+
+def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: Callable[[Question], Retrieval], out_dir: Path,
+             concurrency: int = 1, timeout_s: float | None = None) -> dict[str, Any]:
+    """Run `search` over the questions and score it; resumable, and honest about failures.
+
+    Contract: finished questions are appended to per_query.jsonl as they finish (in completion
+    order) and never rerun on the same inputs; questions run on a pool of `concurrency` threads.
+    A model failure is the retriever's to handle (its fallback, counted in the trace); any other
+    SageGraphError scores that question as retrieving nothing and is counted in `errors`; a
+    question still running after `timeout_s` is scored the same way and counted in `timeouts`.
+    An InfraError (endpoint or store down, no key, a replay miss) stops the run: the questions
+    finished so far are kept, the failed ones are not written, and the error is re-raised, so a
+    rerun finishes them instead of scoring an outage as empty retrievals. metrics.json is written
+    only for a complete run."""
+    stamp = inputs_stamp(g, questions)
+    _set_aside_if_stale(out_dir, stamp)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "inputs.txt").write_text(stamp)
+    (out_dir / "config.json").write_text(json.dumps({**cfg.__dict__, "label": cfg.label(), "graph": str(g.dir)}, indent=1))
+    log_path = out_dir / "per_query.jsonl"
+    done = _read_done(log_path)
     scorable, missing = split_questions(g, questions)
-    with log_path.open("a", encoding="utf-8") as fh:
-        for q in scorable:
-            if q.id in done:
-                continue
-            t0 = time.perf_counter()
-            try:
-                r = search(q)
-            except SageGraphError as exc:  # one bad question is scored as retrieving nothing, and counted
-                log.warning("question %s: %s", q.id, exc)
-                r = Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [], {"error": str(exc)})
-            row = score_query(g, q, r, (time.perf_counter() - t0) * 1000 + r.trace.get("reused_seed_ms", 0.0), recall_ks(cfg))
-            row["error"] = r.trace.get("error")
+    todo = [q for q in scorable if q.id not in done]
+    ks = recall_ks(cfg)
+    lock = threading.Lock()
+
+    def timed(q: Question) -> tuple[Retrieval, float]:
+        started[q.id] = time.monotonic()
+        t0 = time.perf_counter()
+        try:
+            r = search(q)
+        except (InfraError, ConfigError):  # an outage or a setting to fix: stop, keep what finished
+            raise
+        except SageGraphError as exc:  # one bad question is scored as retrieving nothing, and counted
+            log.warning("question %s: %s", q.id, exc)
+            r = Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [], {"error": str(exc)})
+        return r, (time.perf_counter() - t0) * 1000 + r.trace.get("reused_seed_ms", 0.0)
+
+    def record(fh, traces, q: Question, r: Retrieval, ms: float) -> None:
+        row = score_query(g, q, r, ms, ks)
+        row["error"] = r.trace.get("error")
+        row.update(usage_columns(r))
+        row["counters"] = r.trace.get("counters", {})
+        with lock:
             fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            if r.trace:
+                traces.write(json.dumps({"qid": q.id, "question": q.text, **r.trace}, default=str) + "\n")
+                traces.flush()
             done[q.id] = row
+
+    started: dict[str, float] = {}
+    with log_path.open("a", encoding="utf-8") as fh, (out_dir / "traces.jsonl").open("a", encoding="utf-8") as traces:
+        if concurrency <= 1 and timeout_s is None:
+            for q in todo:
+                r, ms = timed(q)
+                record(fh, traces, q, r, ms)
+        else:
+            _run_pool(todo, timed, lambda q, r, ms: record(fh, traces, q, r, ms), concurrency, timeout_s, started)
     rows = [done[q.id] for q in scorable]
-    keys = metric_names(recall_ks(cfg))
+    return write_summary_files(out_dir, cfg, rows, missing, stamp, ks)
+
+
+def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: float | None, started: dict[str, float]) -> None:
+    pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="question")
+    futures = {pool.submit(timed, q): q for q in todo}
+    pending = set(futures)
+    failure: BaseException | None = None
+    try:
+        while pending:
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for f in finished:
+                q = futures[f]
+                try:
+                    r, ms = f.result()
+                except (InfraError, ConfigError) as exc:
+                    failure = failure or exc
+                    continue
+                record(q, r, ms)
+            if failure is not None:
+                break
+            if timeout_s is not None:
+                now = time.monotonic()
+                for f in list(pending):
+                    q = futures[f]
+                    if q.id in started and now - started[q.id] > timeout_s:
+                        pending.discard(f)  # its thread runs on; the result is ignored
+                        log.warning("question %s: no answer after %.0f s", q.id, timeout_s)
+                        record(q, Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [], {"error": f"timed out after {timeout_s:g} s", "timeout": True}),
+                               timeout_s * 1000)
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=failure is None, cancel_futures=True)
+    if failure is not None:
+        raise failure
+
+
+def write_summary_files(out_dir: Path, cfg: EvalConfig, rows: list[dict[str, Any]], missing: list[str], stamp: str, ks: list[int]) -> dict[str, Any]:
+    keys = metric_names(ks)
     metrics = mean_metrics([{k: r[k] for k in keys} for r in rows])
     lat = np.array([r["latency_ms"] for r in rows]) if rows else np.zeros(1)
+    n = max(1, len(rows))
+    usage = {_col(k): sum(r.get(_col(k), 0) or 0 for r in rows) for k in USAGE_KEYS}
+    counters: dict[str, float] = {}
+    for r in rows:
+        for name, v in (r.get("counters") or {}).items():
+            counters[name] = counters.get(name, 0) + float(v)
     summary = {
         **{k: round(v, 6) for k, v in metrics.items()},
         "questions": len(rows),
         "gold_missing": len(missing),
         "short_neighbourhood": sum(1 for r in rows if r.get("short_neighbourhood")),
         "errors": sum(1 for r in rows if r.get("error")),
+        "timeouts": sum(1 for r in rows if str(r.get("error") or "").startswith("timed out")),
         "latency_p50_ms": round(float(np.percentile(lat, 50)), 3),
         "latency_p95_ms": round(float(np.percentile(lat, 95)), 3),
+        **{k: round(v, 6) for k, v in usage.items()},
+        **{f"{k}_per_query": round(v / n, 6) for k, v in usage.items() if k != "llm_retries"},
+        **{f"count_{k}": int(v) for k, v in sorted(counters.items())},
+        **{f"rate_{k}": round(v / n, 6) for k, v in sorted(counters.items())},
         "mrr_convention": MRR_CONVENTION,
         "inputs": stamp,
     }
-    write_per_query_csv(out_dir / "per_query.csv", rows, keys)
+    usage_cols = [_col(k) for k in USAGE_KEYS]
+    write_per_query_csv(out_dir / "per_query.csv", rows, keys + usage_cols)
     write_trec(out_dir / "run.trec", ((r["qid"], r["ranked"], r["scores"]) for r in rows), cfg.label().replace(" ", ""))
     write_metrics(out_dir / "metrics.json", summary)
     return summary

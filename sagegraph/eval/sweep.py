@@ -138,9 +138,11 @@ def configurations(cfg: SweepConfig) -> list[EvalConfig]:
 
 def groups(cfgs: list[EvalConfig]) -> list[list[EvalConfig]]:
     """One group per seed computation and graph: (retriever, seed retriever, k, alpha, policy, edges)."""
+    from sagegraph.eval.evaluate import group_key
+
     out: dict[tuple, list[EvalConfig]] = {}
     for c in cfgs:
-        out.setdefault((c.retriever, c.seed_retriever, c.k, c.alpha, c.policy, c.edges), []).append(c)
+        out.setdefault(group_key(c), []).append(c)
     return list(out.values())
 
 

@@ -1,15 +1,32 @@
-"""The retriever interface: `search(query, k)` returns ranked node ids with scores and a trace of
-how each was found; concrete retrievers implement `_search`. One registry maps names to classes."""
+"""The retriever interface and its one registry.
+
+Contract: a retriever is built from `Resources` (what it may use) and its validated `Params`, and
+`search(query, k)` returns a `Retrieval`: graph rows best first, their scores, how each was found,
+the LLM usage the query cost and a trace of what the method did (the plan, the Cypher that ran,
+row counts, fallbacks). A retriever never sees gold labels. It may raise an InfraError (endpoint or
+store down), which stops an evaluation; anything the model got wrong is handled by the method's
+own fallback inside `search`, and recorded in the trace.
+
+Each retriever declares its parameters as a pydantic model (`Params`): unknown keys and bad values
+are refused with their names when a sweep file loads, before any work.
+"""
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sagegraph.errors import SageGraphError
+from sagegraph.errors import ConfigError, SageGraphError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from sagegraph.llm import LLMClient
+    from sagegraph.retrieve.graph_index import GraphIndex
+    from sagegraph.store.base import GraphStore
 
 
 @dataclass
@@ -18,16 +35,67 @@ class Retrieval:
 
     idx: np.ndarray
     scores: np.ndarray
-    found_by: list[str] = field(default_factory=list)  # per result: "seed", "neighbour", "bm25", ...
+    found_by: list[str] = field(default_factory=list)  # per result: "seed", "neighbour", "bm25", "cypher", ...
     trace: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)  # this query's LLM calls, tokens, cost, seconds
 
     def __len__(self) -> int:
         return len(self.idx)
 
 
+class Resources:
+    """What retrievers may use, built once per process and shared by every retriever in it: the
+    graph index (BM25, dense, adjacency, encoder), an LLM client, and a graph-store handle that is
+    opened on first use (so retrievers that never run Cypher never start a database server)."""
+
+    def __init__(self, graph: "GraphIndex", llm: "LLMClient | None" = None, store_factory: Callable[[], "GraphStore"] | None = None):
+        self.graph = graph
+        self._llm = llm
+        self._store_factory = store_factory
+        self._store: GraphStore | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def llm(self) -> "LLMClient":
+        if self._llm is None:
+            raise ConfigError("this retriever calls an LLM: give LLM settings (--llm conf/llm_local.yaml, a sweep's `llm:` block, or OPENAI_API_KEY / OPENAI_BASE_URL)")
+        return self._llm
+
+    @property
+    def has_llm(self) -> bool:
+        return self._llm is not None
+
+    @property
+    def store(self) -> "GraphStore":
+        with self._lock:
+            if self._store is None:
+                if self._store_factory is None:
+                    raise StoreUnavailable("this retriever runs Cypher, but the graph was built without a graph store (store.backend: none)")
+                self._store = self._store_factory()
+            return self._store
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
 class Retriever(ABC):
-    name: str = "abstract"
-    uses_edges: bool = False  # results depend on the graph's edges: sweeps run it on every edge variant
+    name: ClassVar[str] = "abstract"
+    uses_edges: ClassVar[bool] = False  # results depend on the graph's edges: sweeps run it on every edge variant
+    uses_llm: ClassVar[bool] = False
+    prompt_version: ClassVar[str] = ""  # part of the run key: a changed prompt reruns instead of resuming
+    Params: ClassVar[type[BaseModel]] = NoParams
+
+    def __init__(self, res: Resources, params: BaseModel):
+        self.res = res
+        self.g = res.graph
+        self.p = params
 
     def search(self, query: str, k: int) -> Retrieval:
         if not query or not query.strip():
@@ -40,10 +108,10 @@ class Retriever(ABC):
     def _search(self, query: str, k: int) -> Retrieval: ...
 
     def params(self) -> dict[str, Any]:
-        return {}
+        return self.p.model_dump()
 
 
-REGISTRY: dict[str, Callable[..., Retriever]] = {}
+REGISTRY: dict[str, type[Retriever]] = {}
 
 
 def register(name: str):
@@ -58,8 +126,16 @@ def register(name: str):
 def retriever_names() -> list[str]:
     import sagegraph.retrieve.flat  # noqa: F401  (registers bm25, dense, hybrid)
     import sagegraph.retrieve.sage  # noqa: F401
+    import sagegraph.retrieve.spark  # noqa: F401
 
     return sorted(REGISTRY)
+
+
+def retriever_class(name: str) -> type[Retriever]:
+    names = retriever_names()
+    if name not in REGISTRY:
+        raise SageGraphError(f"unknown retriever {name!r}; registered: {', '.join(names)}")
+    return REGISTRY[name]
 
 
 def uses_edges(name: str) -> bool:
@@ -67,8 +143,18 @@ def uses_edges(name: str) -> bool:
     return bool(getattr(REGISTRY.get(name), "uses_edges", False))
 
 
-def get_retriever(name: str, graph, **params) -> Retriever:
-    names = retriever_names()
-    if name not in REGISTRY:
-        raise SageGraphError(f"unknown retriever {name!r}; registered: {', '.join(names)}")
-    return REGISTRY[name](graph, **params)
+def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
+    """The retriever's params model, or a ConfigError naming each bad or unknown key."""
+    cls = retriever_class(name)
+    try:
+        return cls.Params.model_validate(params)
+    except ValidationError as exc:
+        known = ", ".join(cls.Params.model_fields) or "none"
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(params)'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"retriever {name!r}: {problems} (its parameters: {known})") from None
+
+
+def get_retriever(name: str, res: "Resources | GraphIndex", **params) -> Retriever:
+    if not isinstance(res, Resources):
+        res = Resources(res)
+    return retriever_class(name)(res, validate_params(name, params))

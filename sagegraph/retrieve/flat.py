@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sagegraph.errors import SageGraphError
-from sagegraph.retrieve.base import Retrieval, Retriever, register
+from pydantic import BaseModel, ConfigDict, Field
+
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.fusion import fuse, rank
 from sagegraph.retrieve.graph_index import GraphIndex
 
@@ -17,9 +18,6 @@ def _ranked(g: GraphIndex, idx: np.ndarray, scores: np.ndarray, k: int, label: s
 
 @register("bm25")
 class BM25Retriever(Retriever):
-    def __init__(self, graph: GraphIndex, **_):
-        self.g = graph
-
     def _search(self, query: str, k: int) -> Retrieval:
         s = self.g.bm25_scores(query)
         cand = np.flatnonzero(s > 0)
@@ -30,12 +28,15 @@ class BM25Retriever(Retriever):
 
 @register("dense")
 class DenseRetriever(Retriever):
-    def __init__(self, graph: GraphIndex, **_):
-        self.g = graph
-
     def _search(self, query: str, k: int) -> Retrieval:
         idx, s = self.g.dense.search(self.g.query_vector(query), k)
         return _ranked(self.g, idx, s, k, "dense")
+
+
+class HybridParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    alpha: float = Field(0.6, ge=0.0, le=1.0, description="BM25 weight; 1 - alpha for dense (SAGE: 0.6)")
+    depth: int = Field(200, ge=1, description="candidates from each of BM25 and dense before fusion")
 
 
 @register("hybrid")
@@ -43,13 +44,20 @@ class HybridRetriever(Retriever):
     """alpha * minmax(BM25) + (1 - alpha) * minmax(cosine) over the union of both top-`depth` lists,
     each candidate scored exactly by both."""
 
-    def __init__(self, graph: GraphIndex, alpha: float = 0.6, depth: int = 200, **_):
-        if not 0.0 <= alpha <= 1.0:
-            raise SageGraphError(f"alpha must be in [0, 1], got {alpha}")
-        self.g, self.alpha, self.depth = graph, alpha, depth
+    Params = HybridParams
 
-    def params(self) -> dict:
-        return {"alpha": self.alpha, "depth": self.depth}
+    @classmethod
+    def over(cls, graph_or_res, alpha: float = 0.6, depth: int = 200) -> "HybridRetriever":
+        res = graph_or_res if isinstance(graph_or_res, Resources) else Resources(graph_or_res)
+        return cls(res, HybridParams(alpha=alpha, depth=depth))
+
+    @property
+    def alpha(self) -> float:
+        return self.p.alpha
+
+    @property
+    def depth(self) -> int:
+        return self.p.depth
 
     def scores_for(self, query: str, idx: np.ndarray) -> np.ndarray:
         """Fused scores of given nodes, normalised over exactly those nodes."""
@@ -63,3 +71,21 @@ class HybridRetriever(Retriever):
         den, _ = self.g.dense.search(self.g.query_vector(query), depth)
         cand = np.union1d(lex, den)
         return _ranked(self.g, cand, self.scores_for(query, cand), k, "hybrid", candidates=int(len(cand)))
+
+    def search_within(self, query: str, rows: np.ndarray, k: int, label: str = "hybrid") -> Retrieval:
+        """The same fusion restricted to given rows (one node type, a Cypher result set): the top
+        `depth` of each signal inside the rows, fused and normalised over exactly those."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) == 0:
+            return Retrieval(rows, np.zeros(0, np.float32), [], {})
+        depth = max(self.depth, k)
+        bm = self.g.bm25_scores(query)[rows]
+        dn = self.g.dense.scores_for(self.g.query_vector(query), rows)
+        if len(rows) > depth:
+            lex = np.argpartition(-bm, depth - 1)[:depth]
+            lex = lex[bm[lex] > 0]
+            cand = np.union1d(lex, np.argpartition(-dn, depth - 1)[:depth])
+        else:
+            cand = np.arange(len(rows))
+        fused = fuse(bm[cand], dn[cand], self.alpha)
+        return _ranked(self.g, rows[cand], fused, k, label)

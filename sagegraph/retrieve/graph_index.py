@@ -1,6 +1,11 @@
 """A built graph opened for retrieval: node table, BM25 and dense indexes, CSR adjacency, and the
 query encoder. Indexes load lazily; per-query BM25 scores and query vectors are memoised so that
-several retrievers over the same question (a sweep) compute them once."""
+several retrievers over the same question (a sweep) compute them once.
+
+Contract: rows are positions in nodes.parquet, fixed for the life of the object; `ids`,
+`source_ids`, `types` and every vector file are row-aligned; `rows_of_type` and `rows_for_ids`
+map a store's answers (node ids or KB object ids) back to rows. Thread-safe for reads: the memo
+is the only shared state, and a lost race only computes a value twice."""
 
 from __future__ import annotations
 
@@ -30,10 +35,11 @@ class GraphIndex:
         self.dir = Path(graph_dir)
         if not (self.dir / "nodes.parquet").exists():
             raise SageGraphError(f"{self.dir}: no built graph here (nodes.parquet missing); run `sagegraph build` first")
-        nodes = pq.read_table(self.dir / "nodes.parquet", columns=["id", "modality", "source_id", "text", "title"])
+        nodes = pq.read_table(self.dir / "nodes.parquet", columns=["id", "modality", "type", "source_id", "text", "title"])
         self.ids = np.array(nodes.column("id").to_pylist(), dtype=object)
         self.source_ids = np.array(nodes.column("source_id").to_pylist(), dtype=object)
         self.modality = np.array(nodes.column("modality").to_pylist(), dtype=object)
+        self.types = np.array(nodes.column("type").to_pylist(), dtype=object)
         self._texts = nodes.column("text").to_pylist()
         self._titles = nodes.column("title").to_pylist()
         self.row = {nid: i for i, nid in enumerate(self.ids)}
@@ -52,6 +58,48 @@ class GraphIndex:
 
     def text(self, i: int) -> str:
         return self._texts[i]
+
+    def title(self, i: int) -> str:
+        return self._titles[i]
+
+    @cached_property
+    def _type_rows(self) -> dict[str, np.ndarray]:
+        out: dict[str, list[int]] = {}
+        for i, t in enumerate(self.types):
+            out.setdefault(t, []).append(i)
+        return {t: np.array(v, dtype=np.int64) for t, v in out.items()}
+
+    def rows_of_type(self, node_type: str | None) -> np.ndarray:
+        """Rows of one node type (a KB label); None or an unknown type: every row."""
+        if node_type is None or node_type not in self._type_rows:
+            return np.arange(len(self.ids), dtype=np.int64)
+        return self._type_rows[node_type]
+
+    def node_types(self) -> list[str]:
+        return sorted(self._type_rows)
+
+    @cached_property
+    def _source_row(self) -> dict[str, int]:
+        return {s: i for i, s in reversed(list(enumerate(self.source_ids)))}  # first chunk of each source
+
+    def rows_for_ids(self, values) -> np.ndarray:
+        """Rows of store answers, which may be node ids or KB object ids (a node's source id);
+        unknown values are dropped, order and first occurrence kept."""
+        out: dict[int, None] = {}
+        for v in values:
+            v = str(v)
+            r = self.row.get(v)
+            if r is None:
+                r = self._source_row.get(v)
+            if r is not None:
+                out.setdefault(r, None)
+        return np.fromiter(out, dtype=np.int64, count=len(out))
+
+    @cached_property
+    def title_vectors(self) -> np.ndarray | None:
+        """Name/title embeddings (vectors/title.npy), for name searches; None when not built."""
+        path = self.dir / "vectors" / "title.npy"
+        return np.load(path) if path.exists() else None
 
     @property
     def encoder(self) -> Encoder:

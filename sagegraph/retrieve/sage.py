@@ -10,41 +10,58 @@ import time
 
 import numpy as np
 
-from sagegraph.errors import SageGraphError
-from sagegraph.retrieve.base import Retrieval, Retriever, get_retriever, register
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, get_retriever, register, retriever_class
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.fusion import minmax, rank
-from sagegraph.retrieve.graph_index import GraphIndex
+
+
+class SageParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    k_prime: int = Field(10, ge=0, description="neighbours added after the k seeds")
+    seed_retriever: str = Field("hybrid", description="any registered retriever but sage (spark for SPARK + SAGE)")
+    alpha: float = Field(0.6, ge=0.0, le=1.0, description="BM25 weight of the neighbour rerank (and of a hybrid seed)")
+    policy: Literal["+edge", "-edge"] = Field("+edge", description="-edge: no expansion when the seed's Cypher already traversed edges")
+    edge_types: list[str] | None = Field(None, description="expand along these edge types only")
+    seed_params: dict[str, Any] = Field(default_factory=dict, description="parameters of the seed retriever (validated by its own model)")
+
+    @field_validator("seed_retriever")
+    @classmethod
+    def _not_itself(cls, v: str) -> str:
+        if v == "sage":
+            raise ValueError("sage cannot seed itself")
+        return v
 
 
 @register("sage")
 class SageRetriever(Retriever):
     uses_edges = True
+    Params = SageParams
 
-    def __init__(self, graph: GraphIndex, k_prime: int = 10, seed_retriever: str = "hybrid", alpha: float = 0.6,
-                 policy: str = "+edge", edge_types: list[str] | None = None, seed: Retriever | None = None, **seed_params):
-        if policy not in ("+edge", "-edge"):
-            raise SageGraphError(f"policy must be '+edge' or '-edge', got {policy!r}")
-        if seed_retriever == "sage":
-            raise SageGraphError("sage cannot seed itself")
-        if k_prime < 0:
-            raise SageGraphError(f"k' must be >= 0, got {k_prime}")
-        self.g = graph
-        self.k_prime = k_prime
-        self.policy = policy
-        self.edge_types = set(edge_types) if edge_types else None
-        self.seed = seed or get_retriever(seed_retriever, graph, alpha=alpha, **seed_params)
-        self.rerank = HybridRetriever(graph, alpha=alpha)
-        self.seed_name = seed_retriever
-
-    def params(self) -> dict:
-        return {"k_prime": self.k_prime, "seed_retriever": self.seed_name, "alpha": self.rerank.alpha, "policy": self.policy}
+    def __init__(self, res: Resources, params: SageParams, seed: Retriever | None = None):
+        super().__init__(res, params)
+        self.k_prime = params.k_prime
+        self.policy = params.policy
+        self.edge_types = set(params.edge_types) if params.edge_types else None
+        if seed is None:
+            seed_params = dict(params.seed_params)
+            if "alpha" in retriever_class(params.seed_retriever).Params.model_fields:
+                seed_params.setdefault("alpha", params.alpha)
+            seed = get_retriever(params.seed_retriever, res, **seed_params)
+        self.seed = seed
+        self.uses_llm = getattr(seed, "uses_llm", False)
+        self.prompt_version = getattr(seed, "prompt_version", "")
+        self.rerank = HybridRetriever.over(res, alpha=params.alpha)
+        self.seed_name = params.seed_retriever
 
     def expand(self, query: str, seeds: Retrieval, k_prime: int) -> Retrieval:
         """Add up to k' reranked one-hop neighbours to given seeds (seeds computed once, reused across k')."""
         t0 = time.perf_counter()
         if self.policy == "-edge" and seeds.trace.get("edge_constrained"):
-            return Retrieval(seeds.idx, seeds.scores, list(seeds.found_by), {**seeds.trace, "expanded": False})
+            return Retrieval(seeds.idx, seeds.scores, list(seeds.found_by), {**seeds.trace, "expanded": False}, seeds.usage)
         nb = self.g.adjacency.one_hop(seeds.idx, self.edge_types)
         t1 = time.perf_counter()
         if len(nb) and k_prime:
@@ -58,7 +75,7 @@ class SageRetriever(Retriever):
         scores = np.concatenate([1.0 + minmax(seeds.scores), added_scores * 0.999]).astype(np.float32)
         trace = {**seeds.trace, "neighbourhood": int(len(nb)), "short_neighbourhood": bool(len(nb) < k_prime),
                  "expand_ms": round((time.perf_counter() - t0) * 1000, 3), "one_hop_ms": round((t1 - t0) * 1000, 3)}
-        return Retrieval(idx, scores, list(seeds.found_by[: len(seeds.idx)]) + ["neighbour"] * len(added), trace)
+        return Retrieval(idx, scores, list(seeds.found_by[: len(seeds.idx)]) + ["neighbour"] * len(added), {**trace, "expanded": True}, seeds.usage)
 
     def _search(self, query: str, k: int) -> Retrieval:
         return self.expand(query, self.seed.search(query, k), self.k_prime)

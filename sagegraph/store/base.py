@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node, edges_to_table
+from sagegraph.errors import CypherInvalid
 from sagegraph.store.readonly import assert_read_only
 
 NODE_LABEL = "Node"
@@ -31,9 +32,17 @@ def safe_label(name: str) -> str:
 
 
 @dataclass
+class PropertyInfo:
+    type: str  # STRING, INTEGER, FLOAT, BOOLEAN, LIST
+    examples: list[Any] = field(default_factory=list)
+    seen: int = 0  # in how many sampled nodes of the label the key was present
+
+
+@dataclass
 class GraphSchema:
-    """What an LLM planner needs to write valid Cypher: labels, relationship types, property keys,
-    the (label)-[type]->(label) patterns that occur, and counts."""
+    """What an LLM planner needs to write valid Cypher: labels with their counts and typed
+    properties (a few example values each), relationship types, and the (label)-[type]->(label)
+    patterns of every relationship type."""
 
     labels: list[str] = field(default_factory=list)
     relationship_types: list[str] = field(default_factory=list)
@@ -41,11 +50,46 @@ class GraphSchema:
     patterns: list[tuple[str, str, str]] = field(default_factory=list)
     node_count: int = 0
     edge_count: int = 0
+    label_counts: dict[str, int] = field(default_factory=dict)
+    properties: dict[str, dict[str, PropertyInfo]] = field(default_factory=dict)
 
     def as_text(self) -> str:
         lines = [f"Node labels: {', '.join(self.labels)}", f"Relationship types: {', '.join(self.relationship_types)}", f"Property keys: {', '.join(self.property_keys)}"]
         lines += [f"(:{a})-[:{r}]->(:{b})" for a, r, b in self.patterns]
         return "\n".join(lines)
+
+
+# Properties every node has for sagegraph's own use; a schema card for Cypher writers leaves them out.
+INTERNAL_PROPERTIES = {"modality", "type", "text", "source_id", "position", "topic", "entities", "metadata", "embedding"}
+# Store labels that say what kind of node a row is rather than what it is.
+GENERIC_LABELS = {NODE_LABEL, *MODALITY_LABELS.values()}
+_RESERVED = {"id", "modality", "type", "source_id", "metadata", "embedding", "entities", "position"}
+
+
+def kb_properties(fields: dict[str, Any]) -> dict[str, Any]:
+    """A KB object's fields as typed node properties (`m.year > 2000` must compare numbers); a
+    field named like one of sagegraph's own properties is stored as `field_<name>`."""
+    out = {}
+    for k, v in fields.items():
+        key = safe_label(k)
+        if key in _RESERVED:
+            key = f"field_{key}"
+        if isinstance(v, (dict, tuple)) or (isinstance(v, list) and not all(isinstance(x, (str, int, float, bool)) for x in v)):
+            v = json.dumps(v, ensure_ascii=False)
+        out[key] = v
+    return out
+
+
+def property_type(v: Any) -> str:
+    if isinstance(v, bool):
+        return "BOOLEAN"
+    if isinstance(v, int):
+        return "INTEGER"
+    if isinstance(v, float):
+        return "FLOAT"
+    if isinstance(v, list):
+        return "LIST"
+    return "STRING"
 
 
 def node_row(node: Node, embedding: Any | None) -> dict[str, Any]:
@@ -66,6 +110,8 @@ def node_row(node: Node, embedding: Any | None) -> dict[str, Any]:
             "metadata": json.dumps(meta, ensure_ascii=False),
         },
     }
+    if node.modality == ENTITY and isinstance(meta.get("fields"), dict):
+        row["props"].update(kb_properties(meta["fields"]))
     if embedding is not None:
         row["embedding"] = embedding
     return row
@@ -107,20 +153,52 @@ def batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield buf
 
 
-def edge_patterns(store: "GraphStore", labels: list[str]) -> list[tuple[str, str, str]]:
-    """Distinct (label)-[type]->(label) patterns, sampled: the schema lines an LLM prompt shows."""
-    specific = [lab for lab in labels if lab != NODE_LABEL]
-    rows = store.read(
-        f"MATCH (a:{NODE_LABEL})-[r]->(b:{NODE_LABEL}) WITH a, r, b LIMIT 20000 "
-        "RETURN DISTINCT labels(a) AS la, type(r) AS t, labels(b) AS lb",
-        max_rows=5000,
-    )
+def edge_patterns(store: "GraphStore", relationship_types: list[str]) -> list[tuple[str, str, str]]:
+    """Every (label)-[type]->(label) pattern, one scan per relationship type: sampling the first
+    N edges (as before) missed the types that came late in the load."""
     out = set()
-    for row in rows:
-        la = [x for x in row["la"] if x in specific] or [NODE_LABEL]
-        lb = [x for x in row["lb"] if x in specific] or [NODE_LABEL]
-        out.add((la[-1], row["t"], lb[-1]))
+    for rtype in relationship_types:
+        rows = store.read(f"MATCH (a)-[r:{safe_label(rtype)}]->(b) RETURN DISTINCT labels(a) AS la, labels(b) AS lb", max_rows=5000, timeout_ms=60_000)
+        for row in rows:
+            la = [x for x in row["la"] if x not in GENERIC_LABELS] or [x for x in row["la"] if x != NODE_LABEL] or [NODE_LABEL]
+            lb = [x for x in row["lb"] if x not in GENERIC_LABELS] or [x for x in row["lb"] if x != NODE_LABEL] or [NODE_LABEL]
+            out.add((la[-1], rtype, lb[-1]))
     return sorted(out)
+
+
+def label_properties(store: "GraphStore", label: str, sample: int = 200, examples: int = 3) -> dict[str, PropertyInfo]:
+    """Property keys of a label with their type and a few distinct example values (long text cut)."""
+    rows = store.read(f"MATCH (n:{safe_label(label)}) RETURN n LIMIT {int(sample)}", max_rows=sample)
+    info: dict[str, PropertyInfo] = {}
+    for row in rows:
+        for k, v in row["n"].items():
+            if k.startswith("_") or k in INTERNAL_PROPERTIES or v is None:
+                continue
+            p = info.setdefault(k, PropertyInfo(property_type(v)))
+            p.seen += 1
+            shown = v[:80] + "..." if isinstance(v, str) and len(v) > 80 else v
+            if len(p.examples) < examples and shown not in p.examples:
+                p.examples.append(shown)
+    return dict(sorted(info.items()))
+
+
+def introspect_schema(store: "GraphStore") -> GraphSchema:
+    """Labels, counts, typed properties per label and every relationship pattern, through the
+    shared Cypher both engines accept."""
+    schema = GraphSchema(
+        labels=sorted(next(iter(r.values())) for r in store.read("CALL db.labels()")),
+        relationship_types=sorted(next(iter(r.values())) for r in store.read("CALL db.relationshipTypes()")),
+        property_keys=sorted(next(iter(r.values())) for r in store.read("CALL db.propertyKeys()")),
+    )
+    schema.node_count = store.count_nodes()
+    schema.edge_count = store.count_edges()
+    for label in schema.labels:
+        if label not in GENERIC_LABELS:
+            rows = store.read(f"MATCH (n:{safe_label(label)}) RETURN count(n) AS c")
+            schema.label_counts[label] = int(rows[0]["c"]) if rows else 0
+            schema.properties[label] = label_properties(store, label)
+    schema.patterns = edge_patterns(store, schema.relationship_types)
+    return schema
 
 
 class GraphStore(ABC):
@@ -157,8 +235,17 @@ class GraphStore(ABC):
     @abstractmethod
     def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]: ...
 
+    def introspect(self) -> GraphSchema:
+        return introspect_schema(self)
+
     @abstractmethod
-    def introspect(self) -> GraphSchema: ...
+    def explain(self, query: str, params: dict[str, Any]) -> None:
+        """Ask the engine to plan the query without running it; raise CypherInvalid with the
+        engine's message for a query it cannot parse or plan."""
+
+    def ensure_fulltext(self) -> None:
+        """A full-text index over KB names and titles, so `CONTAINS`-style name lookups and entity
+        resolution do not scan every node. Engines without one skip it."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -244,6 +331,16 @@ class GraphStore(ABC):
     def read_capped(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000) -> tuple[list[dict[str, Any]], bool]:
         """(rows, truncated)."""
         assert_read_only(query)
+        return self._read(query, params or {}, timeout_ms, max_rows)
+
+    def read_untrusted(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 1_000) -> tuple[list[dict[str, Any]], bool]:
+        """The only path for Cypher a model or a user wrote: refused before the database sees it
+        when it writes, calls a procedure off the allow-list, loads files or holds several
+        statements (ReadOnlyViolation); then planned by the engine (CypherInvalid with the engine's
+        message, which a planner may repair once); then run through the engine's read-only path
+        with a timeout and a row cap. Returns (rows, truncated)."""
+        assert_read_only(query)
+        self.explain(query, params or {})
         return self._read(query, params or {}, timeout_ms, max_rows)
 
     def __enter__(self):

@@ -20,8 +20,8 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sagegraph.errors import StoreError
-from sagegraph.store.base import NODE_LABEL, GraphSchema, GraphStore, Write, edge_patterns
+from sagegraph.errors import CypherInvalid, StoreError, StoreUnavailable
+from sagegraph.store.base import NODE_LABEL, GraphStore, Write
 
 log = logging.getLogger("sagegraph.store")
 DB_FILE = "graph.db"
@@ -223,9 +223,29 @@ class FalkorStore(GraphStore):
         except Exception as exc:
             if "empty key" in str(exc):  # nothing was ever written to this graph: it has no rows
                 return [], False
+            if _unreachable(exc):
+                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
             raise StoreError(f"read query failed: {exc}") from exc
         rows = self._rows(res)
         return rows[:max_rows], len(rows) > max_rows
+
+    def explain(self, query: str, params: dict[str, Any]) -> None:
+        try:
+            self.g.explain(query, params or None)
+        except Exception as exc:
+            if "empty key" in str(exc):
+                return
+            if _unreachable(exc):
+                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            raise CypherInvalid(str(exc).strip()) from exc
+
+    def ensure_fulltext(self) -> None:
+        """FalkorDB's full-text index is per label: one over name and title of KB entities."""
+        rows = self.g.query("CALL db.indexes()").result_set
+        if any(r and r[0] == "Entity" and "name" in (r[1] or []) and "FULLTEXT" in str(r) for r in rows):
+            return
+        with contextlib.suppress(Exception):  # an older server without full-text indexes: lookups scan
+            self.g.query("CALL db.idx.fulltext.createNodeIndex('Entity', 'name', 'title')")
 
     def ensure_indexes(self, dim: int | None, wait: bool = True) -> None:
         existing = self._index_fields()
@@ -262,18 +282,6 @@ class FalkorStore(GraphStore):
         rows = self.g.ro_query(q, {"k": int(k), "v": [float(x) for x in vector]}).result_set
         # Falkor reports cosine distance; callers get similarity, higher is better, as from Neo4j.
         return [(r[0], 1.0 - float(r[1])) for r in rows]
-
-    def introspect(self) -> GraphSchema:
-        q = self.g.ro_query
-        schema = GraphSchema(
-            labels=sorted(r[0] for r in q("CALL db.labels()").result_set),
-            relationship_types=sorted(r[0] for r in q("CALL db.relationshipTypes()").result_set),
-            property_keys=sorted(r[0] for r in q("CALL db.propertyKeys()").result_set),
-        )
-        schema.node_count = int(q("MATCH (n) RETURN count(n)").result_set[0][0])
-        schema.edge_count = int(q("MATCH ()-[r]->() RETURN count(r)").result_set[0][0])
-        schema.patterns = edge_patterns(self, schema.labels)
-        return schema
 
     def clear(self) -> None:
         try:
@@ -321,6 +329,12 @@ class FalkorStore(GraphStore):
                     shutil.rmtree(socket_dir, ignore_errors=True)
                 return
         db.close()
+
+
+def _unreachable(exc: Exception) -> bool:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    return isinstance(exc, (RedisConnectionError, ConnectionError, OSError))
 
 
 def _exited(pid: int, timeout_s: float) -> bool:

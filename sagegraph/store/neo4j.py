@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from sagegraph.errors import StoreError
-from sagegraph.store.base import NODE_LABEL, GraphSchema, GraphStore, edge_patterns
+from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, StoreUnavailable
+from sagegraph.store.base import NODE_LABEL, GraphStore
 
 MIN_VERSION = (5, 11)
 VECTOR_INDEX = "sagegraph_embedding"
@@ -44,7 +44,7 @@ class Neo4jStore(GraphStore):
             self.driver.verify_connectivity()
             info = self.driver.get_server_info()
         except Exception as exc:
-            raise StoreError(f"cannot connect to Neo4j at {uri}: {exc}") from exc
+            raise StoreUnavailable(f"cannot connect to Neo4j at {uri}: {exc}") from exc
         self.database = database
         version = tuple(int(x) for x in info.agent.split("/")[-1].split(".")[:2] if x.isdigit())
         if version and version < MIN_VERSION:
@@ -98,16 +98,22 @@ class Neo4jStore(GraphStore):
         rows = self.read(q, {"k": int(k), "v": [float(x) for x in vector]})
         return [(r["id"], float(r["score"])) for r in rows]
 
-    def introspect(self) -> GraphSchema:
-        schema = GraphSchema(
-            labels=sorted(r["label"] for r in self.read("CALL db.labels()")),
-            relationship_types=sorted(r["relationshipType"] for r in self.read("CALL db.relationshipTypes()")),
-            property_keys=sorted(r["propertyKey"] for r in self.read("CALL db.propertyKeys()")),
-        )
-        schema.node_count = self.count_nodes()
-        schema.edge_count = self.count_edges()
-        schema.patterns = edge_patterns(self, schema.labels)
-        return schema
+    def explain(self, query: str, params: dict[str, Any]) -> None:
+        """EXPLAIN plans without running; a query type other than read is refused (a write hidden
+        from the text guard, e.g. in a procedure)."""
+        neo4j = self._neo4j
+        try:
+            with self.driver.session(database=self.database, default_access_mode=neo4j.READ_ACCESS) as session:
+                summary = session.run("EXPLAIN " + query, params).consume()
+        except neo4j.exceptions.ServiceUnavailable as exc:
+            raise StoreUnavailable(f"Neo4j cannot be reached: {exc}") from exc
+        except neo4j.exceptions.Neo4jError as exc:
+            raise CypherInvalid(getattr(exc, "message", None) or str(exc)) from exc
+        if summary.query_type not in ("r", None):
+            raise ReadOnlyViolation(f"the engine plans this as a {summary.query_type!r} query, not a read")
+
+    def ensure_fulltext(self) -> None:
+        self.write("CREATE FULLTEXT INDEX entity_names IF NOT EXISTS FOR (n:Entity) ON EACH [n.name, n.title]")
 
     def clear(self) -> None:
         self.write("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")

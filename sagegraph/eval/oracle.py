@@ -1,0 +1,43 @@
+"""The oracle endpoint: a loopback OpenAI-compatible server that answers from the synthetic
+questions' gold (their gold Cypher and target type), so every LLM pipeline runs offline and its
+ceiling can be measured: what the rest of the pipeline makes of a perfect plan.
+
+It is for tests and ceilings only. It is never a default, and every number it produces is labelled
+"oracle" wherever it appears; quality numbers come from real model replies."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from sagegraph.corpus.questions import load_questions
+from sagegraph.loopback import FakeOpenAI, completion
+
+ORACLE_MODEL = "oracle"
+_QUESTION = re.compile(r"^Question: (.+)$", re.M)
+
+
+class Oracle:
+    def __init__(self, questions: Path | list):
+        qs = load_questions(Path(questions)) if not isinstance(questions, list) else questions
+        self.by_text = {q.text: q.meta for q in qs}
+        self.misses = 0
+
+    def plan_for(self, question: str) -> dict[str, Any]:
+        meta = self.by_text.get(question)
+        if meta is None:
+            self.misses += 1
+            return {"target": None, "cypher": None, "vector": []}
+        return {"target": meta.get("target_type"), "cypher": meta.get("gold_cypher"), "vector": [], "combine": "intersect"}
+
+    def __call__(self, body: dict) -> tuple[int, dict]:
+        last = next((m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
+        found = _QUESTION.findall(last) or _QUESTION.findall(" ".join(str(m.get("content")) for m in body.get("messages", [])))
+        return 200, completion(json.dumps(self.plan_for(found[-1].strip() if found else "")), prompt_tokens=0, completion_tokens=0)
+
+
+def oracle_endpoint(questions: Path | list) -> FakeOpenAI:
+    """`with oracle_endpoint(path) as server:` serves the oracle at `server.base_url`."""
+    return FakeOpenAI(Oracle(questions))

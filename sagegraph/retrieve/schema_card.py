@@ -1,0 +1,58 @@
+"""The schema card an LLM planner reads: the store's own introspection (labels with counts, typed
+properties with example values, every relationship pattern) plus an optional per-KB hints file
+(property formats and a few worked examples, as SAGE's App. H prompts carry). Constraint errors are
+a third of SPARK's failures (sage.txt Table 7), so formats and examples are worth their tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sagegraph.errors import ConfigError
+from sagegraph.store.base import GraphSchema
+
+
+def load_hints(path: Path | None) -> dict[str, Any]:
+    if path is None or not Path(path).exists():
+        return {}
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not set(data) <= {"properties", "examples"}:
+        raise ConfigError(f"{path}: a hints file holds `properties:` (Label.key: text) and `examples:` (question, cypher)")
+    for i, ex in enumerate(data.get("examples") or []):
+        if not isinstance(ex, dict) or not {"question", "cypher"} <= set(ex):
+            raise ConfigError(f"{path}: examples[{i}]: needs `question` and `cypher`")
+    return data
+
+
+def _example(v: Any) -> str:
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def schema_card(schema: GraphSchema, hints: dict[str, Any] | None = None, max_examples: int = 2) -> str:
+    hints = hints or {}
+    notes = hints.get("properties") or {}
+    lines = ["Node labels (count) and their properties (type, example values):"]
+    for label in sorted(schema.properties, key=lambda lab: -schema.label_counts.get(lab, 0)):
+        lines.append(f"(:{label}) {schema.label_counts.get(label, 0)} nodes")
+        for key, info in schema.properties[label].items():
+            ex = ", ".join(_example(v) for v in info.examples[:max_examples])
+            note = notes.get(f"{label}.{key}")
+            lines.append(f"  {key}: {info.type}" + (f" e.g. {ex}" if ex else "") + (f"  -- {note}" if note else ""))
+    lines.append("Relationships (direction matters):")
+    lines += [f"  (:{a})-[:{r}]->(:{b})" for a, r, b in schema.patterns]
+    lines.append("Every node has a unique `id` property: return the answer nodes' ids (RETURN DISTINCT n.id AS id).")
+    for key, note in notes.items():
+        label, _, prop = key.partition(".")
+        if label not in schema.properties or prop not in schema.properties[label]:
+            lines.append(f"Note on {key}: {note}")
+    examples = hints.get("examples") or []
+    if examples:
+        lines.append("Examples:")
+        for ex in examples:
+            lines.append(f"  Q: {ex['question']}\n  Cypher: {ex['cypher']}")
+    return "\n".join(lines)

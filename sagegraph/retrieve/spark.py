@@ -1,0 +1,255 @@
+"""SPARK (sage.txt §2.2, App. C.7, App. H): one LLM call plans the retrieval over the KB schema,
+mixing semantic searches and one read-only Cypher query; the plan runs; its result set is ranked
+by the hybrid score and filled from hybrid over the target label to k.
+
+What we follow and where we depart (LLM-RETRIEVERS.md §1):
+- one planning call returning a JSON plan validated by pydantic, not generated Python run in a
+  subprocess (the public code's path, up to 3 calls);
+- at most one repair call, only for Cypher the engine cannot parse or plan, fed its error text;
+- the fallback is hybrid retrieval, taken when the plan is unparseable, empty, refused by the
+  read-only guard, or fails to run; it never looks at gold labels (the public evaluator falls back
+  on a question's gold recall and reruns low-recall questions; we do neither);
+- the trace says whether the executed Cypher traverses a relationship, which SAGE's `-edge`
+  policy uses to skip expansion.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, StoreUnavailable
+from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
+from sagegraph.retrieve.flat import HybridRetriever
+from sagegraph.retrieve.schema_card import load_hints, schema_card
+
+PROMPT_VERSION = "spark-1"
+
+SYSTEM = """You plan how to find the answers to a question in a graph database.
+Reply with one JSON object and nothing else:
+{"target": "<label of the answer nodes>",
+ "cypher": "<one read-only Cypher query returning the answer ids as `id`, or null>",
+ "vector": [{"label": "<label>", "field": "content" or "name", "text": "<what to look for>", "k": <1-100>}],
+ "combine": "intersect" or "union"}
+How to plan: name the entities the question mentions, the relationships that lead from them to
+the answer, and the constraints on properties. Put exact names, relationships and property
+filters into the Cypher query. Use `vector` searches for what the question describes in words
+rather than names (themes, topics, descriptions); leave it empty when Cypher says everything.
+`combine` says how Cypher results and vector results meet. Use only the labels, relationship
+types and properties of the schema; match names exactly ({name: 'X'}), text with
+toLower(n.property) CONTAINS 'word'; end with RETURN DISTINCT n.id AS id."""
+
+REPAIR = """The database could not run that Cypher query:
+{error}
+Reply with the corrected JSON plan (same format), changing only what the error requires."""
+
+_RELATIONSHIP = re.compile(r"-\s*\[|\]\s*-|<-|->|--")
+_STRINGS = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
+
+
+class VectorStep(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    label: str | None = None
+    field: str = "content"
+    text: str
+    k: int = Field(20, ge=1, le=200)
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    target: str | None = None
+    cypher: str | None = None
+    vector: list[VectorStep] = Field(default_factory=list)
+    combine: Literal["intersect", "union"] = "intersect"
+
+
+def traverses_edges(cypher: str) -> bool:
+    """Does the query match a relationship pattern? (string literals cannot fool it)"""
+    return bool(_RELATIONSHIP.search(_STRINGS.sub("''", cypher)))
+
+
+def parse_plan(text: str) -> Plan:
+    obj = parse_json_reply(text)
+    if isinstance(obj.get("vector"), dict):
+        obj["vector"] = [obj["vector"]]
+    if isinstance(obj.get("cypher"), str) and not obj["cypher"].strip():
+        obj["cypher"] = None
+    return Plan.model_validate(obj)
+
+
+def answer_values(rows: list[dict[str, Any]]) -> list[Any]:
+    """The ids in a result: the first column of each row; a node stands for its id; lists flatten."""
+    out: list[Any] = []
+    for row in rows:
+        if not row:
+            continue
+        v = row.get("id", next(iter(row.values())))
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, dict):
+                x = x.get("id")
+            if x is not None:
+                out.append(x)
+    return out
+
+
+class SparkParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    alpha: float = Field(0.6, ge=0.0, le=1.0, description="BM25 weight of the hybrid ranking, fill and fallback")
+    hints: Path | None = Field(None, description="per-KB hints YAML (property formats, examples); default: hints.yaml beside the KB's nodes.jsonl")
+    repair: bool = Field(True, description="one repair call when the engine cannot parse or plan the Cypher")
+    max_rows: int = Field(2000, ge=1, description="rows kept from the Cypher result (the store caps them)")
+    timeout_ms: int = Field(5000, ge=1, description="Cypher time limit")
+    fill: bool = Field(True, description="fill to k from hybrid over the target label")
+
+
+@register("spark")
+class SparkRetriever(Retriever):
+    uses_llm = True
+    prompt_version = PROMPT_VERSION
+    Params = SparkParams
+
+    def __init__(self, res: Resources, params: SparkParams):
+        super().__init__(res, params)
+        self.hybrid = HybridRetriever.over(res, alpha=params.alpha)
+
+    @cached_property
+    def card(self) -> str:
+        return schema_card(self.res.store.introspect(), load_hints(self.p.hints or self._default_hints()))
+
+    def _default_hints(self) -> Path | None:
+        corpus = (self.g.manifest.get("config") or {}).get("corpus") or {}
+        if corpus.get("kind") == "kb" and corpus.get("path"):
+            path = Path(corpus["path"]) / "hints.yaml"
+            return path if path.exists() else None
+        return None
+
+    def messages(self, question: str) -> list[dict[str, str]]:
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Schema:\n{self.card}\n\nQuestion: {question}"}]
+
+    def _search(self, query: str, k: int) -> Retrieval:
+        with usage_scope() as usage:
+            r = self._plan_and_run(query, k)
+        r.usage = usage.as_dict()
+        return r
+
+    def _plan_and_run(self, query: str, k: int) -> Retrieval:
+        counters = {"plan_parsed": 0, "fallback": 0, "cypher_ran": 0, "cypher_rejected": 0, "cypher_invalid": 0, "cypher_error": 0,
+                    "cypher_empty": 0, "repair_calls": 0, "llm_refused": 0}
+        trace: dict[str, Any] = {"counters": counters, "llm": []}
+        messages = self.messages(query)
+        try:
+            reply = self.res.llm.chat(messages, response_format={"type": "json_object"})
+        except LLMRequestRefused as exc:
+            counters["llm_refused"] = 1
+            return self._fallback(query, k, None, trace, f"LLM refused the request: {exc}")
+        trace["llm"].append({"key": reply.key, "reply": reply.text, "cached": reply.cached, "seconds": round(reply.seconds, 3)})
+        try:
+            plan = parse_plan(reply.text)
+        except (ValueError, ValidationError) as exc:
+            return self._fallback(query, k, None, trace, f"unparseable plan: {str(exc)[:200]}")
+        counters["plan_parsed"] = 1
+        trace["plan"] = plan.model_dump()
+        target = plan.target if plan.target in self.g.node_types() else None
+        cypher_rows: np.ndarray | None = None
+        if plan.cypher:
+            cypher_rows, plan = self._run_cypher(plan, messages, reply.text, trace, counters)
+            target = plan.target if plan.target in self.g.node_types() else target
+        vector_rows = [self._vector(step, target) for step in plan.vector]
+        found = self._combine(cypher_rows, vector_rows, plan.combine)
+        trace["result_rows"] = int(len(found))
+        if len(found) == 0:
+            return self._fallback(query, k, target, trace, "the plan found nothing")
+        ranked = self.hybrid.search_within(query, found, k, label="cypher" if cypher_rows is not None and len(cypher_rows) else "vector")
+        idx, scores, how = list(ranked.idx), list(1.0 + ranked.scores), list(ranked.found_by)
+        if self.p.fill and len(idx) < k:
+            pool = self.g.rows_of_type(target)
+            pool = pool[~np.isin(pool, found)]
+            extra = self.hybrid.search_within(query, pool, k - len(idx), label="fill")
+            idx += list(extra.idx)
+            scores += list(extra.scores * 0.999)
+            how += list(extra.found_by)
+        trace["target"] = target
+        trace["edge_constrained"] = bool(trace.get("cypher_executed") and traverses_edges(trace["cypher_executed"]) and cypher_rows is not None and len(cypher_rows))
+        return Retrieval(np.array(idx, dtype=np.int64), np.array(scores, dtype=np.float32), how, trace)
+
+    def _run_cypher(self, plan: Plan, messages: list[dict[str, str]], reply_text: str, trace: dict, counters: dict) -> tuple[np.ndarray | None, Plan]:
+        for attempt in range(2):
+            query = plan.cypher or ""
+            try:
+                rows, truncated = self.res.store.read_untrusted(query, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
+            except StoreUnavailable:
+                raise
+            except ReadOnlyViolation as exc:
+                counters["cypher_rejected"] = 1
+                trace["cypher_error"] = f"refused: {exc}"
+                return None, plan
+            except CypherInvalid as exc:
+                counters["cypher_invalid"] += 1
+                trace["cypher_error"] = str(exc)[:500]
+                if attempt == 0 and self.p.repair:
+                    repaired = self._repair(messages, reply_text, str(exc), trace, counters)
+                    if repaired is not None and repaired.cypher:
+                        plan = repaired
+                        continue
+                return None, plan
+            except StoreError as exc:  # timeouts, runtime errors
+                counters["cypher_error"] = 1
+                trace["cypher_error"] = str(exc)[:500]
+                return None, plan
+            counters["cypher_ran"] = 1
+            trace["cypher_executed"] = query
+            trace["cypher_rows"] = len(rows)
+            trace["cypher_truncated"] = truncated
+            found = self.g.rows_for_ids(answer_values(rows))
+            if len(found) == 0:
+                counters["cypher_empty"] = 1
+            return found, plan
+        return None, plan
+
+    def _repair(self, messages, reply_text: str, error: str, trace: dict, counters: dict) -> Plan | None:
+        counters["repair_calls"] = 1
+        follow = messages + [{"role": "assistant", "content": reply_text}, {"role": "user", "content": REPAIR.format(error=error[:800])}]
+        try:
+            reply = self.res.llm.chat(follow, response_format={"type": "json_object"})
+        except LLMRequestRefused:
+            return None
+        trace["llm"].append({"key": reply.key, "reply": reply.text, "cached": reply.cached, "seconds": round(reply.seconds, 3), "repair": True})
+        try:
+            plan = parse_plan(reply.text)
+        except (ValueError, ValidationError):
+            return None
+        trace["repaired_plan"] = plan.model_dump()
+        return plan
+
+    def _vector(self, step: VectorStep, target: str | None) -> np.ndarray:
+        label = step.label if step.label in self.g.node_types() else target
+        rows = self.g.rows_of_type(label)
+        vectors = self.g.title_vectors if step.field.lower() in ("name", "title") and self.g.title_vectors is not None else self.g.vectors
+        s = vectors[rows] @ self.g.query_vector(step.text)
+        top = np.argsort(-s, kind="stable")[: step.k]
+        return rows[top]
+
+    @staticmethod
+    def _combine(cypher_rows: np.ndarray | None, vector_rows: list[np.ndarray], how: str) -> np.ndarray:
+        vec = np.unique(np.concatenate(vector_rows)) if vector_rows else np.zeros(0, np.int64)
+        if cypher_rows is None or len(cypher_rows) == 0:
+            return vec
+        if len(vec) == 0:
+            return cypher_rows
+        if how == "union":
+            return np.union1d(cypher_rows, vec)
+        both = np.intersect1d(cypher_rows, vec)
+        return both if len(both) else cypher_rows  # an empty intersection keeps the exact constraints
+
+    def _fallback(self, query: str, k: int, target: str | None, trace: dict, reason: str) -> Retrieval:
+        trace["counters"]["fallback"] = 1
+        trace["fallback"] = reason
+        rows = self.g.rows_of_type(target)
+        r = self.hybrid.search_within(query, rows, k, label="fallback") if target else self.hybrid.search(query, k)
+        return Retrieval(r.idx, r.scores, ["fallback"] * len(r.idx), {**trace, "target": target, "edge_constrained": False})

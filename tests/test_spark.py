@@ -1,0 +1,225 @@
+"""The KB regime end to end on a small synthetic KB: typed store, introspection, gold Cypher, and
+SPARK through the real openai client against a loopback endpoint with scripted replies (faults
+included). No network, no model."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sagegraph.config import LLMConfig, load_config
+from sagegraph.corpus.questions import load_questions
+from sagegraph.corpus.synth_kb import write_synth_kb
+from sagegraph.errors import InfraError, LLMUnavailable, ReplayMiss
+from sagegraph.eval.evaluate import evaluate_one
+from sagegraph.eval.oracle import oracle_endpoint
+from sagegraph.eval.runner import EvalConfig
+from sagegraph.retrieve import get_retriever
+from sagegraph.retrieve.graph_index import GraphIndex
+from sagegraph.retrieve.resources import open_resources
+from sagegraph.retrieve.spark import traverses_edges
+from tests.fake_openai import FakeOpenAI, completion
+from tests.fixtures import run_all
+
+pytestmark = pytest.mark.e2e  # a FalkorDB server and a loopback LLM endpoint
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory):
+    root = tmp_path_factory.mktemp("synthkb")
+    write_synth_kb(root / "data", size=600, seed=3, per_family=12)
+    cfg_path = root / "c.yaml"
+    cfg_path.write_text(json.dumps({"name": "kb", "out": str(root / "out"), "corpus": {"kind": "kb", "path": str(root / "data")},
+                                    "runner": {"n_workers": 1, "batch_size": 300}}))
+    cfg = load_config(cfg_path)
+    run_all(cfg)
+    return {"root": root, "graph": cfg.out / "graph", "questions": load_questions(root / "data" / "questions.jsonl")}
+
+
+def plan(cypher, target="Movie", vector=()):
+    return json.dumps({"target": target, "cypher": cypher, "vector": list(vector)})
+
+
+def llm_cfg(server, tmp_path, **kw):
+    return LLMConfig(base_url=server.base_url, model="test-model", cache_dir=tmp_path / "cache", max_retries=2, **kw)
+
+
+def test_store_has_typed_properties_and_every_pattern(kb):
+    res = open_resources(GraphIndex(kb["graph"]))
+    try:
+        schema = res.store.introspect()
+        assert schema.properties["Movie"]["year"].type == "INTEGER" and schema.properties["Movie"]["rating"].type == "FLOAT"
+        assert schema.properties["Person"]["aliases"].type == "LIST"
+        assert ("Person", "DIRECTED", "Movie") in schema.patterns and ("Studio", "BASED_IN", "Country") in schema.patterns
+        assert ("Movie", "SEQUEL_OF", "Movie") in schema.patterns or "SEQUEL_OF" not in schema.relationship_types
+        assert schema.label_counts["Movie"] == 240
+    finally:
+        res.close()
+
+
+def test_gold_cypher_returns_exactly_the_gold_ids(kb):
+    g = GraphIndex(kb["graph"])
+    res = open_resources(g)
+    try:
+        for q in kb["questions"][::5]:
+            rows, _ = res.store.read_untrusted(q.meta["gold_cypher"], max_rows=5000)
+            got = {g.source_ids[i] for i in g.rows_for_ids(r["id"] for r in rows)}
+            assert got == set(q.gold_sources), q.text
+    finally:
+        res.close()
+
+
+def test_spark_runs_a_plan_and_fills_to_k(kb, tmp_path):
+    q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
+    with FakeOpenAI(lambda b: (200, completion(plan(q.meta["gold_cypher"])))) as server:
+        g = GraphIndex(kb["graph"])
+        res = open_resources(g, llm_cfg(server, tmp_path))
+        try:
+            r = get_retriever("spark", res).search(q.text, len(q.gold_sources) + 5)
+        finally:
+            res.close()
+    top = {g.source_ids[i] for i in r.idx[: len(q.gold_sources)]}
+    assert top == set(q.gold_sources) and len(r) == len(q.gold_sources) + 5
+    assert r.found_by[: len(q.gold_sources)] == ["cypher"] * len(q.gold_sources) and "fill" in r.found_by
+    assert r.trace["edge_constrained"] is True and r.usage["calls"] == 1 and r.usage["prompt_tokens"] == 100
+    assert "Schema:" in server.requests[0]["messages"][1]["content"] and "(:Person)-[:DIRECTED]->(:Movie)" in server.requests[0]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize("reply,counter", [
+    ("Sure, here is my plan: find the films.", None),
+    (plan("MATCH (m:Movie) DETACH DELETE m"), "cypher_rejected"),
+    (plan("MATCH (m:Movie) SET m.title = 'x' RETURN m.id AS id"), "cypher_rejected"),
+    (plan("CALL dbms.security.createUser('x', 'y', false)"), "cypher_rejected"),
+    (plan("LOAD CSV FROM 'file:///etc/passwd' AS row RETURN row"), "cypher_rejected"),
+    (plan("MATCH (m:Movie) RETURN m.id AS id; MATCH (n) DETACH DELETE n"), "cypher_rejected"),
+    (plan("MATCH (m:Movie {title: 'No Such Film'}) RETURN m.id AS id"), "cypher_empty"),
+])
+def test_bad_plans_fall_back_to_hybrid_and_leave_the_graph_unchanged(kb, tmp_path, reply, counter):
+    with FakeOpenAI(lambda b: (200, completion(reply))) as server:
+        g = GraphIndex(kb["graph"])
+        res = open_resources(g, llm_cfg(server, tmp_path))
+        try:
+            before = (res.store.count_nodes(), res.store.count_edges())
+            r = get_retriever("spark", res).search("Which films were directed by someone?", 5)
+            assert (res.store.count_nodes(), res.store.count_edges()) == before
+        finally:
+            res.close()
+    assert r.trace["counters"]["fallback"] == 1 and len(r) == 5 and set(r.found_by) == {"fallback"}
+    assert r.trace["counters"]["plan_parsed"] == (counter is not None)
+    if counter:
+        assert r.trace["counters"][counter] == 1
+
+
+def test_a_cypher_syntax_error_gets_one_repair_fed_the_error(kb, tmp_path):
+    q = next(q for q in kb["questions"] if q.meta["template"] == "movies_starring")
+    replies = iter([plan("MATCH (p:Person {name: 'x'})-[:ACTED_IN]->(m:Movie RETURN m.id AS id"), plan(q.meta["gold_cypher"])])
+    with FakeOpenAI(lambda b: (200, completion(next(replies)))) as server:
+        g = GraphIndex(kb["graph"])
+        res = open_resources(g, llm_cfg(server, tmp_path))
+        try:
+            r = get_retriever("spark", res).search(q.text, len(q.gold_sources) + 2)
+        finally:
+            res.close()
+    c = r.trace["counters"]
+    assert c["cypher_invalid"] == 1 and c["repair_calls"] == 1 and c["fallback"] == 0 and r.usage["calls"] == 2
+    assert "could not run" in server.requests[1]["messages"][-1]["content"] and len(server.requests[1]["messages"]) == 4
+    assert {g.source_ids[i] for i in r.idx[: len(q.gold_sources)]} == set(q.gold_sources)
+
+
+def test_rate_limit_then_success_and_a_timeout_are_retried(kb, tmp_path):
+    q = kb["questions"][0]
+    calls = {"n": 0}
+
+    def flaky(body):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return 429, {"error": {"message": "slow down"}}
+        if calls["n"] == 2:
+            return 503, {"error": {"message": "overloaded"}}
+        return 200, completion(plan(q.meta["gold_cypher"], q.meta["target_type"]))
+
+    with FakeOpenAI(flaky) as server:
+        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
+        res.llm._sleep = lambda s: None
+        try:
+            r = get_retriever("spark", res).search(q.text, 5)
+        finally:
+            res.close()
+    assert r.usage["retries"] == 2 and r.trace["counters"]["fallback"] == 0
+
+
+def test_outage_mid_run_stops_keeps_finished_and_resume_repays_nothing(kb, tmp_path):
+    qs = [q for q in kb["questions"] if q.meta["split"] == "test"][:8]
+    state = {"up": True, "n": 0}
+
+    def endpoint(body):
+        text = body["messages"][-1]["content"]
+        q = next(q for q in qs if q.text in text)
+        if not state["up"]:
+            return 500, {"error": {"message": "down"}}
+        state["n"] += 1
+        if state["n"] == 5:
+            state["up"] = False
+        return 200, completion(plan(q.meta["gold_cypher"], q.meta["target_type"]))
+
+    cfg = EvalConfig("spark", k=10, prompt="spark-1")
+    with FakeOpenAI(endpoint) as server:
+        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
+        res.llm._sleep = lambda s: None
+        try:
+            with pytest.raises(LLMUnavailable):
+                evaluate_one(res, cfg, qs, tmp_path / "run")
+            done = [json.loads(x) for x in (tmp_path / "run" / "per_query.jsonl").read_text().splitlines()]
+            assert len(done) == 5 and not (tmp_path / "run" / "metrics.json").exists()
+            state["up"] = True
+            sent = len(server.requests)
+            m = evaluate_one(res, cfg, qs, tmp_path / "run")
+        finally:
+            res.close()
+    assert m["questions"] == 8 and m["errors"] == 0 and m["count_fallback"] == 0
+    assert len(server.requests) - sent == 3  # only the three unfinished questions are asked again
+    assert m["llm_calls_per_query"] == 1.0 and m["hit@1"] == 1.0
+
+
+def test_replay_mode_reproduces_a_run_with_zero_new_calls(kb, tmp_path):
+    qs = [q for q in kb["questions"] if q.meta["split"] == "test"][:6]
+    with oracle_endpoint(qs) as server:
+        cfg_live = llm_cfg(server, tmp_path)
+        res = open_resources(GraphIndex(kb["graph"]), cfg_live)
+        first = evaluate_one(res, EvalConfig("spark", k=10), qs, tmp_path / "live", concurrency=3)
+        res.close()
+        sent = len(server.requests)
+        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path, cache_mode="replay"))
+        again = evaluate_one(res, EvalConfig("spark", k=10), qs, tmp_path / "replay")
+        res.close()
+        assert len(server.requests) == sent and again["llm_cached"] == 6
+        assert {k: v for k, v in again.items() if k.startswith(("hit", "recall", "mrr"))} == {k: v for k, v in first.items() if k.startswith(("hit", "recall", "mrr"))}
+        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path, cache_mode="replay"))
+        with pytest.raises(ReplayMiss):
+            get_retriever("spark", res).search("A question nobody asked before?", 5)
+        res.close()
+    assert issubclass(ReplayMiss, InfraError)
+
+
+def test_sage_expands_spark_seeds_and_minus_edge_skips_after_a_traversal(kb, tmp_path):
+    q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
+    with FakeOpenAI(lambda b: (200, completion(plan(q.meta["gold_cypher"])))) as server:
+        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
+        try:
+            plus = get_retriever("sage", res, seed_retriever="spark", k_prime=5, policy="+edge").search(q.text, 5)
+            minus = get_retriever("sage", res, seed_retriever="spark", k_prime=5, policy="-edge").search(q.text, 5)
+        finally:
+            res.close()
+    assert len(plus) == 10 and plus.trace["expanded"] and plus.usage["calls"] == 1
+    assert len(minus) == 5 and minus.trace["expanded"] is False
+    assert traverses_edges("MATCH (a)-[:R]->(b) RETURN b") and not traverses_edges("MATCH (m:Movie) WHERE m.title = 'a->b' RETURN m")
+
+
+def test_unknown_retriever_params_are_refused_by_name(kb):
+    from sagegraph.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="bogus"):
+        get_retriever("spark", GraphIndex(kb["graph"]), bogus=1)
+    with pytest.raises(ConfigError, match="alpha"):
+        get_retriever("hybrid", GraphIndex(kb["graph"]), alpha=2)
+    assert np.array_equal(GraphIndex(kb["graph"]).rows_for_ids(["movie:0", "nope"]), GraphIndex(kb["graph"]).rows_for_ids(["movie:0"]))
