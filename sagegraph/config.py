@@ -189,11 +189,12 @@ def resolve_path(base: Path, value: Path | None) -> Path | None:
     return value if value.is_absolute() else (base / value).resolve()
 
 
-def load_config(path: str | Path, **overrides) -> BuildConfig:
-    """Read a YAML build config; relative paths resolve against the project dir holding `conf/`."""
+def read_yaml_mapping(path: str | Path, what: str = "config") -> dict:
+    """A YAML file holding a mapping, or a ConfigError naming the file (and the line of a syntax
+    error): every config reader (build, sweep, LLM profile) goes through here."""
     path = Path(path)
     if not path.exists():
-        raise ConfigError(f"{path}: config file not found")
+        raise ConfigError(f"{path}: {what} file not found")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
@@ -202,6 +203,13 @@ def load_config(path: str | Path, **overrides) -> BuildConfig:
         raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_config(path: str | Path, **overrides) -> BuildConfig:
+    """Read a YAML build config; relative paths resolve against the project dir holding `conf/`."""
+    path = Path(path)
+    data = read_yaml_mapping(path)
     if "extends" in data:  # a variant names its base config and overrides a few fields
         base_path = (path.parent / data.pop("extends")).resolve()
         if not base_path.exists():
@@ -234,13 +242,8 @@ def load_llm_config(path: str | Path) -> LLMConfig:
     """An LLM profile (`--llm conf/llm_local.yaml`): LLMConfig fields at the top level or under
     `llm:`; cache_dir resolves like any config path."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"{path}: LLM config file not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if isinstance(data, dict) and isinstance(data.get("llm"), dict) and len(data) == 1:
+    data = read_yaml_mapping(path, "LLM config")
+    if isinstance(data.get("llm"), dict) and len(data) == 1:
         data = data["llm"]
     try:
         cfg = LLMConfig.model_validate(data)

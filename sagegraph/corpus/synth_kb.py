@@ -250,6 +250,7 @@ def _people_by_role(kb: KB, rtype: str) -> list[str]:
 def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None]]]:
     directors = _unique_named(kb, _people_by_role(kb, "DIRECTED"))
     actors = _unique_named(kb, _people_by_role(kb, "ACTED_IN"))
+    actor_set = set(actors)
     movies = kb.of_type("Movie")
     studios = _unique_named(kb, kb.of_type("Studio"))
     genres = kb.of_type("Genre")
@@ -298,7 +299,7 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
 
     def intersection_two_actors(rng):
         m = rng.choice(movies)
-        cast = [a for a in kb.inc[(m, "ACTED_IN")] if a in set(actors)]
+        cast = [a for a in kb.inc[(m, "ACTED_IN")] if a in actor_set]
         if len(cast) < 2:
             return None
         a, b = rng.sample(cast, 2)

@@ -8,10 +8,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sagegraph.config import format_errors, project_dir, resolve_path
+from sagegraph.config import format_errors, project_dir, read_yaml_mapping, resolve_path
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig
 
@@ -77,13 +76,9 @@ class SweepConfig(BaseModel):
 
 def load_sweep(path: Path) -> SweepConfig:
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"{path}: sweep file not found")
+    data = read_yaml_mapping(path, "sweep")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         cfg = SweepConfig.model_validate(data)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     except ValidationError as exc:
         raise ConfigError(format_errors(path, exc, "sweep")) from None
     base = project_dir(path)

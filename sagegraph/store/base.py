@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 
 from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node, edges_to_table
-from sagegraph.errors import CypherInvalid
 from sagegraph.store.readonly import assert_read_only
 
 NODE_LABEL = "Node"
