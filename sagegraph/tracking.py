@@ -7,11 +7,12 @@ parent run and logs only configurations that have no finished child yet.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from sagegraph.construct.variants import parse_label
 from sagegraph.eval.runner import EvalConfig
@@ -65,7 +66,7 @@ class SweepTracker:
         runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'FINISHED'", max_results=5000)
         return {f"{r.data.tags.get('sagegraph.config_key')}:{r.data.tags.get('sagegraph.inputs')}" for r in runs}
 
-    def log_child(self, cfg: EvalConfig, metrics: dict[str, Any], run_dir: Path) -> str:
+    def log_child(self, cfg: EvalConfig, metrics: dict[str, Any], run_dir: Path, llm: dict[str, Any] | None = None, traces: bool = True) -> str:
         from mlflow.entities import Metric, Param
 
         run = self.client.create_run(
@@ -74,15 +75,31 @@ class SweepTracker:
             tags={"mlflow.parentRunId": self.parent_id, "sagegraph.config_key": cfg.key(), "sagegraph.retriever": cfg.retriever, "sagegraph.inputs": str(metrics.get("inputs"))},
         )
         rid = run.info.run_id
-        params = {**cfg.__dict__, "total_k": cfg.total}
+        params = {**{k: v for k, v in cfg.__dict__.items() if k != "params"}, "total_k": cfg.total}
+        params.update({f"params.{k}": v for k, v in cfg.params.items()})  # filterable per retriever parameter
         params.update({f"edges.{k}": v for k, v in parse_label(cfg.edges).items()})  # filterable per setting
+        if llm and metrics.get("llm_calls"):
+            params.update({f"llm.{k}": llm.get(k) for k in ("model", "base_url", "temperature", "max_tokens") if llm.get(k) is not None})
         numeric = {mlflow_key(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
         self.client.log_batch(rid, metrics=[Metric(k, v, 0, 0) for k, v in numeric.items()], params=[Param(k, str(v)) for k, v in params.items()])
-        for name in ("per_query.csv", "run.trec", "metrics.json", "config.json"):
+        for name in ("per_query.csv", "run.trec", "metrics.json", "config.json", "traces.jsonl"):
             if (run_dir / name).exists():
                 self.client.log_artifact(rid, str(run_dir / name))
+        if traces and metrics.get("llm_calls"):
+            self.log_query_traces(rid, cfg, run_dir, (llm or {}).get("model"))
         self.client.set_terminated(rid, "FINISHED")
         return rid
+
+    def log_query_traces(self, run_id: str, cfg: EvalConfig, run_dir: Path, model: str | None = None) -> int:
+        """Each traced query of a finished configuration as an MLflow trace linked to its child run,
+        so MLflow's GenAI views (Traces, token usage, tool calls) show what the retriever did."""
+        rows = read_traces(run_dir / "traces.jsonl")
+        if not rows:
+            return 0
+        with tracing_to(self.tracking_uri):
+            for row in rows:
+                log_trace(self.client, self.experiment_id, run_id, cfg, row, model)
+        return len(rows)
 
     def log_summary(self, files: list[Path], metrics: dict[str, float] | None = None) -> None:
         for f in files:
@@ -93,3 +110,79 @@ class SweepTracker:
 
     def finish(self) -> None:
         self.client.set_terminated(self.parent_id, "FINISHED")
+
+
+def read_traces(path: Path) -> list[dict[str, Any]]:
+    """The last trace per question (a resumed run appends), only those with recorded events."""
+    if not path.exists():
+        return []
+    rows: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("events"):
+            rows[row["qid"]] = row
+    return list(rows.values())
+
+
+@contextlib.contextmanager
+def tracing_to(uri: str) -> Iterator[None]:
+    """MLflow exports trace spans to the global tracking URI, not the client's: point it at ours
+    for the duration, synchronously, so traces land in the sweep's store before the run closes."""
+    import mlflow
+
+    os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"
+    before = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(before)
+
+
+_SPAN_TYPES = {"llm": "CHAT_MODEL", "cypher": "TOOL", "tool": "TOOL"}
+
+
+def _ns(t: float) -> int:
+    return int(t * 1e9)
+
+
+def log_trace(client, experiment_id: str, run_id: str, cfg: EvalConfig, row: dict[str, Any], model: str | None) -> str:
+    """One query: a RETRIEVER root span, an AGENT span per event group, a CHAT_MODEL span per LLM
+    call (messages in, reply out, token usage) and a TOOL span per Cypher run or tool call."""
+    events = row["events"]
+    start = row.get("started_at") or min(e["start"] for e in events)
+    end = max([start + (row.get("latency_ms") or 0) / 1000] + [e["start"] + e.get("seconds", 0) for e in events])
+    summary = {k: row[k] for k in ("plan", "cypher_executed", "cypher_rows", "fallback", "target", "edge_constrained") if k in row}
+    root = client.start_trace(f"{cfg.retriever} {row['qid']}", span_type="RETRIEVER", inputs={"question": row.get("question")},
+                              attributes={"sagegraph.counters": row.get("counters", {}), "sagegraph.config": cfg.label()},
+                              tags={"sagegraph.qid": str(row["qid"]), "sagegraph.config_key": cfg.key()},
+                              experiment_id=experiment_id, run_id=run_id, start_time_ns=_ns(start))
+    tid = root.trace_id
+    groups: dict[str, str] = {}
+    for g in dict.fromkeys(e["group"] for e in events if e.get("group")):
+        members = [e for e in events if e.get("group") == g]
+        span = client.start_span(g, trace_id=tid, parent_id=root.span_id, span_type="AGENT", start_time_ns=_ns(min(e["start"] for e in members)))
+        groups[g] = span.span_id
+        client.end_span(tid, span.span_id, end_time_ns=_ns(max(e["start"] + e.get("seconds", 0) for e in members)))
+    for e in events:
+        attrs: dict[str, Any] = {}
+        inputs: Any = e.get("inputs")
+        outputs: Any = e.get("outputs")
+        if e["kind"] == "llm":
+            tok = e.get("tokens") or {}
+            attrs = {"mlflow.chat.tokenUsage": {"input_tokens": tok.get("input", 0), "output_tokens": tok.get("output", 0),
+                                                 "total_tokens": tok.get("input", 0) + tok.get("output", 0)},
+                     "sagegraph.cached": bool(e.get("cached")), "sagegraph.cache_key": e.get("key", "")}
+            if model:
+                attrs["mlflow.llm.model"] = model
+            inputs = {"messages": inputs} if isinstance(inputs, list) else inputs
+            outputs = {"content": outputs, **({"tool_calls": e["tool_calls"]} if e.get("tool_calls") else {})}
+        span = client.start_span(e["name"], trace_id=tid, parent_id=groups.get(e.get("group", ""), root.span_id),
+                                 span_type=_SPAN_TYPES.get(e["kind"], "UNKNOWN"), inputs=inputs, attributes=attrs, start_time_ns=_ns(e["start"]))
+        client.end_span(tid, span.span_id, outputs=outputs if not e.get("error") else {"error": e["error"]},
+                        status="ERROR" if e.get("error") else "OK", end_time_ns=_ns(e["start"] + e.get("seconds", 0)))
+    client.end_trace(tid, outputs={"top": row.get("top", []), **summary}, end_time_ns=_ns(end))
+    return tid

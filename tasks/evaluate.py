@@ -8,9 +8,11 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from sagegraph.config import LLMConfig
 from sagegraph.eval.evaluate import evaluate_group, read_questions
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve.graph_index import GraphIndex, open_graph
+from sagegraph.retrieve.resources import open_resources
 
 _opts = dict(cache_policy=NO_CACHE, persist_result=False)
 
@@ -27,11 +29,16 @@ def prepare(graph_dir: str, questions_path: str, out: str) -> str:
 
 
 @task(name="evaluate-group", **_opts)
-def evaluate_configs(graph_dir: str, questions_path: str, qvec_path: str, cfgs: list[dict[str, Any]], out_root: str) -> list[dict[str, Any]]:
+def evaluate_configs(graph_dir: str, questions_path: str, qvec_path: str, cfgs: list[dict[str, Any]], out_root: str,
+                     llm: dict[str, Any] | None = None, concurrency: int = 1, timeout_s: float | None = None) -> list[dict[str, Any]]:
     g = open_graph(graph_dir)
     g.load_query_vectors(Path(qvec_path))
     configs = [EvalConfig(**c) for c in cfgs]
-    results = evaluate_group(g, configs, read_questions(Path(questions_path)), Path(out_root))
+    res = open_resources(g, LLMConfig.model_validate(llm) if llm else None)
+    try:
+        results = evaluate_group(res, configs, read_questions(Path(questions_path)), Path(out_root), concurrency, timeout_s)
+    finally:
+        res.close()
     for c, m in zip(configs, results):
         get_run_logger().info("%s: recall@%d=%.4f mrr=%.4f (%d questions)", c.label(), c.total, m[f"recall@{c.total}"], m["mrr"], m["questions"])
     return [{"config": c.__dict__, "metrics": m} for c, m in zip(configs, results)]

@@ -41,7 +41,8 @@ def plan(cypher, target="Movie", vector=()):
 
 
 def llm_cfg(server, tmp_path, **kw):
-    return LLMConfig(base_url=server.base_url, model="test-model", cache_dir=tmp_path / "cache", max_retries=2, **kw)
+    kw.setdefault("cache_dir", tmp_path / "cache")
+    return LLMConfig(base_url=server.base_url, model="test-model", max_retries=2, **kw)
 
 
 def test_store_has_typed_properties_and_every_pattern(kb):
@@ -181,15 +182,23 @@ def test_outage_mid_run_stops_keeps_finished_and_resume_repays_nothing(kb, tmp_p
     assert m["llm_calls_per_query"] == 1.0 and m["hit@1"] == 1.0
 
 
-def test_replay_mode_reproduces_a_run_with_zero_new_calls(kb, tmp_path):
+def test_exported_replies_reproduce_a_run_elsewhere_with_zero_new_calls(kb, tmp_path):
+    """The published-run path: run live, `llm export` the run's replies, `llm import` them into a
+    fresh cache, rerun in replay mode: the same numbers, no request reaches the endpoint."""
+    from sagegraph.eval.replies import export_replies, import_replies
+
     qs = [q for q in kb["questions"] if q.meta["split"] == "test"][:6]
     with oracle_endpoint(qs) as server:
         cfg_live = llm_cfg(server, tmp_path)
         res = open_resources(GraphIndex(kb["graph"]), cfg_live)
         first = evaluate_one(res, EvalConfig("spark", k=10), qs, tmp_path / "live", concurrency=3)
         res.close()
+        assert json.loads((tmp_path / "live" / "config.json").read_text())["llm"]["model"] == "test-model"
+        assert export_replies(tmp_path / "live", tmp_path / "replies.jsonl") == 6
+        assert import_replies(tmp_path / "replies.jsonl", tmp_path / "elsewhere" / "llm.sqlite") == (6, 0)
+        assert import_replies(tmp_path / "replies.jsonl", tmp_path / "elsewhere" / "llm.sqlite") == (0, 6)
         sent = len(server.requests)
-        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path, cache_mode="replay"))
+        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path, cache_mode="replay", cache_dir=tmp_path / "elsewhere"))
         again = evaluate_one(res, EvalConfig("spark", k=10), qs, tmp_path / "replay")
         res.close()
         assert len(server.requests) == sent and again["llm_cached"] == 6
@@ -223,3 +232,71 @@ def test_unknown_retriever_params_are_refused_by_name(kb):
     with pytest.raises(ConfigError, match="alpha"):
         get_retriever("hybrid", GraphIndex(kb["graph"]), alpha=2)
     assert np.array_equal(GraphIndex(kb["graph"]).rows_for_ids(["movie:0", "nope"]), GraphIndex(kb["graph"]).rows_for_ids(["movie:0"]))
+
+
+def test_spark_queries_become_mlflow_traces_with_token_usage(kb, tmp_path):
+    from sagegraph.tracking import SweepTracker
+
+    qs = [q for q in kb["questions"] if q.meta["split"] == "test"][:3]
+    with oracle_endpoint(qs) as server:
+        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
+        cfg = EvalConfig("spark", k=10, prompt="spark-1")
+        m = evaluate_one(res, cfg, qs, tmp_path / "run")
+        res.close()
+    tracker = SweepTracker(f"sqlite:///{tmp_path / 'm.db'}", "kb", tmp_path / "parent.json", "s")
+    run_id = tracker.log_child(cfg, m, tmp_path / "run", llm={"model": "test-model"})
+    import mlflow
+
+    mlflow.set_tracking_uri(tracker.tracking_uri)
+    traces = mlflow.search_traces(locations=[tracker.experiment_id], return_type="list")
+    assert len(traces) == 3 and {t.info.request_metadata.get("mlflow.sourceRun") for t in traces} == {run_id}
+    spans = traces[0].data.spans
+    assert [s.span_type for s in spans] == ["RETRIEVER", "CHAT_MODEL", "TOOL"] and spans[2].inputs["query"].startswith("MATCH")
+    assert traces[0].info.token_usage["total_tokens"] > 0
+    assert tracker.client.get_run(run_id).data.params["prompt"] == "spark-1"
+
+
+def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_path):
+    """A sweep file with LLM retrievers and their params, on a stated sample, through the CLI (Prefect
+    on Dask): costs per query in the summary, MLflow params and traces; then the same sweep with
+    `--cache-mode replay` into a new output makes no request and gives the same numbers."""
+    import csv
+
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    from tests.fixtures import sagegraph
+
+    qs = [q for q in kb["questions"] if q.meta["split"] == "test"]
+    with oracle_endpoint(qs) as server:
+        spec = {"name": "kb", "graph": str(kb["graph"]), "questions": str(kb["root"] / "data" / "questions-test.jsonl"),
+                "out": str(tmp_path / "live"), "sample": {"n": 7, "by": "family"}, "concurrency": 2,
+                "llm": {"base_url": server.base_url, "model": "oracle", "cache_dir": str(tmp_path / "cache")},
+                "mlflow": {"experiment": "kb"}, "plot_totals": [10],
+                "grid": [{"retriever": ["hybrid", "spark"], "k": [10], "params": {"alpha": [0.6]}},
+                         {"retriever": ["sage"], "seed_retriever": ["spark"], "policy": ["+edge", "-edge"], "k": [5], "k_prime": [5]}]}
+        (tmp_path / "live.yaml").write_text(yaml.safe_dump(spec))
+        live = sagegraph("sweep", str(tmp_path / "live.yaml"), "--workers", "1")
+        assert live.returncode == 0, live.stderr[-3000:]
+        sent = len(server.requests)
+        assert sent == 7  # spark and both sage policies share one plan per question
+        spec["out"] = str(tmp_path / "replay")
+        (tmp_path / "replay.yaml").write_text(yaml.safe_dump(spec))
+        again = sagegraph("sweep", str(tmp_path / "replay.yaml"), "--workers", "1", "--cache-mode", "replay")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert len(server.requests) == sent
+    rows = {r["config"]: r for r in csv.DictReader((tmp_path / "live" / "summary.csv").open())}
+    replay = {r["config"]: r for r in csv.DictReader((tmp_path / "replay" / "summary.csv").open())}
+    assert {c: r["recall@10"] for c, r in rows.items()} == {c: r["recall@10"] for c, r in replay.items()} and len(rows) == 4
+    spark = next(r for c, r in rows.items() if c.startswith("spark"))
+    assert float(spark["questions"]) == 7 and float(spark["llm_calls_per_query"]) == 1.0 and float(spark["rate_plan_parsed"]) == 1.0
+    assert len((tmp_path / "live" / "questions.sample.jsonl").read_text().splitlines()) == 7
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'live' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("kb")
+    child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "spark")
+    assert child.data.params["llm.model"] == "oracle" and child.data.params["params.alpha"] == "0.6" and child.data.params["prompt"] == "spark-1"
+    assert "llm_calls_per_query" in child.data.metrics
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'live' / 'mlflow.db'}")
+    assert len(mlflow.search_traces(locations=[exp.experiment_id], return_type="list")) == 7 * 3  # spark and sage[spark] x 2

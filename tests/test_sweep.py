@@ -172,3 +172,42 @@ def test_sweep_on_a_missing_corpus_fails_before_prefect_starts(tmp_path, monkeyp
     assert main(["sweep", str(spec)]) == 2
     err = capsys.readouterr().err
     assert "corpus.path (ottqa reads tables.jsonl, passages.jsonl there): " in err and "no-such-dir does not exist" in err
+
+
+def test_grid_params_expand_validate_and_carry_the_prompt_version(tmp_path):
+    from sagegraph.eval.sweep import configurations, param_grid
+
+    assert param_grid({"repair": [True, False], "max_rows": 500}) == [{"repair": True, "max_rows": 500}, {"repair": False, "max_rows": 500}]
+    base = {"graph": str(tmp_path), "out": str(tmp_path / "o")}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**base, "grid": [{"retriever": ["spark"], "k": [10], "params": {"repair": [True, False]}},
+                                                     {"retriever": ["sage"], "seed_retriever": ["spark"], "k": [5], "k_prime": [5]}]}))
+    cfgs = configurations(load_sweep(path))
+    spark = [c for c in cfgs if c.retriever == "spark"]
+    assert sorted(c.params["repair"] for c in spark) == [False, True] and len({c.key() for c in cfgs}) == 3
+    assert {c.prompt for c in cfgs} == {"spark-1"}  # sage seeded by spark carries spark's prompt version
+    import dataclasses
+
+    assert dataclasses.replace(spark[0], prompt="spark-2").key() != spark[0].key()  # a changed prompt reruns
+    assert EvalConfig("hybrid", 20).key() == EvalConfig("hybrid", 20, params={}, prompt="").key()  # older keys stay valid
+    path.write_text(yaml.safe_dump({**base, "grid": [{"retriever": ["spark"], "k": [10], "params": {"repiar": [True]}}]}))
+    with pytest.raises(ConfigError, match=r"grid\.0\.params.*repiar"):
+        load_sweep(path)
+    path.write_text(yaml.safe_dump({**base, "llm": "nowhere.yaml", "grid": [{"retriever": ["bm25"], "k": [10]}]}))
+    with pytest.raises(ConfigError, match="nowhere.yaml"):
+        load_sweep(path)
+
+
+def test_question_sample_is_stratified_deterministic_and_verbatim(tmp_path):
+    from sagegraph.corpus.questions import load_questions, sample_questions, write_question_subset
+
+    src = tmp_path / "q.jsonl"
+    src.write_text("".join(json.dumps({"id": f"q{i}", "question": f"question {i}?", "answer_ids": [f"a{i}"], "family": "ab"[i % 3 == 0], "x": i}) + "\n"
+                           for i in range(30)))
+    qs = load_questions(src)
+    picked = sample_questions(qs, 10, "family", seed=1)
+    assert [q.id for q in picked] == [q.id for q in sample_questions(qs, 10, "family", seed=1)]
+    assert sum(q.meta["family"] == "b" for q in picked) == 5  # 10 of 30 with 10 in 'b': half each, not a third
+    assert [q.id for q in sample_questions(qs, 10, "family", seed=2)] != [q.id for q in picked]
+    out = write_question_subset(src, {q.id for q in picked}, tmp_path / "sub.jsonl")
+    assert [q.meta["x"] for q in load_questions(out)] == [q.meta["x"] for q in picked]

@@ -26,7 +26,7 @@ from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
 from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
 from sagegraph.config import BuildConfig, EdgeConfig
 from sagegraph.corpus import load_corpus
-from sagegraph.corpus.records import Document, KBObject, KBRelation, Table
+from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, make_encoder
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 

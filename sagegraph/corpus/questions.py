@@ -47,3 +47,40 @@ def load_questions(path: Path, policy: ErrorPolicy | None = None) -> list[Questi
             raise InputError(path, None, "id", f"question id {q.id!r} appears twice")
         seen.add(q.id)
     return qs
+
+
+def sample_questions(questions: list[Question], n: int, by: str | None = None, seed: int = 0) -> list[Question]:
+    """`n` questions drawn with `seed`, spread as evenly as possible over the values of `meta[by]`
+    (round robin over the groups, each shuffled), returned in file order. Depends on nothing but
+    the questions' ids and metadata: never on gold answers or on any retriever's results."""
+    import random
+
+    if n >= len(questions):
+        return list(questions)
+    rng = random.Random(seed)
+    groups: dict[str, list[Question]] = {}
+    for q in questions:
+        groups.setdefault(str(q.meta.get(by, "")) if by else "", []).append(q)
+    pools = [rng.sample(groups[g], len(groups[g])) for g in sorted(groups)]
+    picked: set[str] = set()
+    while len(picked) < n:
+        for pool in pools:
+            if pool and len(picked) < n:
+                picked.add(pool.pop().id)
+    return [q for q in questions if q.id in picked]
+
+
+def write_question_subset(src: Path, ids: set[str], out: Path) -> Path:
+    """The lines of `src` whose question is in `ids`, verbatim (any layout, every extra field)."""
+    import json
+
+    src, out = Path(src), Path(out)
+    lines = []
+    for lineno, line in enumerate(src.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip() and parse_question(json.loads(line), src, lineno).id in ids:
+            lines.append(line)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    return out

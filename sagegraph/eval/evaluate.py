@@ -27,6 +27,12 @@ def retriever_params(cfg: EvalConfig) -> dict[str, Any]:
     return {**{a: getattr(cfg, a) for a in AXES if a in fields}, **cfg.params}
 
 
+def prompt_version(cfg: EvalConfig) -> str:
+    """The prompt version of the retriever, or of sage's seed retriever: part of the run key."""
+    own = retriever_class(cfg.retriever).prompt_version
+    return own or (retriever_class(cfg.seed_retriever).prompt_version if cfg.retriever == "sage" else "")
+
+
 def make_retriever(res: Resources | GraphIndex, cfg: EvalConfig) -> Retriever:
     return get_retriever(cfg.retriever, res, **retriever_params(cfg))
 
@@ -52,12 +58,25 @@ def _resources(x: Resources | GraphIndex) -> Resources:
     return x if isinstance(x, Resources) else Resources(x)
 
 
+def needs_llm(cfg: EvalConfig) -> bool:
+    return retriever_class(cfg.retriever).uses_llm or (cfg.retriever == "sage" and retriever_class(cfg.seed_retriever).uses_llm)
+
+
+def provenance(res: Resources, cfg: EvalConfig) -> dict[str, Any]:
+    """What config.json records beside the configuration: which model answered, where, and the
+    reply cache that holds its replies (`sagegraph llm export` reads it)."""
+    if not res.has_llm or not needs_llm(cfg):
+        return {}
+    llm = res.llm
+    return {"llm": {"model": llm.cfg.model, "base_url": llm.base_url, "temperature": llm.cfg.temperature, "cache": str(llm.cache.path)}}
+
+
 def evaluate_one(res: Resources | GraphIndex, cfg: EvalConfig, questions: list[Question], out_dir: Path,
                  concurrency: int = 1, timeout_s: float | None = None) -> dict[str, Any]:
     res = _resources(res)
     retriever = make_retriever(res, cfg)
     res.graph.encode_queries([q.text for q in questions])
-    return run_eval(res.graph, questions, cfg, lambda q: retriever.search(q.text, cfg.k), out_dir, concurrency, timeout_s)
+    return run_eval(res.graph, questions, cfg, lambda q: retriever.search(q.text, cfg.k), out_dir, concurrency, timeout_s, provenance(res, cfg))
 
 
 def group_key(c: EvalConfig) -> tuple:
@@ -92,4 +111,4 @@ def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], question
         seeds[q.id] = (r, (time.perf_counter() - t0) * 1000)
         return sage.expand(q.text, r, k_prime)
 
-    return [run_eval(g, questions, c, lambda q, c=c: search(q, c.k_prime), out_root / c.key(), concurrency, timeout_s) for c in cfgs]
+    return [run_eval(g, questions, c, lambda q, c=c: search(q, c.k_prime), out_root / c.key(), concurrency, timeout_s, provenance(res, c)) for c in cfgs]

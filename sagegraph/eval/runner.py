@@ -136,7 +136,7 @@ def _read_done(log_path: Path) -> dict[str, dict[str, Any]]:
 
 
 def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: Callable[[Question], Retrieval], out_dir: Path,
-             concurrency: int = 1, timeout_s: float | None = None) -> dict[str, Any]:
+             concurrency: int = 1, timeout_s: float | None = None, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run `search` over the questions and score it; resumable, and honest about failures.
 
     Contract: finished questions are appended to per_query.jsonl as they finish (in completion
@@ -147,12 +147,13 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
     An InfraError (endpoint or store down, no key, a replay miss) stops the run: the questions
     finished so far are kept, the failed ones are not written, and the error is re-raised, so a
     rerun finishes them instead of scoring an outage as empty retrievals. metrics.json is written
-    only for a complete run."""
+    only for a complete run. `provenance` (the LLM model, endpoint and reply cache) goes into
+    config.json, so a run directory names the model behind its numbers."""
     stamp = inputs_stamp(g, questions)
     _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "inputs.txt").write_text(stamp)
-    (out_dir / "config.json").write_text(json.dumps({**cfg.__dict__, "label": cfg.label(), "graph": str(g.dir)}, indent=1))
+    (out_dir / "config.json").write_text(json.dumps({**cfg.__dict__, "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str))
     log_path = out_dir / "per_query.jsonl"
     done = _read_done(log_path)
     scorable, missing = split_questions(g, questions)
@@ -162,6 +163,7 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
 
     def timed(q: Question) -> tuple[Retrieval, float]:
         started[q.id] = time.monotonic()
+        began[q.id] = time.time()
         t0 = time.perf_counter()
         try:
             r = search(q)
@@ -181,11 +183,13 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             if r.trace:
-                traces.write(json.dumps({"qid": q.id, "question": q.text, **r.trace}, default=str) + "\n")
+                head = {"qid": q.id, "question": q.text, "started_at": began.get(q.id), "latency_ms": row["latency_ms"], "top": row["ranked"][:10]}
+                traces.write(json.dumps({**head, **r.trace}, default=str) + "\n")
                 traces.flush()
             done[q.id] = row
 
-    started: dict[str, float] = {}
+    started: dict[str, float] = {}  # monotonic, for the timeout
+    began: dict[str, float] = {}  # wall clock, for the trace
     with log_path.open("a", encoding="utf-8") as fh, (out_dir / "traces.jsonl").open("a", encoding="utf-8") as traces:
         if concurrency <= 1 and timeout_s is None:
             for q in todo:

@@ -10,8 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sagegraph.config import format_errors, project_dir, read_yaml_mapping, resolve_path
+from sagegraph.config import LLMConfig, format_errors, load_llm_config, project_dir, read_yaml_mapping, resolve_path
 from sagegraph.errors import ConfigError
+from sagegraph.eval.evaluate import needs_llm
 from sagegraph.eval.runner import EvalConfig
 
 
@@ -28,6 +29,7 @@ class GridBlock(BaseModel):
     policy: list[str] = Field(default_factory=lambda: ["+edge"])
     total_k: list[int] = Field(default_factory=list)
     seed_share: list[float] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict, description="the retrievers' own parameters; a list is an axis (a list-valued parameter is given as a list of lists)")
 
     @model_validator(mode="after")
     def _check(self) -> "GridBlock":
@@ -48,6 +50,17 @@ class MlflowConfig(BaseModel):
     experiment: str = "sagegraph"
 
 
+class SampleConfig(BaseModel):
+    """A stated subset of the questions, the same for every configuration: `n` drawn with a seed,
+    spread evenly over the values of a question field (e.g. the synthetic KB's template `family`).
+    Never chosen by gold labels or by how a retriever did."""
+
+    model_config = ConfigDict(extra="forbid")
+    n: int = Field(ge=1)
+    by: str | None = Field("family", description="a question field to stratify by (None: a plain random sample)")
+    seed: int = 0
+
+
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "sweep"
@@ -59,6 +72,11 @@ class SweepConfig(BaseModel):
     grid: list[GridBlock]
     edges: dict[str, list[Any]] = Field(default_factory=dict, description="edge settings to sweep (e.g. percentile: [90, 95, 99]): one graph per combination, same nodes")
     plot_totals: list[int] = Field(default_factory=lambda: [2, 5, 10, 20, 50, 100])
+    sample: SampleConfig | None = None
+    llm: LLMConfig | Path | None = Field(None, description="LLM settings for LLM retrievers: a profile file (conf/llm_local.yaml) or the settings inline; default: OPENAI_BASE_URL / OPENAI_API_KEY")
+    concurrency: int = Field(1, ge=1, description="questions answered at once per configuration (LLM retrievers)")
+    timeout_s: float | None = Field(None, gt=0, description="seconds a question may take before it is scored as retrieving nothing")
+    mlflow_traces: bool = Field(True, description="log each LLM retriever's queries as MLflow traces")
 
     @model_validator(mode="after")
     def _graph_or_build(self) -> "SweepConfig":
@@ -84,14 +102,40 @@ def load_sweep(path: Path) -> SweepConfig:
     base = project_dir(path)
     for key in ("graph", "build", "questions", "out"):
         setattr(cfg, key, resolve_path(base, getattr(cfg, key)))
+    if isinstance(cfg.llm, Path):
+        cfg.llm = load_llm_config(resolve_path(base, cfg.llm))
+    elif isinstance(cfg.llm, LLMConfig):
+        cfg.llm.cache_dir = resolve_path(base, cfg.llm.cache_dir)
     try:
         cfg.edge_variants()
+        configurations(cfg)  # unknown retrievers and bad parameters fail here, naming the block
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return cfg
 
 
+def llm_settings(cfg: SweepConfig, override: Path | None = None) -> LLMConfig | None:
+    """The sweep's LLM settings (`--llm` wins), or the environment's when an LLM retriever needs one."""
+    if override is not None:
+        return load_llm_config(override)
+    if isinstance(cfg.llm, LLMConfig):
+        return cfg.llm
+    return LLMConfig() if any(needs_llm(c) for c in configurations(cfg)) else None
+
+
+def param_grid(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """{"repair": [true, false], "max_rows": 500} -> [{"repair": True, "max_rows": 500}, {"repair": False, ...}]."""
+    axes = {k: (v if isinstance(v, list) else [v]) for k, v in params.items()}
+    if any(not v for v in axes.values()):
+        raise ConfigError(f"params: every axis needs at least one value ({', '.join(k for k, v in axes.items() if not v)})")
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
 def expand(block: GridBlock) -> list[EvalConfig]:
+    return [dataclasses.replace(c, params=p) for c in _expand_axes(block) for p in param_grid(block.params)]
+
+
+def _expand_axes(block: GridBlock) -> list[EvalConfig]:
     out = []
     for retriever, alpha, seed, policy in itertools.product(block.retriever, block.alpha, block.seed_retriever, block.policy):
         if retriever == "sage":
@@ -117,6 +161,9 @@ def configurations(cfg: SweepConfig) -> list[EvalConfig]:
     from sagegraph.construct.variants import label
     from sagegraph.retrieve import retriever_names, uses_edges
 
+    from sagegraph.eval.evaluate import prompt_version, retriever_params
+    from sagegraph.retrieve.base import validate_params
+
     known = set(retriever_names())
     variants = [label(v) for v in cfg.edge_variants()] or [""]
     seen: dict[str, EvalConfig] = {}
@@ -125,6 +172,11 @@ def configurations(cfg: SweepConfig) -> list[EvalConfig]:
             if name not in known:
                 raise ConfigError(f"grid.{i}: unknown retriever {name!r}; registered: {', '.join(sorted(known))}")
         for c in expand(block):
+            try:
+                validate_params(c.retriever, retriever_params(c))
+            except ConfigError as exc:
+                raise ConfigError(f"grid.{i}.params: {exc}") from None
+            c.prompt = prompt_version(c)
             for edges in variants if uses_edges(c.retriever) else [""]:
                 v = dataclasses.replace(c, edges=edges)
                 seen.setdefault(v.key(), v)
@@ -185,6 +237,7 @@ def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path:
     ax.set_xscale("log")
     ax.set_xticks(ks)
     ax.set_xticklabels([str(k) for k in ks])
+    ax.minorticks_off()  # a log axis would otherwise label its minor ticks "3x10^0": only the k values are labelled
     ax.set_xlabel("k (retrieved chunks)")
     ax.set_ylabel("Recall@k (%)")
     ax.set_title("Recall@k: BL, BL+Graph, Extended BL")

@@ -16,7 +16,7 @@ What we follow and where we depart (LLM-RETRIEVERS.md §1):
 from __future__ import annotations
 
 import re
-from functools import cached_property
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.schema_card import load_hints, schema_card
+from sagegraph.retrieve.timeline import Timeline
 
 PROMPT_VERSION = "spark-1"
 
@@ -117,10 +118,16 @@ class SparkRetriever(Retriever):
     def __init__(self, res: Resources, params: SparkParams):
         super().__init__(res, params)
         self.hybrid = HybridRetriever.over(res, alpha=params.alpha)
+        self._card: str | None = None
+        self._card_lock = threading.Lock()
 
-    @cached_property
+    @property
     def card(self) -> str:
-        return schema_card(self.res.store.introspect(), load_hints(self.p.hints or self._default_hints()))
+        """The schema card, introspected once per retriever (questions run on a pool share it)."""
+        with self._card_lock:
+            if self._card is None:
+                self._card = schema_card(self.res.store.introspect(), load_hints(self.p.hints or self._default_hints()))
+            return self._card
 
     def _default_hints(self) -> Path | None:
         corpus = (self.g.manifest.get("config") or {}).get("corpus") or {}
@@ -141,14 +148,16 @@ class SparkRetriever(Retriever):
     def _plan_and_run(self, query: str, k: int) -> Retrieval:
         counters = {"plan_parsed": 0, "fallback": 0, "cypher_ran": 0, "cypher_rejected": 0, "cypher_invalid": 0, "cypher_error": 0,
                     "cypher_empty": 0, "repair_calls": 0, "llm_refused": 0}
-        trace: dict[str, Any] = {"counters": counters, "llm": []}
+        timeline = Timeline()
+        trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
         messages = self.messages(query)
         try:
-            reply = self.res.llm.chat(messages, response_format={"type": "json_object"})
+            with timeline.span("llm", "plan", messages) as ev:
+                reply = self.res.llm.chat(messages, response_format={"type": "json_object"})
+                timeline.reply(ev, reply)
         except LLMRequestRefused as exc:
             counters["llm_refused"] = 1
             return self._fallback(query, k, None, trace, f"LLM refused the request: {exc}")
-        trace["llm"].append({"key": reply.key, "reply": reply.text, "cached": reply.cached, "seconds": round(reply.seconds, 3)})
         try:
             plan = parse_plan(reply.text)
         except (ValueError, ValidationError) as exc:
@@ -158,7 +167,7 @@ class SparkRetriever(Retriever):
         target = plan.target if plan.target in self.g.node_types() else None
         cypher_rows: np.ndarray | None = None
         if plan.cypher:
-            cypher_rows, plan = self._run_cypher(plan, messages, reply.text, trace, counters)
+            cypher_rows, plan = self._run_cypher(plan, messages, reply.text, trace, counters, timeline)
             target = plan.target if plan.target in self.g.node_types() else target
         vector_rows = [self._vector(step, target) for step in plan.vector]
         found = self._combine(cypher_rows, vector_rows, plan.combine)
@@ -178,11 +187,14 @@ class SparkRetriever(Retriever):
         trace["edge_constrained"] = bool(trace.get("cypher_executed") and traverses_edges(trace["cypher_executed"]) and cypher_rows is not None and len(cypher_rows))
         return Retrieval(np.array(idx, dtype=np.int64), np.array(scores, dtype=np.float32), how, trace)
 
-    def _run_cypher(self, plan: Plan, messages: list[dict[str, str]], reply_text: str, trace: dict, counters: dict) -> tuple[np.ndarray | None, Plan]:
+    def _run_cypher(self, plan: Plan, messages: list[dict[str, str]], reply_text: str, trace: dict, counters: dict,
+                    timeline: Timeline) -> tuple[np.ndarray | None, Plan]:
         for attempt in range(2):
             query = plan.cypher or ""
             try:
-                rows, truncated = self.res.store.read_untrusted(query, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
+                with timeline.span("cypher", "cypher" if attempt == 0 else "cypher (repaired)", {"query": query}) as ev:
+                    rows, truncated = self.res.store.read_untrusted(query, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
+                    ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
                 raise
             except ReadOnlyViolation as exc:
@@ -193,7 +205,7 @@ class SparkRetriever(Retriever):
                 counters["cypher_invalid"] += 1
                 trace["cypher_error"] = str(exc)[:500]
                 if attempt == 0 and self.p.repair:
-                    repaired = self._repair(messages, reply_text, str(exc), trace, counters)
+                    repaired = self._repair(messages, reply_text, str(exc), trace, counters, timeline)
                     if repaired is not None and repaired.cypher:
                         plan = repaired
                         continue
@@ -212,14 +224,15 @@ class SparkRetriever(Retriever):
             return found, plan
         return None, plan
 
-    def _repair(self, messages, reply_text: str, error: str, trace: dict, counters: dict) -> Plan | None:
+    def _repair(self, messages, reply_text: str, error: str, trace: dict, counters: dict, timeline: Timeline) -> Plan | None:
         counters["repair_calls"] = 1
         follow = messages + [{"role": "assistant", "content": reply_text}, {"role": "user", "content": REPAIR.format(error=error[:800])}]
         try:
-            reply = self.res.llm.chat(follow, response_format={"type": "json_object"})
+            with timeline.span("llm", "repair", follow) as ev:
+                reply = self.res.llm.chat(follow, response_format={"type": "json_object"})
+                timeline.reply(ev, reply)
         except LLMRequestRefused:
             return None
-        trace["llm"].append({"key": reply.key, "reply": reply.text, "cached": reply.cached, "seconds": round(reply.seconds, 3), "repair": True})
         try:
             plan = parse_plan(reply.text)
         except (ValueError, ValidationError):

@@ -1,0 +1,100 @@
+"""Moving a run's LLM replies: `sagegraph llm export RUN_DIR FILE` writes the replies its queries
+used as JSONL, `sagegraph llm import FILE CACHE` adds them to another reply cache. With the graph
+and the questions, that is all a reader needs to reproduce a published run in `replay` mode, with
+no endpoint and no key, and get the same numbers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from sagegraph.errors import InputError, SageGraphError
+from sagegraph.llm import ReplyCache
+
+_KEY = re.compile(r"^[0-9a-f]{64}$")
+
+
+def run_dirs(path: Path) -> list[Path]:
+    """A run directory, or every run under a sweep's (or any) directory."""
+    path = Path(path)
+    if (path / "traces.jsonl").exists():
+        return [path]
+    found = sorted(p.parent for p in path.rglob("traces.jsonl") if ".stale-" not in str(p.parent))
+    if not found:
+        raise SageGraphError(f"{path}: no run here (no traces.jsonl below it)")
+    return found
+
+
+def reply_keys(run_dir: Path) -> list[str]:
+    """The cache keys of every LLM call the run's queries made, in order, without repeats."""
+    keys: dict[str, None] = {}
+    for line in (run_dir / "traces.jsonl").read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        for ev in row.get("events", []):
+            if ev.get("kind") == "llm" and ev.get("key"):
+                keys[ev["key"]] = None
+    return list(keys)
+
+
+def cache_of(run_dir: Path) -> Path:
+    cfg = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+    if (cfg.get("llm") or {}).get("cache"):
+        return Path(cfg["llm"]["cache"])
+    if cfg.get("graph"):
+        return Path(cfg["graph"]).parent / "cache" / "llm.sqlite"
+    raise SageGraphError(f"{run_dir}: config.json does not say which reply cache it used; pass --cache")
+
+
+def export_replies(path: Path, out: Path, cache: Path | None = None) -> int:
+    """Every reply the runs under `path` used, once each; a key missing from the cache is an error
+    (an export that silently lacks replies would fail only when someone replays it)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for run in run_dirs(path):
+        keys = [k for k in reply_keys(run) if k not in rows]
+        if not keys:
+            continue
+        c = ReplyCache(cache or cache_of(run))
+        got = {r["key"]: r for r in c.rows(keys)}
+        missing = [k for k in keys if k not in got]
+        if missing:
+            raise SageGraphError(f"{run}: {len(missing)} replies are not in {c.path} (first key {missing[0][:12]}); pass the right --cache")
+        rows.update(got)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows.values():
+            fh.write(json.dumps(row, sort_keys=True) + "\n")
+    tmp.replace(out)
+    return len(rows)
+
+
+def import_replies(path: Path, cache: Path) -> tuple[int, int]:
+    """(added, already present). Every line is checked before any is written."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, None, None, "file not found")
+    rows = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, lineno, None, f"not JSON: {exc.msg}") from None
+        if not isinstance(row, dict) or not _KEY.match(str(row.get("key", ""))):
+            raise InputError(path, lineno, "key", "expected a 64-hex-digit reply key")
+        if not isinstance(row.get("text"), str):
+            raise InputError(path, lineno, "text", "expected the reply text")
+        for f in ("prompt_tokens", "completion_tokens"):
+            if not isinstance(row.get(f), int):
+                raise InputError(path, lineno, f, "expected an integer")
+        rows.append(row)
+    c = ReplyCache(Path(cache))
+    added = sum(c.insert(r) for r in rows)
+    return added, len(rows) - added

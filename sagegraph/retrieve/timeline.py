@@ -1,0 +1,49 @@
+"""What an LLM retriever did for one query, as timed events: LLM calls, Cypher runs, tool calls.
+
+The events are plain dicts in the query's trace (traces.jsonl), so a run directory alone says what
+happened; `sagegraph.tracking` turns them into MLflow trace spans afterwards (a CHAT_MODEL span per
+LLM call with its token usage, a TOOL span per Cypher or tool call, an AGENT span per `group`).
+Recording after the fact keeps MLflow out of the retrieval path and makes logging resumable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Iterator
+
+from sagegraph.llm import Reply
+
+
+class Timeline:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    @contextlib.contextmanager
+    def span(self, kind: str, name: str, inputs: Any = None, group: str | None = None) -> Iterator[dict[str, Any]]:
+        """Times the block; an exception is recorded on the event and re-raised."""
+        ev: dict[str, Any] = {"kind": kind, "name": name, "start": time.time(), "inputs": inputs}
+        if group:
+            ev["group"] = group
+        t0 = time.perf_counter()
+        try:
+            yield ev
+        except Exception as exc:
+            ev["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            raise
+        finally:
+            ev["seconds"] = round(time.perf_counter() - t0, 4)
+            self.events.append(ev)
+
+    @staticmethod
+    def reply(ev: dict[str, Any], r: Reply) -> None:
+        """An LLM call's outcome: reply, tool calls, tokens, cache key (for `sagegraph llm export`)."""
+        ev.update({"outputs": r.text, "key": r.key, "cached": r.cached,
+                   "tokens": {"input": r.prompt_tokens, "output": r.completion_tokens}})
+        if r.tool_calls:
+            ev["tool_calls"] = r.tool_calls
+
+
+def llm_keys(trace: dict[str, Any]) -> list[str]:
+    """The reply-cache keys of a query's LLM calls, in order."""
+    return [e["key"] for e in trace.get("events", []) if e.get("kind") == "llm" and e.get("key")]

