@@ -88,12 +88,20 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
+    if args.dataset == "stark":
+        from sagegraph.corpus.stark import fetch_stark
+
+        if args.dir is None:
+            raise SageGraphError("usage: sagegraph data fetch stark prime|mag|amazon DIR")
+        counts = fetch_stark(args.target, Path(args.dir), args.root, human=not args.no_human)
+        print(json.dumps({"dir": str(args.dir), **counts}))
+        return 0
     from sagegraph.corpus.fetch import OTTQA_RAW, fetch_ottqa
 
-    if args.dataset != "ottqa":
-        raise SageGraphError(f"unknown dataset {args.dataset!r} (known: ottqa)")
-    counts = fetch_ottqa(Path(args.dir), base_url=args.base_url or OTTQA_RAW, limit=args.limit)
-    print(json.dumps({"dir": str(args.dir), **counts}))
+    if args.dataset != "ottqa" or args.dir is not None:
+        raise SageGraphError(f"unknown dataset {args.dataset!r} (known: ottqa DIR, stark prime|mag|amazon DIR)")
+    counts = fetch_ottqa(Path(args.target), base_url=args.base_url or OTTQA_RAW, limit=args.limit)
+    print(json.dumps({"dir": str(args.target), **counts}))
     return 0
 
 
@@ -331,9 +339,12 @@ def parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("data", help="datasets")
     dsub = d.add_subparsers(dest="data_command", required=True)
-    f = dsub.add_parser("fetch", help="download a dataset: ottqa")
-    f.add_argument("dataset")
-    f.add_argument("dir", type=Path)
+    f = dsub.add_parser("fetch", help="download a dataset: `ottqa DIR`, or `stark prime|mag|amazon DIR` (optional extra `stark`)")
+    f.add_argument("dataset", help="ottqa or stark")
+    f.add_argument("target", help="ottqa: the output DIR; stark: prime, mag or amazon")
+    f.add_argument("dir", nargs="?", help="stark: the output DIR (KB layout and question files)")
+    f.add_argument("--root", type=Path, help="stark: where stark-qa keeps its downloads (default: DIR/stark-raw)")
+    f.add_argument("--no-human", action="store_true", help="stark: skip the human-written questions")
     f.add_argument("--base-url", help="mirror of the dataset's raw files")
     f.add_argument("--limit", type=int, help="only the first N questions (and their tables)")
     f.set_defaults(func=_fetch)
@@ -346,8 +357,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _join_dash_values(argv: list[str]) -> list[str]:
+    """`--policy -edge` would read '-edge' as an option: join it as `--policy=-edge`."""
+    out: list[str] = []
+    for a in argv:
+        if out and out[-1] == "--policy" and a.startswith("-"):
+            out[-1] = f"--policy={a}"
+        else:
+            out.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(_join_dash_values(list(sys.argv[1:] if argv is None else argv)))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)

@@ -141,6 +141,9 @@ class BuildConfig(_Strict):
     store: StoreConfig = StoreConfig()
     runner: RunnerConfig = RunnerConfig()
     max_sources: int | None = Field(None, ge=1)
+    subset: Literal["prefix", "around_questions"] = Field(
+        "prefix", description="how max_sources picks an OTT-QA subset: the first tables and the passages they link, or the "
+        "questions' tables, the passages those tables link, then random distractors (keeps the neighbourhoods the graph is for)")
 
     @field_validator("name")
     @classmethod

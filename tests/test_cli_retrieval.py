@@ -33,3 +33,10 @@ def test_query_prints_a_ranking(graph_dir, capsys):
 def test_empty_question_is_a_clear_error(graph_dir, capsys):
     assert main(["query", str(graph_dir), "  ", "--retriever", "bm25"]) == 2
     assert "empty question" in capsys.readouterr().err
+
+
+def test_policy_minus_edge_is_read_as_a_value_not_an_option():
+    from sagegraph.cli import _join_dash_values, parser
+
+    args = parser().parse_args(_join_dash_values(["query", "g", "q?", "--policy", "-edge", "--k", "3"]))
+    assert args.policy == "-edge" and args.k == 3

@@ -105,3 +105,20 @@ def test_check_corpus_names_what_is_missing_before_a_build_starts(tmp_path):
         check_corpus(CorpusConfig(kind="kb"))
     with pytest.raises(ConfigError, match=r"nodes.jsonl does not exist"):
         check_corpus(CorpusConfig(kind="kb", path=tmp_path))
+
+
+def test_demo_subset_keeps_the_questions_neighbourhoods_whole_and_adds_distractors():
+    from sagegraph.corpus.ottqa import subset_around
+    from sagegraph.corpus.records import Document, Table
+
+    passages = [Document(f"p{i}", f"P{i}", "text") for i in range(200)]
+    tables = [Table(f"t{i}", f"T{i}", ["a"], [["x"], ["y"]], cell_links=[[[f"p{3 * i}"]], [[f"p{3 * i + 1}", f"p{3 * i + 2}"]]]) for i in range(60)]
+    around = ["t7", "t3", "t7", "nope", "t50"]
+    ts, ps = subset_around(tables, passages, around, max_sources=60)
+    ids = {t.id for t in ts} | {p.id for p in ps}
+    assert {"t7", "t3", "t50", "p21", "p22", "p23", "p9", "p10", "p11", "p150", "p151", "p152"} <= ids
+    assert len(ids) == 60 and [t.id for t in ts[:3]] == ["t7", "t3", "t50"]
+    assert 4 <= len(ts) <= 8  # distractor tables at about one in ten sources
+    assert subset_around(tables, passages, around, max_sources=60) == (ts, ps)  # seeded
+    small_t, small_p = subset_around(tables, passages, around, max_sources=8)
+    assert [t.id for t in small_t][:1] == ["t7"] and "t50" not in {t.id for t in small_t}  # whole neighbourhoods only, in question order

@@ -115,7 +115,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
     if manifest.exists():
         return {**read_json(manifest), "resumed": True}
     t0 = time.perf_counter()
-    corpus = load_corpus(cfg.corpus, cfg.max_sources)
+    corpus = load_corpus(cfg.corpus, cfg.max_sources, cfg.subset)
     if len(corpus) == 0:
         raise ValueError(f"corpus {cfg.corpus.kind} at {cfg.corpus.path} has no usable sources")
     items: list[tuple[str, Any]] = [("tables", t) for t in corpus.tables] + [("documents", x) for x in corpus.documents] + [("kb_nodes", k) for k in corpus.kb_nodes]

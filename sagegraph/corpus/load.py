@@ -9,6 +9,7 @@ from sagegraph.corpus.generic import load_generic
 from sagegraph.corpus.jsonl import ErrorPolicy
 from sagegraph.corpus.kb import NODES, load_kb
 from sagegraph.corpus.ottqa import PASSAGES, QUESTIONS, TABLES, load_ottqa
+from sagegraph.corpus.ottqa import load_questions as load_ottqa_questions
 from sagegraph.corpus.questions import load_questions as _load_questions
 from sagegraph.corpus.records import Corpus, Question
 from sagegraph.errors import ConfigError
@@ -32,11 +33,15 @@ def check_corpus(cfg: CorpusConfig) -> None:
         raise ConfigError("; ".join(missing))
 
 
-def load_corpus(cfg: CorpusConfig, max_sources: int | None = None) -> Corpus:
+def load_corpus(cfg: CorpusConfig, max_sources: int | None = None, subset: str = "prefix") -> Corpus:
     policy = ErrorPolicy(cfg.on_error)
     corpus = Corpus()
     if cfg.kind == "ottqa":
-        corpus.tables, corpus.documents = load_ottqa(cfg.resolved_path(), policy, max_sources)
+        around = None
+        if subset == "around_questions" and max_sources is not None:
+            qpath = cfg.questions or cfg.resolved_path() / "questions.jsonl"
+            around = [q.gold_sources[0] for q in load_ottqa_questions(qpath, policy)]  # each question's table
+        corpus.tables, corpus.documents = load_ottqa(cfg.resolved_path(), policy, max_sources, around)
     elif cfg.kind == "generic":
         corpus.tables, corpus.documents = load_generic(cfg.documents, cfg.tables, policy)
     else:

@@ -83,12 +83,15 @@ def load_records(path: Path, parse, policy: ErrorPolicy, limit: int | None = Non
     return out
 
 
-def load_ottqa(root: Path, policy: ErrorPolicy, max_sources: int | None = None) -> tuple[list[Table], list[Document]]:
-    """Tables first, then passages; a --max-sources subset keeps tables and the passages they link."""
+def load_ottqa(root: Path, policy: ErrorPolicy, max_sources: int | None = None, around: list[str] | None = None) -> tuple[list[Table], list[Document]]:
+    """Tables first, then passages; a --max-sources subset keeps tables and the passages they link,
+    taken from the start of the files, or, with `around` (the questions' table ids), around them."""
     tables = load_records(root / TABLES, parse_table, policy)
     passages = load_records(root / PASSAGES, parse_passage, policy)
     if max_sources is None or max_sources >= len(tables) + len(passages):
         return tables, passages
+    if around is not None:
+        return subset_around(tables, passages, around, max_sources)
     # A subset that still has cross-modal structure: n tables plus the passages they link to.
     by_id = {p.id: p for p in passages}
     n_tables = max(1, max_sources // 10)
@@ -108,6 +111,43 @@ def load_ottqa(root: Path, policy: ErrorPolicy, max_sources: int | None = None) 
             seen.add(p.id)
             chosen.append(p)
     return chosen_tables, chosen
+
+
+def _linked(t: Table) -> list[str]:
+    return list(dict.fromkeys(link for row in t.cell_links for cell in row for link in cell))
+
+
+def subset_around(tables: list[Table], passages: list[Document], around: list[str], max_sources: int,
+                  question_share: float = 0.7, seed: int = 0) -> tuple[list[Table], list[Document]]:
+    """A subset that keeps what the graph is for: up to `question_share` of the budget goes to the
+    questions' tables (in question order) with every passage each table links, so neighbourhoods are
+    whole; the rest are random distractor tables and passages (one table per ten sources, like the
+    full corpus). Hyperlinks choose which sources enter; they never become edges here (the build
+    decides edges as for any corpus)."""
+    import random
+
+    by_table = {t.id: t for t in tables}
+    by_passage = {p.id: p for p in passages}
+    chosen_t: dict[str, Table] = {}
+    chosen_p: dict[str, Document] = {}
+    budget = int(max_sources * question_share)
+    for tid in dict.fromkeys(around):
+        t = by_table.get(tid)
+        if t is None or tid in chosen_t:
+            continue
+        links = [by_passage[p] for p in _linked(t) if p in by_passage and p not in chosen_p]
+        if len(chosen_t) + len(chosen_p) + 1 + len(links) > budget:
+            break
+        chosen_t[tid] = t
+        chosen_p.update((p.id, p) for p in links)
+    rng = random.Random(seed)
+    rest_t = [t for t in tables if t.id not in chosen_t]
+    rest_p = [p for p in passages if p.id not in chosen_p]
+    room = max_sources - len(chosen_t) - len(chosen_p)
+    n_t = min(len(rest_t), room // 10)
+    extra_t = rng.sample(rest_t, n_t)
+    extra_p = rng.sample(rest_p, min(len(rest_p), room - n_t))
+    return list(chosen_t.values()) + extra_t, list(chosen_p.values()) + extra_p
 
 
 def load_questions(path: Path, policy: ErrorPolicy | None = None) -> list[Question]:
