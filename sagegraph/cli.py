@@ -78,7 +78,9 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"Recall@k plot:   {result['plot']}")
     print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
     print(f"                 view: .venv/bin/mlflow ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
-    for row in result["table"]:
+    for i, row in enumerate(result["table"]):
+        if i == 0 or row.keys() != result["table"][i - 1].keys():
+            print("  " + "  ".join(row.keys()))
         print("  " + "  ".join(f"{v}" for v in row.values()))
     for row in result["figure4"]:
         if row.get("bl_graph") is not None:
