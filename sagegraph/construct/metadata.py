@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from sagegraph.construct.entities import capitalised_spans, link_title
 from sagegraph.construct.sentences import split_sentences
-from sagegraph.errors import ReplyRejected
+from sagegraph.errors import LLMUnavailable, ReplyRejected
 from sagegraph.llm import LLMClient, estimate_tokens, parse_json_reply
 from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Node
 
@@ -193,8 +194,28 @@ def extract_metadata(nodes: list[Node], mode: str, client: LLMClient | None = No
     if mode == "heuristic":
         return [heuristic_metadata(n) for n in nodes], 0
     assert client is not None, "llm mode needs an LLMClient"
+    stop = threading.Event()  # set by the first failure that is not a bad reply: no node asks after it
+
+    def one(n: Node) -> tuple[dict[str, Any], bool]:
+        if stop.is_set():
+            raise LLMUnavailable("stopped: an earlier request of this batch failed")
+        try:
+            return llm_metadata(n, client, fallback)
+        except Exception:
+            stop.set()
+            raise
+
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        results = list(pool.map(lambda n: llm_metadata(n, client, fallback), nodes))
+        futures = [pool.submit(one, n) for n in nodes]
+        try:
+            # In submission order: nodes start in that order, so the first error met is the real one,
+            # never a later node's "stopped".
+            results = [f.result() for f in futures]
+        except BaseException:
+            stop.set()
+            for f in futures:
+                f.cancel()
+            raise
     return [r[0] for r in results], sum(1 for r in results if not r[1])
 
 
