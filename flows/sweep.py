@@ -61,6 +61,11 @@ def ensure_graph(cfg: SweepConfig) -> Path:
     return graph_dir_of(cfg)
 
 
+def ordered(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[tuple[EvalConfig, dict[str, Any]]]:
+    """Configurations in the order tables show them: by retriever, edge variant, total k, seed k."""
+    return sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k))
+
+
 COST_KEYS = ("llm_calls_per_query", "llm_cached_per_query", "llm_prompt_tokens_per_query", "llm_completion_tokens_per_query",
              "llm_seconds_per_query", "llm_cost_usd_per_query")
 
@@ -74,7 +79,7 @@ def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) 
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", "params", *keys])
-        for c, m in sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k)):
+        for c, m in ordered(results):
             params = json.dumps(c.params, sort_keys=True) if c.params else ""
             w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, c.edges, params, *[m.get(k) for k in keys]])
     return path
@@ -83,7 +88,7 @@ def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) 
 def brief_table(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[dict[str, Any]]:
     """What the CLI prints: per configuration Hit@1, Recall@20, MRR and LLM calls per query."""
     rows = []
-    for c, m in sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k)):
+    for c, m in ordered(results):
         row = {"config": c.label(), "hit@1": m.get("hit@1"), "recall@20": m.get("recall@20"), "mrr": m.get("mrr")}
         if m.get("llm_calls"):
             row["llm_calls/q"] = m.get("llm_calls_per_query")

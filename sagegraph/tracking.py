@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sagegraph.construct.variants import parse_label
+from sagegraph.eval.runfiles import read_traces
 from sagegraph.eval.runner import EvalConfig
 
 
@@ -110,21 +111,6 @@ class SweepTracker:
 
     def finish(self) -> None:
         self.client.set_terminated(self.parent_id, "FINISHED")
-
-
-def read_traces(path: Path) -> list[dict[str, Any]]:
-    """The last trace per question (a resumed run appends), only those with recorded events."""
-    if not path.exists():
-        return []
-    rows: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if row.get("events"):
-            rows[row["qid"]] = row
-    return list(rows.values())
 
 
 @contextlib.contextmanager

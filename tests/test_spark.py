@@ -2,6 +2,7 @@
 SPARK through the real openai client against a loopback endpoint with scripted replies (faults
 included). No network, no model."""
 
+import contextlib
 import json
 
 import numpy as np
@@ -45,6 +46,17 @@ def llm_cfg(server, tmp_path, **kw):
     return LLMConfig(base_url=server.base_url, model="test-model", max_retries=2, **kw)
 
 
+@contextlib.contextmanager
+def scripted(kb, tmp_path, responder):
+    """Resources over the test KB with an LLM endpoint answering by `responder`; closed after."""
+    with FakeOpenAI(responder) as server:
+        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
+        try:
+            yield server, res
+        finally:
+            res.close()
+
+
 def test_store_has_typed_properties_and_every_pattern(kb):
     res = open_resources(GraphIndex(kb["graph"]))
     try:
@@ -72,13 +84,9 @@ def test_gold_cypher_returns_exactly_the_gold_ids(kb):
 
 def test_spark_runs_a_plan_and_fills_to_k(kb, tmp_path):
     q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
-    with FakeOpenAI(lambda b: (200, completion(plan(q.meta["gold_cypher"])))) as server:
-        g = GraphIndex(kb["graph"])
-        res = open_resources(g, llm_cfg(server, tmp_path))
-        try:
-            r = get_retriever("spark", res).search(q.text, len(q.gold_sources) + 5)
-        finally:
-            res.close()
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(q.meta["gold_cypher"])))) as (server, res):
+        g = res.graph
+        r = get_retriever("spark", res).search(q.text, len(q.gold_sources) + 5)
     top = {g.source_ids[i] for i in r.idx[: len(q.gold_sources)]}
     assert top == set(q.gold_sources) and len(r) == len(q.gold_sources) + 5
     assert r.found_by[: len(q.gold_sources)] == ["cypher"] * len(q.gold_sources) and "fill" in r.found_by
@@ -96,15 +104,10 @@ def test_spark_runs_a_plan_and_fills_to_k(kb, tmp_path):
     (plan("MATCH (m:Movie {title: 'No Such Film'}) RETURN m.id AS id"), "cypher_empty"),
 ])
 def test_bad_plans_fall_back_to_hybrid_and_leave_the_graph_unchanged(kb, tmp_path, reply, counter):
-    with FakeOpenAI(lambda b: (200, completion(reply))) as server:
-        g = GraphIndex(kb["graph"])
-        res = open_resources(g, llm_cfg(server, tmp_path))
-        try:
-            before = (res.store.count_nodes(), res.store.count_edges())
-            r = get_retriever("spark", res).search("Which films were directed by someone?", 5)
-            assert (res.store.count_nodes(), res.store.count_edges()) == before
-        finally:
-            res.close()
+    with scripted(kb, tmp_path, lambda b: (200, completion(reply))) as (_, res):
+        before = (res.store.count_nodes(), res.store.count_edges())
+        r = get_retriever("spark", res).search("Which films were directed by someone?", 5)
+        assert (res.store.count_nodes(), res.store.count_edges()) == before
     assert r.trace["counters"]["fallback"] == 1 and len(r) == 5 and set(r.found_by) == {"fallback"}
     assert r.trace["counters"]["plan_parsed"] == (counter is not None)
     if counter:
@@ -114,13 +117,9 @@ def test_bad_plans_fall_back_to_hybrid_and_leave_the_graph_unchanged(kb, tmp_pat
 def test_a_cypher_syntax_error_gets_one_repair_fed_the_error(kb, tmp_path):
     q = next(q for q in kb["questions"] if q.meta["template"] == "movies_starring")
     replies = iter([plan("MATCH (p:Person {name: 'x'})-[:ACTED_IN]->(m:Movie RETURN m.id AS id"), plan(q.meta["gold_cypher"])])
-    with FakeOpenAI(lambda b: (200, completion(next(replies)))) as server:
-        g = GraphIndex(kb["graph"])
-        res = open_resources(g, llm_cfg(server, tmp_path))
-        try:
-            r = get_retriever("spark", res).search(q.text, len(q.gold_sources) + 2)
-        finally:
-            res.close()
+    with scripted(kb, tmp_path, lambda b: (200, completion(next(replies)))) as (server, res):
+        g = res.graph
+        r = get_retriever("spark", res).search(q.text, len(q.gold_sources) + 2)
     c = r.trace["counters"]
     assert c["cypher_invalid"] == 1 and c["repair_calls"] == 1 and c["fallback"] == 0 and r.usage["calls"] == 2
     assert "could not run" in server.requests[1]["messages"][-1]["content"] and len(server.requests[1]["messages"]) == 4
@@ -139,13 +138,9 @@ def test_rate_limit_then_success_and_a_timeout_are_retried(kb, tmp_path):
             return 503, {"error": {"message": "overloaded"}}
         return 200, completion(plan(q.meta["gold_cypher"], q.meta["target_type"]))
 
-    with FakeOpenAI(flaky) as server:
-        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
+    with scripted(kb, tmp_path, flaky) as (_, res):
         res.llm._sleep = lambda s: None
-        try:
-            r = get_retriever("spark", res).search(q.text, 5)
-        finally:
-            res.close()
+        r = get_retriever("spark", res).search(q.text, 5)
     assert r.usage["retries"] == 2 and r.trace["counters"]["fallback"] == 0
 
 
@@ -212,13 +207,9 @@ def test_exported_replies_reproduce_a_run_elsewhere_with_zero_new_calls(kb, tmp_
 
 def test_sage_expands_spark_seeds_and_minus_edge_skips_after_a_traversal(kb, tmp_path):
     q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
-    with FakeOpenAI(lambda b: (200, completion(plan(q.meta["gold_cypher"])))) as server:
-        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
-        try:
-            plus = get_retriever("sage", res, seed_retriever="spark", k_prime=5, policy="+edge").search(q.text, 5)
-            minus = get_retriever("sage", res, seed_retriever="spark", k_prime=5, policy="-edge").search(q.text, 5)
-        finally:
-            res.close()
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(q.meta["gold_cypher"])))) as (_, res):
+        plus = get_retriever("sage", res, seed_retriever="spark", k_prime=5, policy="+edge").search(q.text, 5)
+        minus = get_retriever("sage", res, seed_retriever="spark", k_prime=5, policy="-edge").search(q.text, 5)
     assert len(plus) == 10 and plus.trace["expanded"] and plus.usage["calls"] == 1
     assert len(minus) == 5 and minus.trace["expanded"] is False
     assert traverses_edges("MATCH (a)-[:R]->(b) RETURN b") and not traverses_edges("MATCH (m:Movie) WHERE m.title = 'a->b' RETURN m")

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from sagegraph.errors import InputError, SageGraphError
+from sagegraph.eval.runfiles import read_traces
 from sagegraph.llm import ReplyCache
+from sagegraph.retrieve.timeline import llm_keys
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 
@@ -29,16 +31,7 @@ def run_dirs(path: Path) -> list[Path]:
 
 def reply_keys(run_dir: Path) -> list[str]:
     """The cache keys of every LLM call the run's queries made, in order, without repeats."""
-    keys: dict[str, None] = {}
-    for line in (run_dir / "traces.jsonl").read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        for ev in row.get("events", []):
-            if ev.get("kind") == "llm" and ev.get("key"):
-                keys[ev["key"]] = None
-    return list(keys)
+    return list(dict.fromkeys(k for row in read_traces(run_dir / "traces.jsonl") for k in llm_keys(row)))
 
 
 def cache_of(run_dir: Path) -> Path:

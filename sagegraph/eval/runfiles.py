@@ -1,4 +1,4 @@
-"""Run artifacts (EVAL.md): per-query CSV, TREC run file, metrics.json."""
+"""Run artifacts (EVAL.md): per-query CSV, TREC run file, metrics.json; reading traces.jsonl back."""
 
 from __future__ import annotations
 
@@ -27,3 +27,19 @@ def write_per_query_csv(path: Path, rows: list[dict[str, Any]], metric_keys: lis
 
 def write_metrics(path: Path, metrics: dict[str, Any]) -> None:
     path.write_text(json.dumps(metrics, indent=1), encoding="utf-8")
+
+
+def read_traces(path: Path) -> list[dict[str, Any]]:
+    """The last trace per question (a resumed run appends), only those with recorded events; a
+    line cut by a crash is skipped."""
+    if not path.exists():
+        return []
+    rows: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("events"):
+            rows[row["qid"]] = row
+    return list(rows.values())
