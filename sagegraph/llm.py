@@ -323,6 +323,7 @@ class LLMClient:
         for attempt in range(self.cfg.max_retries + 1):
             pacer.wait_turn(estimate_tokens(json.dumps(messages)), self._sleep)
             t0 = time.perf_counter()
+            failure: LLMError | None = None
             try:
                 with pacer.slots:
                     resp = self.client.chat.completions.create(model=self.cfg.model, messages=messages, **params)
@@ -330,23 +331,31 @@ class LLMClient:
                 raise
             except Exception as exc:  # openai's exception classes, matched by name to keep imports lazy
                 name = type(exc).__name__
+                log.debug("LLM request failed", exc_info=True)
                 if name in _REFUSED:
-                    raise LLMRequestRefused(f"{self.cfg.model} refused the request ({name}): {exc}") from exc
-                if name not in _RETRYABLE or attempt == self.cfg.max_retries:
+                    failure = LLMRequestRefused(f"{self.cfg.model} refused the request ({name}): {exc}")
+                elif name not in _RETRYABLE or attempt == self.cfg.max_retries:
                     where = self.base_url or "the OpenAI API"
-                    raise LLMUnavailable(f"LLM endpoint {where} failed ({name}) after {attempt} retries: {exc}") from exc
-                wait = delay
-                headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-                if headers.get("retry-after"):
-                    try:
-                        wait = float(headers["retry-after"])
-                    except ValueError:
-                        pass
-                wait = min(60.0, wait) * (1 + 0.1 * random.random())
-                log.warning("LLM %s, retry %d/%d in %.1fs", name, attempt + 1, self.cfg.max_retries, wait)
-                self._sleep(wait)
-                delay *= 2
-                continue
+                    failure = LLMUnavailable(f"LLM endpoint {where} failed ({name}) after {attempt} retries: {exc}")
+                else:
+                    wait = delay
+                    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+                    if headers.get("retry-after"):
+                        try:
+                            wait = float(headers["retry-after"])
+                        except ValueError:
+                            pass
+                    wait = min(60.0, wait) * (1 + 0.1 * random.random())
+                    log.warning("LLM %s, retry %d/%d in %.1fs", name, attempt + 1, self.cfg.max_retries, wait)
+                    self._sleep(wait)
+                    delay *= 2
+                    continue
+            if failure is not None:
+                # Raised outside the handler, so the openai exception does not ride along as its
+                # context: a sweep's Dask worker sends this error back to the flow's process, where
+                # openai's exceptions cannot be unpickled (their __init__ takes keywords only) and the
+                # one clear line would become a TypeError.
+                raise failure
             seconds = time.perf_counter() - t0
             usage = getattr(resp, "usage", None)
             msg = resp.choices[0].message

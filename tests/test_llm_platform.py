@@ -64,3 +64,18 @@ def test_the_local_server_binds_loopback_only(tmp_path):
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--cache") + 1] == "true"
     with pytest.raises(ConfigError, match="loopback"):
         serve_command(tmp_path / "m.gguf", host="0.0.0.0")
+
+
+def test_an_outage_error_carries_no_openai_exception_across_processes(tmp_path):
+    """A sweep's Dask worker sends the error back to the flow: openai's exceptions cannot be
+    unpickled there, so none may ride along as cause or context (seen: a TypeError instead of
+    the one-line outage message)."""
+    import pickle
+
+    from sagegraph.errors import LLMUnavailable
+
+    client = LLMClient(LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0, timeout_s=5), tmp_path / "llm.sqlite")
+    with pytest.raises(LLMUnavailable, match="APIConnectionError") as caught:
+        client.chat([{"role": "user", "content": "hello"}])
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+    assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)
