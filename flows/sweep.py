@@ -72,10 +72,12 @@ COST_KEYS = ("llm_calls_per_query", "llm_cached_per_query", "llm_prompt_tokens_p
 
 def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:
     """One row per configuration: quality, latency, and (when any configuration called an LLM) what
-    it cost per query and how often each method counter fired (plan parsed, fallback, ...)."""
+    it cost per query, how often each method counter fired (plan parsed, fallback, ...), and the
+    per-step diagnostics against gold that multi-step retrievers' traces allow."""
     keys = metric_names() + ["latency_p50_ms", "questions"]
     if any(m.get("llm_calls") for _, m in results):
         keys += list(COST_KEYS) + sorted({k for _, m in results for k in m if k.startswith("rate_")})
+    keys += sorted({k for _, m in results for k in m if k.startswith("diag_")})  # per-step diagnostics (AF)
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", "params", *keys])

@@ -10,7 +10,7 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-from tests.fixtures import make_kb, make_ottqa  # noqa: E402
+from tests.fixtures import make_kb, make_ottqa
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +40,23 @@ def graph_dir(ottqa_dir, tmp_path_factory) -> Path:
     cfg = load_config(write_config(tmp / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp / "out", store={"backend": "none"}))
     run_all(cfg)
     return cfg.out / "graph"
+
+
+@pytest.fixture(scope="session")
+def synth_kb(tmp_path_factory) -> dict:
+    """A built 600-node synthetic film KB (with its FalkorDB store) and its questions."""
+    import json
+
+    from sagegraph.config import load_config
+    from sagegraph.corpus.questions import load_questions
+    from sagegraph.corpus.synth_kb import write_synth_kb
+    from tests.fixtures import run_all
+
+    root = tmp_path_factory.mktemp("synthkb")
+    write_synth_kb(root / "data", size=600, seed=3, per_family=12)
+    cfg_path = root / "c.yaml"
+    cfg_path.write_text(json.dumps({"name": "kb", "out": str(root / "out"), "corpus": {"kind": "kb", "path": str(root / "data")},
+                                    "runner": {"n_workers": 1, "batch_size": 300}}))
+    cfg = load_config(cfg_path)
+    run_all(cfg)
+    return {"root": root, "graph": cfg.out / "graph", "questions": load_questions(root / "data" / "questions.jsonl")}

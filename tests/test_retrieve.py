@@ -36,7 +36,7 @@ def test_fusion_and_deterministic_ties():
 
 def test_registry_lists_and_rejects_names(g):
     assert {"bm25", "dense", "hybrid", "sage"} <= set(retriever_names())
-    with pytest.raises(SageGraphError, match="unknown retriever 'nope'; registered: bm25, dense"):
+    with pytest.raises(SageGraphError, match="unknown retriever 'nope'; registered: af, bm25, dense"):
         get_retriever("nope", g)
     with pytest.raises(SageGraphError, match="empty question"):
         get_retriever("bm25", g).search("   ", 5)

@@ -8,9 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from sagegraph.config import LLMConfig, load_config
-from sagegraph.corpus.questions import load_questions
-from sagegraph.corpus.synth_kb import write_synth_kb
+from sagegraph.config import LLMConfig
 from sagegraph.errors import InfraError, LLMUnavailable, ReplayMiss
 from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.oracle import oracle_endpoint
@@ -20,21 +18,13 @@ from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.resources import open_resources
 from sagegraph.retrieve.spark import traverses_edges
 from tests.fake_openai import FakeOpenAI, completion
-from tests.fixtures import run_all
 
 pytestmark = pytest.mark.e2e  # a FalkorDB server and a loopback LLM endpoint
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory):
-    root = tmp_path_factory.mktemp("synthkb")
-    write_synth_kb(root / "data", size=600, seed=3, per_family=12)
-    cfg_path = root / "c.yaml"
-    cfg_path.write_text(json.dumps({"name": "kb", "out": str(root / "out"), "corpus": {"kind": "kb", "path": str(root / "data")},
-                                    "runner": {"n_workers": 1, "batch_size": 300}}))
-    cfg = load_config(cfg_path)
-    run_all(cfg)
-    return {"root": root, "graph": cfg.out / "graph", "questions": load_questions(root / "data" / "questions.jsonl")}
+def kb(synth_kb):
+    return synth_kb
 
 
 def plan(cypher, target="Movie", vector=()):

@@ -17,14 +17,15 @@ from sagegraph.retrieve.base import Resources, Retriever, get_retriever, retriev
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.sage import SageRetriever
 
-
 AXES = ("k_prime", "seed_retriever", "alpha", "policy")  # EvalConfig fields a retriever takes when its Params has them
 
 
 def retriever_params(cfg: EvalConfig) -> dict[str, Any]:
     """The sweep axes this retriever declares, then its own `params` (which win)."""
-    fields = retriever_class(cfg.retriever).Params.model_fields
-    return {**{a: getattr(cfg, a) for a in AXES if a in fields}, **cfg.params}
+    cls = retriever_class(cfg.retriever)
+    fields = cls.Params.model_fields
+    axes = AXES if cls.shared_axes is None else cls.shared_axes
+    return {**{a: getattr(cfg, a) for a in axes if a in fields}, **cfg.params}
 
 
 def prompt_version(cfg: EvalConfig) -> str:

@@ -10,7 +10,7 @@ chunk for its passage). With `ranked_sources` the sources of the ranked chunks i
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 HIT_KS = (1, 5)
 RECALL_KS = (2, 5, 10, 20, 50, 100)
@@ -39,3 +39,33 @@ def mean_metrics(per_query: list[dict[str, float]]) -> dict[str, float]:
         return {}
     keys = per_query[0].keys()
     return {k: sum(q[k] for q in per_query) / len(per_query) for k in keys}
+
+
+def stage_diagnostics(trace: dict, gold: set[str], meta: dict) -> dict[str, float]:
+    """Where a multi-step retriever lost gold answers, from its trace, after the fact: for each
+    candidate set a step produced (`trace["stage_sets"]`, source ids) its recall, precision, hit
+    and size against gold; for each prediction (`trace["predictions"]`) whose name is a field of
+    the question's metadata (the synthetic KB's `target_type`), whether it matched. Computed by the
+    evaluator only: the retriever never sees gold."""
+    out: dict[str, float] = {}
+    for name, ids in (trace.get("stage_sets") or {}).items():
+        found = set(ids)
+        inter = len(found & gold)
+        out[f"{name}_size"] = float(len(found))
+        out[f"{name}_hit"] = float(inter > 0)
+        out[f"{name}_recall"] = inter / len(gold)
+        if found:
+            out[f"{name}_precision"] = inter / len(found)
+    for name, value in (trace.get("predictions") or {}).items():
+        if meta.get(name) is not None:
+            out[f"{name}_accuracy"] = float(value == meta[name])
+    return out
+
+
+def mean_diagnostics(rows: list[dict]) -> dict[str, float]:
+    """Each diagnostic averaged over the questions that have it (precision needs a non-empty set)."""
+    sums: dict[str, list[float]] = {}
+    for r in rows:
+        for k, v in (r.get("diagnostics") or {}).items():
+            sums.setdefault(k, []).append(v)
+    return {f"diag_{k}": round(sum(v) / len(v), 6) for k, v in sorted(sums.items())}

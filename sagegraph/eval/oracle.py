@@ -16,7 +16,12 @@ from sagegraph.corpus.questions import load_questions
 from sagegraph.loopback import FakeOpenAI, completion
 
 ORACLE_MODEL = "oracle"
-_QUESTION = re.compile(r"^Question: (.+)$", re.M)
+# How the oracle tells AF-Retriever's prompts apart (their fixed wording, sagegraph.retrieve.af*).
+AF_TYPE_PROMPT = "Which type must a node have to answer the question below?"
+AF_CYPHER_PROMPT = "Write one Cypher query that captures what the question below asks."
+AF_RERANK_MARK = "candidate answer"
+_AF_RETURN = re.compile(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", re.IGNORECASE)
+_QUESTION = re.compile(r"^Question: (.+)$", re.MULTILINE)
 
 
 class Oracle:
@@ -32,10 +37,26 @@ class Oracle:
             return {"target": None, "cypher": None, "vector": []}
         return {"target": meta.get("target_type"), "cypher": meta.get("gold_cypher"), "vector": [], "combine": "intersect"}
 
+    def af_reply(self, question: str, prompt: str) -> str:
+        """AF's step 1 (the gold target type) and step 2 (the gold Cypher, returning the answer's
+        name as AF asks); rerank prompts get no usable answer, so reranking keeps the order."""
+        meta = self.by_text.get(question)
+        if meta is None:
+            self.misses += 1
+            return ""
+        if AF_TYPE_PROMPT in prompt:
+            return str(meta.get("target_type") or "")
+        if AF_CYPHER_PROMPT in prompt:
+            return _AF_RETURN.sub(lambda m: f"RETURN {m.group(1)}.name", meta.get("gold_cypher") or "")
+        return ""
+
     def __call__(self, body: dict) -> tuple[int, dict]:
         last = next((m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
         found = _QUESTION.findall(last) or _QUESTION.findall(" ".join(str(m.get("content")) for m in body.get("messages", [])))
-        return 200, completion(json.dumps(self.plan_for(found[-1].strip() if found else "")), prompt_tokens=0, completion_tokens=0)
+        question = found[-1].strip() if found else ""
+        if AF_TYPE_PROMPT in last or AF_CYPHER_PROMPT in last or AF_RERANK_MARK in last:
+            return 200, completion(self.af_reply(question, last), prompt_tokens=0, completion_tokens=0)
+        return 200, completion(json.dumps(self.plan_for(question)), prompt_tokens=0, completion_tokens=0)
 
 
 def oracle_endpoint(questions: Path | list) -> FakeOpenAI:

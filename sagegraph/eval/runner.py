@@ -8,16 +8,25 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError, InfraError, SageGraphError
-from sagegraph.eval.metrics import MRR_CONVENTION, RECALL_KS, mean_metrics, metric_names, query_metrics
+from sagegraph.eval.metrics import (
+    MRR_CONVENTION,
+    RECALL_KS,
+    mean_diagnostics,
+    mean_metrics,
+    metric_names,
+    query_metrics,
+    stage_diagnostics,
+)
 from sagegraph.eval.runfiles import write_metrics, write_per_query_csv, write_trec
 from sagegraph.retrieve.base import Retrieval
 from sagegraph.retrieve.graph_index import GraphIndex
@@ -179,6 +188,8 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
         row["error"] = r.trace.get("error")
         row.update(usage_columns(r))
         row["counters"] = r.trace.get("counters", {})
+        if r.trace.get("stage_sets") or r.trace.get("predictions"):
+            row["diagnostics"] = stage_diagnostics(r.trace, set(q.gold_sources), q.meta)
         with lock:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
@@ -259,6 +270,7 @@ def write_summary_files(out_dir: Path, cfg: EvalConfig, rows: list[dict[str, Any
         **{f"{k}_per_query": round(v / n, 6) for k, v in usage.items() if k != "llm_retries"},
         **{f"count_{k}": int(v) for k, v in sorted(counters.items())},
         **{f"rate_{k}": round(v / n, 6) for k, v in sorted(counters.items())},
+        **mean_diagnostics(rows),
         "mrr_convention": MRR_CONVENTION,
         "inputs": stamp,
     }

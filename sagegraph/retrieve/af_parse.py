@@ -16,7 +16,7 @@ from typing import Any
 
 ANY = None  # an unconstrained type or relation
 
-_FENCE = re.compile(r"```(?:cypher)?\s*(.*?)```", re.S | re.I)
+_FENCE = re.compile(r"```(?:cypher)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _STR = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 _PROPS = rf"\{{((?:{_STR}|[^}}'\"])*)\}}"  # quote-aware: a '}' inside a name does not end the map
 _NODE = rf"\(\s*(\w*)\s*(?::\s*`?([\w ]+?)`?)?\s*(?:{_PROPS.replace('((', '(?:(', 1)})?\s*\)"
@@ -25,10 +25,11 @@ _HOP = re.compile(rf"(?=({_NODE})\s*(<)?{_REL}(>)?\s*({_NODE}))")
 _NODE_RE = re.compile(_NODE)
 _INLINE = re.compile(rf"\(\s*(\w+)\s*(?::\s*`?[\w ]+?`?)?\s*{_PROPS}\s*\)")
 _PAIR = re.compile(r"(\w+)\s*:\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?)")
-_COND = re.compile(r"(\w+)\.(\w+)\s*(=|>=|<=|>|<|CONTAINS)\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?)", re.I)
-_IN = re.compile(r"(\w+)\.(\w+)\s+IN\s*\[([^\]]*)\]", re.I)
-_RETURN = re.compile(r"\bRETURN\b\s+(?:DISTINCT\s+)?(\w+)", re.I)
-_FORBIDDEN = re.compile(r"\b(OR|NOT)\b|<>", re.I)
+_COND = re.compile(r"(\w+)\.(\w+)\s*(=|>=|<=|>|<|CONTAINS)\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?)", re.IGNORECASE)
+_IN = re.compile(r"(\w+)\.(\w+)\s+IN\s*\[([^\]]*)\]", re.IGNORECASE)
+_RETURN = re.compile(r"\bRETURN\b\s+(?:DISTINCT\s+)?(\w+)", re.IGNORECASE)
+_LOWER = re.compile(r"\b(?:toLower|lower)\s*\(\s*(\w+\.\w+)\s*\)", re.IGNORECASE)
+_FORBIDDEN = re.compile(r"\b(OR|NOT)\b|<>", re.IGNORECASE)
 NAME_KEYS = ("name", "title")
 
 
@@ -87,7 +88,8 @@ def _literal(raw: str) -> Any:
 def _cypher_text(reply: str) -> str:
     m = _FENCE.search(reply)
     text = m.group(1) if m else reply
-    return re.sub(r"</?think>.*?(?=MATCH)", "", text, flags=re.S | re.I).strip()
+    text = re.sub(r"</?think>.*?(?=MATCH)", "", text, flags=re.DOTALL | re.IGNORECASE).strip()
+    return _LOWER.sub(r"\1", text)  # toLower(m.description) CONTAINS 'x': the match is case-insensitive anyway
 
 
 def parse_cypher(reply: str, node_types: set[str], rel_types: set[str]) -> ParsedQuery:

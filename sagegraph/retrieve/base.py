@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -48,7 +49,7 @@ class Resources:
     graph index (BM25, dense, adjacency, encoder), an LLM client, and a graph-store handle that is
     opened on first use (so retrievers that never run Cypher never start a database server)."""
 
-    def __init__(self, graph: "GraphIndex", llm: "LLMClient | None" = None, store_factory: Callable[[], "GraphStore"] | None = None):
+    def __init__(self, graph: GraphIndex, llm: LLMClient | None = None, store_factory: Callable[[], GraphStore] | None = None):
         self.graph = graph
         self._llm = llm
         self._store_factory = store_factory
@@ -56,7 +57,7 @@ class Resources:
         self._lock = threading.Lock()
 
     @property
-    def llm(self) -> "LLMClient":
+    def llm(self) -> LLMClient:
         if self._llm is None:
             raise ConfigError("this retriever calls an LLM: give LLM settings (--llm conf/llm_local.yaml, a sweep's `llm:` block, or OPENAI_API_KEY / OPENAI_BASE_URL)")
         return self._llm
@@ -66,7 +67,7 @@ class Resources:
         return self._llm is not None
 
     @property
-    def store(self) -> "GraphStore":
+    def store(self) -> GraphStore:
         with self._lock:
             if self._store is None:
                 if self._store_factory is None:
@@ -91,6 +92,9 @@ class Retriever(ABC):
     uses_llm: ClassVar[bool] = False
     prompt_version: ClassVar[str] = ""  # part of the run key: a changed prompt reruns instead of resuming
     Params: ClassVar[type[BaseModel]] = NoParams
+    # Sweep axes (alpha, k_prime, ...) mapped onto same-named params; None: all it has. A retriever
+    # whose param means something else under a shared name opts out (AF's alpha is a share of k).
+    shared_axes: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, res: Resources, params: BaseModel):
         self.res = res
@@ -124,8 +128,9 @@ def register(name: str):
 
 
 def retriever_names() -> list[str]:
-    import sagegraph.retrieve.flat  # noqa: F401  (registers bm25, dense, hybrid)
-    import sagegraph.retrieve.sage  # noqa: F401
+    import sagegraph.retrieve.af
+    import sagegraph.retrieve.flat
+    import sagegraph.retrieve.sage
     import sagegraph.retrieve.spark  # noqa: F401
 
     return sorted(REGISTRY)
@@ -154,7 +159,7 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
         raise ConfigError(f"retriever {name!r}: {problems} (its parameters: {known})") from None
 
 
-def get_retriever(name: str, res: "Resources | GraphIndex", **params) -> Retriever:
+def get_retriever(name: str, res: Resources | GraphIndex, **params) -> Retriever:
     if not isinstance(res, Resources):
         res = Resources(res)
     return retriever_class(name)(res, validate_params(name, params))

@@ -1,0 +1,289 @@
+"""AF-Retriever (af-retriever.txt Alg. 1-2): the LLM names the answer type and derives a Cypher
+query that is parsed, never run; its symbols are grounded in the KB by typed set intersection,
+the grounded answers are ordered by vector similarity, the rest of k is filled by vector search
+over the answer type, and an LLM reranks the k.
+
+What we follow and where we depart (LLM-RETRIEVERS.md §2):
+- the paper's defaults (k = 20, alpha = 2/3 of k, l_max = 100, pairwise rerank) and its l
+  schedule l <- l^1.5 + 0.5; the public code's 1, 2, 3, 5, 8, ... is `schedule: code`;
+- grounding follows relation direction (`directed: false` gives the public code's undirected);
+- type modes: strict (node and relation types filter), node_types (the paper's best, T18:
+  node types filter, any relation), lenient (neither);
+- CONTAINS is in the grammar (the paper's; the code dropped it) and works as a text filter;
+- our own prompts, one user message each with the question last, so a local server's prompt
+  cache reuses the schema part across questions.
+Every LLM failure has a fallback that still returns k results (vector fill), and is counted.
+No gold label is read here; the per-step diagnostics against gold are computed by the evaluator
+from the trace's `stage_sets`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from sagegraph.llm import LLMRequestRefused, usage_scope
+from sagegraph.retrieve.af_ground import Candidates, filter_symbol, ground, rank_constant
+from sagegraph.retrieve.af_parse import NAME_KEYS, ParsedQuery, parse_cypher
+from sagegraph.retrieve.af_rerank import Reranker
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
+from sagegraph.retrieve.kb_view import KBView, kb_view
+from sagegraph.retrieve.schema_card import load_hints
+from sagegraph.retrieve.timeline import Timeline
+
+PROMPT_VERSION = "af-1"
+
+TARGET_TYPE = """A knowledge base holds nodes of these types: {types}.
+Which type must a node have to answer the question below? Reply with the type name only.
+
+Question: {question}"""
+
+DERIVE_CYPHER = """Write one Cypher query that captures what the question below asks. Follow these rules exactly:
+- Simple syntax: a short, basic query.
+- Use only the node labels, relationship types and properties listed here; leave out what they
+  cannot express exactly.
+- No quantifiers, no negation (no NOT, no <>), no OR.
+- Keywords: MATCH, WHERE, RETURN, AND, CONTAINS only.
+- Put names into the node pattern, e.g. (p:Person {{name: 'Ana Silva'}}); dates as 'YYYY-MM-DD'.
+- Mind each relationship's direction.
+
+Node labels (example names) and their properties:
+{labels}
+
+Relationships:
+{patterns}
+{examples}
+Question: {question}
+{return_rule} Reply with the Cypher query only."""
+
+_TOKEN = re.compile(r"[^\w]+")
+
+
+def parse_target_type(text: str, types: list[str]) -> str | None:
+    """The type the reply names: its first comma-separated token (the public code's reading), or
+    else the one type named anywhere in it; None when neither is a known type."""
+    text = re.sub(r"<think>.*?</think>", " ", text or "", flags=re.DOTALL)
+    lower = {t.lower(): t for t in types}
+    first = _TOKEN.sub(" ", text.split(",")[0]).strip().lower()
+    if first in lower:
+        return lower[first]
+    named = {lower[w] for w in re.findall(r"[\w]+", text.lower()) if w in lower}
+    return named.pop() if len(named) == 1 else None
+
+
+class AFParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    alpha: float = Field(2 / 3, ge=0.0, le=1.0, description="share of k taken from grounded answers (round(alpha k)); the rest is vector fill")
+    l_max: int = Field(100, ge=1, description="candidates kept per constant (the grounding budget)")
+    reranker: Literal["none", "pointwise", "listwise", "pairwise"] = Field("pairwise", description="step 8")
+    type_mode: Literal["strict", "node_types", "lenient"] = Field("strict", description="which predicted types filter: node and relation types, node types only, or neither")
+    schedule: Literal["paper", "code"] = Field("paper", description="l growth: paper l^1.5+0.5, or the public code's int(1.5l+0.5)")
+    directed: bool = Field(True, description="ground along relation direction (false: the public code's undirected grounding)")
+    cap: int = Field(10_000, ge=1, description="a symbol with this many candidates or more is not expanded")
+    rerank_relations: int = Field(8, ge=0, description="relations shown per candidate to the reranker")
+    hints: Path | None = Field(None, description="hints YAML whose first two examples the Cypher prompt shows; default: hints.yaml beside the KB")
+
+
+def _return_key(view: KBView, node_type: str | None) -> str:
+    props = view.properties(node_type) if node_type else {}
+    return next((k for k in NAME_KEYS if k in props), "name")
+
+
+@register("af")
+class AFRetriever(Retriever):
+    uses_llm = True
+    prompt_version = PROMPT_VERSION
+    Params = AFParams
+    shared_axes = ()  # `alpha` here is AF's share of k, not the hybrid BM25 weight of the sweep axis
+
+    def __init__(self, res: Resources, params: AFParams):
+        super().__init__(res, params)
+        self.view = kb_view(self.g)
+        self._card: tuple[str, str, str] | None = None
+        self._lock = threading.Lock()
+
+    # -- prompts --------------------------------------------------------------------------------
+    def _hints_path(self) -> Path | None:
+        if self.p.hints:
+            return self.p.hints
+        corpus = (self.g.manifest.get("config") or {}).get("corpus") or {}
+        path = Path(corpus["path"]) / "hints.yaml" if corpus.get("path") else None
+        return path if path and path.exists() else None
+
+    def card(self) -> tuple[str, str, str]:
+        """(labels, relationship patterns, examples), built once per retriever from the graph."""
+        with self._lock:
+            if self._card is None:
+                v = self.view
+                labels = []
+                for t in self.g.node_types():
+                    props = ", ".join(f"{p}: {kind}" for p, kind in v.properties(t).items())
+                    names = "; ".join(v.example_names(t, 5))
+                    labels.append(f"(:{t}) e.g. {names}\n  properties: {props}")
+                patterns = "\n".join(f"(:{h})-[:{r}]->(:{t})" for h, r, t, _ in v.patterns)
+                examples = ""
+                shown = (load_hints(self._hints_path()).get("examples") or [])[:2]
+                if shown:
+                    lines = ["", "Examples:"]
+                    for ex in shown:
+                        lines += [f"Question: {ex['question']}", f"Cypher: {self._af_style(ex['cypher'])}"]
+                    examples = "\n".join(lines) + "\n"
+                self._card = ("\n".join(labels), patterns, examples)
+            return self._card
+
+    def _af_style(self, cypher: str) -> str:
+        """A hints example in AF's form: RETURN the answer's name, not its id."""
+        def ret(m: re.Match) -> str:
+            var = m.group(1)
+            label = re.search(rf"\(\s*{var}\s*:\s*(\w+)", cypher)
+            return f"RETURN {var}.{_return_key(self.view, label.group(1) if label else None)}"
+
+        return re.sub(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", ret, cypher)
+
+    def type_messages(self, question: str) -> list[dict[str, str]]:
+        return [{"role": "user", "content": TARGET_TYPE.format(types=", ".join(self.g.node_types()), question=question)}]
+
+    def cypher_messages(self, question: str, target_type: str | None) -> list[dict[str, str]]:
+        labels, patterns, examples = self.card()
+        if target_type:
+            rule = f"The answer is a {target_type}: end with RETURN y.{_return_key(self.view, target_type)} for the answer node (y:{target_type})."
+        else:
+            rule = "End with RETURN y.name for the answer node y."
+        return [{"role": "user", "content": DERIVE_CYPHER.format(labels=labels, patterns=patterns, examples=examples, question=question, return_rule=rule)}]
+
+    # -- pipeline -------------------------------------------------------------------------------
+    def _search(self, query: str, k: int) -> Retrieval:
+        with usage_scope() as usage:
+            r = self._run(query, k)
+        r.usage = usage.as_dict()
+        return r
+
+    def _ask(self, timeline: Timeline, name: str, messages: list[dict[str, str]], counters: dict[str, int]) -> str | None:
+        try:
+            with timeline.span("llm", name, messages) as ev:
+                reply = self.res.llm.chat(messages, max_tokens=256)
+                timeline.reply(ev, reply)
+            return reply.text
+        except LLMRequestRefused:
+            counters["llm_refused"] += 1
+            return None
+
+    def _run(self, query: str, k: int) -> Retrieval:
+        counters = {"type_skipped": 0, "type_invalid": 0, "llm_refused": 0, "with_triplet": 0, "with_constant": 0,
+                    "grounded_any": 0, "vss_only": 0, "filters_unapplied": 0}
+        timeline = Timeline()
+        steps: dict[str, Any] = {}
+        trace: dict[str, Any] = {"counters": counters, "events": timeline.events, "steps": steps}
+        types = self.g.node_types()
+        # 1. target type
+        if len(types) == 1:
+            counters["type_skipped"] = 1
+            y_type: str | None = types[0]
+        else:
+            text = self._ask(timeline, "target type", self.type_messages(query), counters)
+            y_type = parse_target_type(text, types) if text is not None else None
+            counters["type_invalid"] = int(y_type is None)
+        steps["target_type"] = y_type
+        # 2. Cypher derivation
+        text = self._ask(timeline, "derive cypher", self.cypher_messages(query, y_type), counters)
+        steps["cypher"] = text
+        out = self.steps_3_to_7(query, k, y_type, text or "", counters, steps)
+        # 8. rerank
+        candidates = out.candidates
+        ranked = Reranker(self.p.reranker, self.res.llm, self.view, timeline, counters, relations=self.p.rerank_relations).rerank(query, candidates) \
+            if self.p.reranker != "none" else candidates
+        trace["stage_sets"] = {"grounded": self._ids(out.grounded), "kept": self._ids(out.kept), "candidates": self._ids(candidates)}
+        trace["predictions"] = {"target_type": y_type}
+        trace["target"] = y_type
+        n = len(ranked)
+        return Retrieval(np.array(ranked, dtype=np.int64), np.linspace(1.0, 1.0 / max(n, 1), n).astype(np.float32) if n else np.zeros(0, np.float32),
+                         [out.found_by[r] for r in ranked], trace)
+
+    def steps_3_to_7(self, query: str, k: int, y_type: str | None, text: str, counters: dict[str, int], steps: dict[str, Any]) -> Steps37:
+        """Everything between the LLM calls: parse, candidates, grounding, VSS keep and fill. Pure
+        given the two replies (what `benchmarks/af_steps.py` times)."""
+        # 3. parse
+        parsed = parse_cypher(text, set(self.g.node_types()), set(self.view.relation_types))
+        for name, v in parsed.counters.items():
+            counters[f"parse_{name}"] = v
+        strict = self.p.type_mode == "strict"
+        if not strict:
+            for t in parsed.triplets:
+                t.rel = None  # any relation
+        if parsed.target in parsed.symbols and parsed.symbols[parsed.target].type is None and y_type and self.p.type_mode != "lenient":
+            parsed.symbols[parsed.target].type = y_type
+        steps["parsed"] = _parsed_dict(parsed)
+        counters["with_triplet"] = int(bool(parsed.triplets))
+        counters["with_constant"] = int(bool(parsed.constants))
+        # 4. candidates, 5. grounding
+        grounded: list[int] = []
+        rounds: list[int] = []
+        if parsed.target is not None:
+            cands = self._candidates(parsed, counters)
+            steps["candidates"] = {v: c.summary(self.view) for v, c in cands.items()}
+            tc = cands.get(parsed.target)
+            if parsed.triplets or (tc is not None and (tc.constant or tc.filters_applied)):  # else nothing to ground
+                g = ground(self.view, parsed, cands, k, self.p.l_max, self.p.schedule, self.p.directed, self.p.cap)
+                grounded, rounds = g.answers, g.round_of
+                steps["grounding"] = g.rounds
+        counters["grounded_any"] = int(bool(grounded))
+        # 6. VSS over grounded: by round, then cosine
+        qv = self.g.query_vector(query)
+        keep_n = round(self.p.alpha * k)
+        kept: list[int] = []
+        if grounded:
+            rows = np.array(grounded, dtype=np.int64)
+            cos = self.g.vectors[rows] @ qv
+            order = np.lexsort((rows, -cos, np.array(rounds)))
+            kept = [int(x) for x in rows[order][:keep_n]]
+        # 7. VSS fill over the answer type
+        pool = self.g.rows_of_type(y_type)
+        if kept:
+            pool = pool[~np.isin(pool, kept)]
+        need = k - len(kept)
+        fill: list[int] = []
+        if need > 0 and len(pool):
+            s = self.g.vectors[pool] @ qv
+            top = np.argsort(-s, kind="stable")[:need] if need < len(pool) else np.argsort(-s, kind="stable")
+            fill = [int(x) for x in pool[top]]
+        counters["vss_only"] = int(not kept)
+        steps["kept"] = len(kept)
+        steps["filled"] = len(fill)
+        return Steps37(grounded, kept, kept + fill, {r: "grounded" for r in kept} | {r: "vss" for r in fill})
+
+    def _candidates(self, parsed: ParsedQuery, counters: dict[str, int]) -> dict[str, Candidates]:
+        use_type = self.p.type_mode != "lenient"
+        out = {v: filter_symbol(self.view, s, use_type) for v, s in parsed.symbols.items()}
+        searches = [c.search for c in out.values() if c.constant]
+        self.g.encode_queries(searches)  # one batched encoder call for all of a query's names
+        for v, c in out.items():
+            counters["filters_unapplied"] = counters.get("filters_unapplied", 0) + len(c.filters_unapplied)
+            if c.constant:
+                rank_constant(self.view, parsed.symbols[v], c, self.p.l_max, self.g.title_vectors, self.g.query_vector(c.search))
+        return out
+
+    def _ids(self, rows: list[int], cap: int = 5000) -> list[str]:
+        """Source ids (what gold is written in) of a step's rows, for the evaluator's diagnostics."""
+        return [str(self.g.source_ids[r]) for r in rows[:cap]]
+
+
+@dataclass
+class Steps37:
+    grounded: list[int]  # rows, in grounding-round order
+    kept: list[int]  # step 6
+    candidates: list[int]  # steps 6 + 7: what the reranker sees
+    found_by: dict[int, str]
+
+
+def _parsed_dict(p: ParsedQuery) -> dict[str, Any]:
+    return {
+        "target": p.target,
+        "symbols": {v: {"type": s.type, "constant": s.is_constant, "conditions": [[c.prop, c.op, c.value] for c in s.conditions]} for v, s in p.symbols.items()},
+        "triplets": [[t.head, t.rel, t.tail] for t in p.triplets],
+    }

@@ -1,0 +1,237 @@
+"""A built knowledge-base graph seen as typed records and directed typed relations, in memory.
+
+AF-Retriever grounds symbols by set intersection over neighbours per relation type and direction,
+filters candidates on typed attributes (year > 1990, release_date < '1976-11-14'), looks names and
+aliases up exactly, and shows a reranker each candidate with its relations. None of that needs a
+database round trip: the node fields are in nodes.parquet's metadata and the relations in
+edges.parquet, so one load per process (shared by every question, like the other indexes) serves
+them all. Similarity edges are the build's, not the KB's: they are kept out of "any relation".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from sagegraph.model import SIMILAR_PREFIX
+from sagegraph.retrieve.graph_index import GraphIndex
+
+NAME_FIELDS = ("name", "title")
+_NORM = re.compile(r"[^\w]+")
+
+
+def normalise(name: str) -> str:
+    """Case, punctuation and spacing do not distinguish names ('Dr. No' == 'dr no')."""
+    return " ".join(_NORM.sub(" ", str(name).lower()).split())
+
+
+def node_name(fields: dict[str, Any], fallback: str = "") -> str:
+    for key in NAME_FIELDS:
+        if fields.get(key):
+            return str(fields[key])
+    return fallback
+
+
+class KBView:
+    def __init__(self, g: GraphIndex):
+        self.g = g
+        self.n = len(g)
+
+    @cached_property
+    def fields(self) -> list[dict[str, Any]]:
+        meta = pq.read_table(self.g.dir / "nodes.parquet", columns=["metadata"]).column("metadata").to_pylist()
+        out = []
+        for m in meta:
+            try:
+                out.append((json.loads(m) or {}).get("fields") or {} if m else {})
+            except (json.JSONDecodeError, AttributeError):
+                out.append({})
+        return out
+
+    @cached_property
+    def names(self) -> list[str]:
+        return [node_name(f, self.g.title(i)) for i, f in enumerate(self.fields)]
+
+    @cached_property
+    def norm_names(self) -> np.ndarray:
+        return np.array([normalise(x) for x in self.names], dtype=str)
+
+    @cached_property
+    def name_index(self) -> dict[str, np.ndarray]:
+        """Normalised name or alias -> rows carrying it."""
+        idx: dict[str, list[int]] = {}
+        for i, f in enumerate(self.fields):
+            keys = {normalise(self.names[i])}
+            aliases = f.get("aliases") or []
+            keys |= {normalise(a) for a in (aliases if isinstance(aliases, list) else [aliases])}
+            for key in keys - {""}:
+                idx.setdefault(key, []).append(i)
+        return {k: np.array(v, dtype=np.int64) for k, v in idx.items()}
+
+    def column(self, prop: str) -> Column:
+        """One attribute over all rows, in the forms filters compare, built once per attribute."""
+        with _LOCK:
+            cols = self.__dict__.setdefault("_columns", {})
+            if prop not in cols:
+                cols[prop] = Column.of([f.get(prop) for f in self.fields])
+            return cols[prop]
+
+    @cached_property
+    def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+        t = pq.read_table(self.g.dir / "edges.parquet", columns=["src", "dst", "type"])
+        types = t.column("type").to_pylist()
+        keep = [i for i, ty in enumerate(types) if not ty.startswith(SIMILAR_PREFIX)]
+        src_ids, dst_ids = t.column("src").to_pylist(), t.column("dst").to_pylist()
+        src = np.array([self.g.row[src_ids[i]] for i in keep], dtype=np.int64)
+        dst = np.array([self.g.row[dst_ids[i]] for i in keep], dtype=np.int64)
+        names = sorted({types[i] for i in keep})
+        code = {r: c for c, r in enumerate(names)}
+        rel = np.array([code[types[i]] for i in keep], dtype=np.int16)
+        return src, dst, rel, names
+
+    @property
+    def relation_types(self) -> list[str]:
+        return self._edges[3]
+
+    @cached_property
+    def _by_relation(self) -> dict[str | None, tuple[np.ndarray, np.ndarray]]:
+        src, dst, rel, names = self._edges
+        out: dict[str | None, tuple[np.ndarray, np.ndarray]] = {None: (src, dst)}
+        for c, r in enumerate(names):
+            sel = rel == c
+            out[r] = (src[sel], dst[sel])
+        return out
+
+    def edges(self, relation: str | None, directed: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) rows of one relation type (None: every KB relation); undirected lists each
+        edge both ways."""
+        src, dst = self._by_relation.get(relation, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        if directed:
+            return src, dst
+        return np.concatenate([src, dst]), np.concatenate([dst, src])
+
+    @cached_property
+    def patterns(self) -> list[tuple[str, str, str, int]]:
+        """(head type, relation, tail type, count), most frequent first."""
+        src, dst, rel, names = self._edges
+        c = Counter(zip(self.g.types[src].tolist(), rel.tolist(), self.g.types[dst].tolist()))
+        return sorted(((h, names[r], t, n) for (h, r, t), n in c.items()), key=lambda x: (-x[3], x[0], x[1], x[2]))
+
+    @cached_property
+    def degree(self) -> np.ndarray:
+        src, dst, _, _ = self._edges
+        return np.bincount(np.concatenate([src, dst]), minlength=self.n)
+
+    def example_names(self, node_type: str, n: int = 5) -> list[str]:
+        """The type's best-connected nodes: the names a reader would recognise."""
+        rows = self.g.rows_of_type(node_type)
+        top = rows[np.lexsort((rows, -self.degree[rows]))[:n]]
+        return [self.names[i] for i in top]
+
+    def properties(self, node_type: str, sample: int = 200) -> dict[str, str]:
+        """Attribute -> value kind (int, float, date, text, list) over a sample of the type."""
+        kinds: dict[str, str] = {}
+        for i in self.g.rows_of_type(node_type)[:sample]:
+            for key, v in self.fields[i].items():
+                if key in kinds:
+                    continue
+                if isinstance(v, bool) or v is None:
+                    kinds[key] = "text"
+                elif isinstance(v, int):
+                    kinds[key] = "int"
+                elif isinstance(v, float):
+                    kinds[key] = "float"
+                elif isinstance(v, list):
+                    kinds[key] = "list"
+                elif re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(v)):
+                    kinds[key] = "date"
+                else:
+                    kinds[key] = "text"
+        return kinds
+
+    @cached_property
+    def _incident(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per row, its KB edges (both directions), CSR: indptr, other end, relation code, outgoing?"""
+        src, dst, rel, _ = self._edges
+        rows = np.concatenate([src, dst])
+        other = np.concatenate([dst, src])
+        codes = np.concatenate([rel, rel])
+        out = np.concatenate([np.ones(len(src), bool), np.zeros(len(dst), bool)])
+        order = np.argsort(rows, kind="stable")
+        indptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.add.at(indptr, rows + 1, 1)
+        return np.cumsum(indptr), other[order], codes[order], out[order]
+
+    def relations_of(self, row: int, limit: int = 8, among: set[int] | None = None) -> list[str]:
+        """'DIRECTED -> Title' / 'ACTED_IN <- Name' lines; `among` keeps only edges to those rows."""
+        indptr, other, codes, out = self._incident
+        names = self.relation_types
+        lines = []
+        for j in range(indptr[row], indptr[row + 1]):
+            o = int(other[j])
+            if among is not None and o not in among:
+                continue
+            arrow = "->" if out[j] else "<-"
+            lines.append(f"{names[codes[j]]} {arrow} {self.names[o]} ({self.g.types[o]})")
+            if len(lines) >= limit:
+                break
+        return lines
+
+    def describe(self, row: int, relations: int = 8, among: set[int] | None = None, text_chars: int = 240) -> str:
+        """A candidate as a reranker reads it: type, attributes (long text cut), relations."""
+        parts = [f"type: {self.g.types[row]}"]
+        for key, v in self.fields[row].items():
+            if isinstance(v, list):
+                v = ", ".join(map(str, v[:5]))
+            s = str(v)
+            parts.append(f"{key}: {s[:text_chars] + ('...' if len(s) > text_chars else '')}")
+        if relations > 0:
+            rels = self.relations_of(row, relations, among)
+            if rels:
+                parts.append("relations: " + "; ".join(rels))
+        return "\n".join(parts)
+
+
+class Column:
+    """present: has the attribute; number: float value (nan: none); text: lowercased (lists joined
+    with ', '); norm: normalised text, for equality."""
+
+    def __init__(self, present: np.ndarray, number: np.ndarray, text: np.ndarray, norm: np.ndarray, members: np.ndarray):
+        self.present, self.number, self.text, self.norm, self.members = present, number, text, norm, members
+        self.numeric = not np.isnan(number).all()
+        # Leading year of ISO dates: 'release_date > 1997' compares years, not '1997-11-01' > '1997'.
+        self.year = np.array([float(t[:4]) if len(t) >= 4 and t[:4].isdigit() and (len(t) == 4 or t[4] == "-") else np.nan for t in text])
+
+    @classmethod
+    def of(cls, values: list[Any]) -> Column:
+        present = np.array([v is not None for v in values], dtype=bool)
+        number = np.full(len(values), np.nan)
+        text = []
+        for i, v in enumerate(values):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                number[i] = float(v)
+            s = ", ".join(map(str, v)) if isinstance(v, list) else ("" if v is None else str(v))
+            text.append(s.lower())
+        norm = [" | ".join(normalise(x) for x in v) if isinstance(v, list) else normalise(t) for v, t in zip(values, text)]
+        members = [f" | {n} | " if isinstance(v, list) else "" for v, n in zip(values, norm)]  # list items, delimited
+        return cls(present, number, np.array(text, dtype=str), np.array(norm, dtype=str), np.array(members, dtype=str))
+
+
+_LOCK = threading.Lock()
+_VIEWS: dict[str, KBView] = {}
+
+
+def kb_view(g: GraphIndex) -> KBView:
+    """One view per graph and process: every retriever and question shares its loaded tables."""
+    key = str(g.dir.resolve()) + f"#{id(g)}"
+    with _LOCK:
+        if key not in _VIEWS:
+            _VIEWS[key] = KBView(g)
+        return _VIEWS[key]
