@@ -67,7 +67,8 @@ def ordered(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[tuple[Eval
 
 
 COST_KEYS = ("llm_calls_per_query", "llm_cached_per_query", "llm_prompt_tokens_per_query", "llm_completion_tokens_per_query",
-             "llm_seconds_per_query", "llm_cost_usd_per_query")
+             "llm_seconds_per_query", "llm_cost_usd_per_query", "llm_work_prompt_tokens_per_query",
+             "llm_work_completion_tokens_per_query", "llm_work_seconds_per_query")
 
 
 def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:

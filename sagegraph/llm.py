@@ -57,6 +57,11 @@ class Usage:
     retries: int = 0
     cost_usd: float = 0.0
     llm_seconds: float = 0.0
+    # What the calls cost when they were made, cached or not: a method's cost per query, the same
+    # in a live run and in its replay (the fields above count only what this run paid).
+    work_prompt_tokens: int = 0
+    work_completion_tokens: int = 0
+    work_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, prompt: int, completion: int, cost: float, cached: bool, seconds: float = 0.0, retries: int = 0) -> None:
@@ -64,6 +69,9 @@ class Usage:
             self.calls += 1
             self.cached += int(cached)
             self.retries += retries
+            self.work_prompt_tokens += prompt
+            self.work_completion_tokens += completion
+            self.work_seconds += seconds
             if not cached:
                 self.prompt_tokens += prompt
                 self.completion_tokens += completion
@@ -293,7 +301,7 @@ class LLMClient:
         if hit is not None:
             for u in (self.usage, _SCOPE.get()):
                 if u is not None:
-                    u.add(0, 0, 0.0, cached=True)
+                    u.add(hit.prompt_tokens, hit.completion_tokens, 0.0, cached=True, seconds=hit.seconds)
         return hit
 
     def _fetch(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None, sample: int,

@@ -262,7 +262,7 @@ def test_af_end_to_end_with_scripted_replies_and_diagnostics(mini, tmp_path):
 
     def responder(body):
         prompt = _last_user(body)
-        if "Which type must a node have" in prompt:
+        if "Which type are the nodes" in prompt:
             return 200, completion("Movie")
         if "Write one Cypher query" in prompt:
             return 200, completion("```cypher\nMATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title\n```")
@@ -372,5 +372,5 @@ def test_af_in_a_sweep_and_through_the_cli(synth_kb, tmp_path):
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'sweep' / 'mlflow.db'}")
     exp = client.get_experiment_by_name("kb")
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "af")
-    assert child.data.params["prompt"] == "af-1" and child.data.params["params.reranker"] == "none"
+    assert child.data.params["prompt"] == "af-2" and child.data.params["params.reranker"] == "none"
     assert "diag_grounded_recall" in child.data.metrics and "rate_with_triplet" in child.data.metrics

@@ -79,3 +79,19 @@ def test_an_outage_error_carries_no_openai_exception_across_processes(tmp_path):
         client.chat([{"role": "user", "content": "hello"}])
     assert caught.value.__cause__ is None and caught.value.__context__ is None
     assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)
+
+
+def test_a_cached_reply_counts_as_work_but_not_as_paid(tmp_path):
+    """A method's cost per query (work_*) is the same in a live run and its replay; what a run
+    paid (prompt_tokens, llm_seconds) is not."""
+    from sagegraph.llm import usage_scope
+
+    with FakeOpenAI(lambda body: (200, completion("ok", prompt_tokens=10, completion_tokens=2))) as server:
+        client = LLMClient(LLMConfig(base_url=server.base_url, model="m"), tmp_path / "llm.sqlite")
+        with usage_scope() as live:
+            client.chat([{"role": "user", "content": "q"}])
+        with usage_scope() as replay:
+            client.chat([{"role": "user", "content": "q"}])
+    assert (live.prompt_tokens, live.work_prompt_tokens, live.work_completion_tokens) == (10, 10, 2)
+    assert (replay.prompt_tokens, replay.cached, replay.work_prompt_tokens, replay.work_completion_tokens) == (0, 1, 10, 2)
+    assert replay.work_seconds == pytest.approx(live.work_seconds) and live.work_seconds > 0

@@ -17,7 +17,7 @@ from sagegraph.loopback import FakeOpenAI, completion
 
 ORACLE_MODEL = "oracle"
 # How the oracle tells AF-Retriever's prompts apart (their fixed wording, sagegraph.retrieve.af*).
-AF_TYPE_PROMPT = "Which type must a node have to answer the question below?"
+AF_TYPE_PROMPT = "Which type are the nodes it asks for?"
 AF_CYPHER_PROMPT = "Write one Cypher query that captures what the question below asks."
 AF_RERANK_MARK = "candidate answer"
 _AF_RETURN = re.compile(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", re.IGNORECASE)

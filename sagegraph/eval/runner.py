@@ -120,7 +120,8 @@ def _set_aside_if_stale(out_dir: Path, stamp: str) -> None:
     log.warning("%s: made on another graph or question set; moved to %s.stale-%d and run again", out_dir, out_dir.name, n)
 
 
-USAGE_KEYS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "llm_seconds", "retries")
+USAGE_KEYS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "llm_seconds", "retries",
+              "work_prompt_tokens", "work_completion_tokens", "work_seconds")
 
 
 def _col(k: str) -> str:

@@ -72,27 +72,40 @@ def _number(v: Any) -> float | None:
         return None
 
 
-def _test(col: Column, cond: Condition) -> np.ndarray:
-    """Rows whose value satisfies the condition: numbers numerically, ISO dates and other text
-    case-insensitively as text; equality on a list attribute (aliases) means membership."""
+def _find(values: np.ndarray, rows: np.ndarray, needle: str) -> np.ndarray:
+    """Rows (among `rows`) whose text contains `needle`, as a mask over all rows."""
+    out = np.zeros(len(values), dtype=bool)
+    out[[i for i in rows if needle in values[i]]] = True
+    return out
+
+
+def _test(col: Column, cond: Condition, within: np.ndarray) -> np.ndarray:
+    """Rows (of the mask `within`) whose value satisfies the condition: numbers numerically, ISO
+    dates and other text case-insensitively as text; equality on a list attribute (aliases) means
+    membership. Substring tests only visit `within`: a plot filter scans one type, not the KB."""
     op, want = cond.op, cond.value
+    rows = np.flatnonzero(within & col.present)
     if op == "in":
-        wanted = [normalise(w) for w in (want if isinstance(want, list) else [want])]
-        return col.present & np.isin(col.norm, wanted)
+        wanted = {normalise(w) for w in (want if isinstance(want, list) else [want])}
+        out = np.zeros(len(col.present), dtype=bool)
+        out[[i for i in rows if col.norm[i] in wanted]] = True
+        return out
     if op == "contains":
-        return col.present & (np.char.find(col.text, str(want).lower()) >= 0)
+        return _find(col.text, rows, str(want).lower())
     num = None if isinstance(want, str) and _DATE.match(want) and "-" in want else _number(want)
     if num is not None and (col.numeric or not np.isnan(col.year).all()):
         a, b = (col.number if col.numeric else col.year), num
         with np.errstate(invalid="ignore"):
             res = (a == b) if op == "=" else (a > b) if op == ">" else (a >= b) if op == ">=" else (a < b) if op == "<" else (a <= b)
-        return col.present & res
+        return within & col.present & res
     if op == "=":
         w = normalise(want)
-        return col.present & ((col.norm == w) | (np.char.find(col.members, f" | {w} | ") >= 0))
-    a, b = col.text, str(want).lower()
-    res = (a > b) if op == ">" else (a >= b) if op == ">=" else (a < b) if op == "<" else (a <= b)
-    return col.present & res
+        return within & col.present & ((col.norm == w) | _find(col.members, rows, f" | {w} | "))
+    b = str(want).lower()
+    out = np.zeros(len(col.present), dtype=bool)
+    keep = [i for i in rows if (col.text[i] > b if op == ">" else col.text[i] >= b if op == ">=" else col.text[i] < b if op == "<" else col.text[i] <= b)]
+    out[keep] = True
+    return out
 
 
 def filter_symbol(view: KBView, sym: Symbol, use_type: bool) -> Candidates:
@@ -109,7 +122,7 @@ def filter_symbol(view: KBView, sym: Symbol, use_type: bool) -> Candidates:
     for cond in sym.conditions:
         if cond.prop.lower() in NAME_KEYS:
             continue
-        hit = mask & _test(view.column(cond.prop), cond)
+        hit = _test(view.column(cond.prop), cond, mask)
         label = f"{cond.prop} {cond.op} {cond.value!r}"
         if hit.any():
             mask = hit
@@ -136,7 +149,8 @@ def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vec
         for v in cond.value if isinstance(cond.value, list) else [cond.value]:
             rows = view.name_index.get(normalise(v), np.zeros(0, np.int64))
             if cond.op == "contains" and not len(rows):
-                rows = np.flatnonzero(mask & (np.char.find(view.norm_names, normalise(v)) >= 0))[:l_max]
+                w = normalise(v)
+                rows = np.array([i for i in np.flatnonzero(mask) if w in view.norm_names[i]][:l_max], dtype=np.int64)
             exact += [int(i) for i in rows if mask[i]]
     exact = list(dict.fromkeys(exact))
     c.exact = len(exact)

@@ -60,8 +60,8 @@ class KBView:
         return [node_name(f, self.g.title(i)) for i, f in enumerate(self.fields)]
 
     @cached_property
-    def norm_names(self) -> np.ndarray:
-        return np.array([normalise(x) for x in self.names], dtype=str)
+    def norm_names(self) -> list[str]:
+        return [normalise(x) for x in self.names]
 
     @cached_property
     def name_index(self) -> dict[str, np.ndarray]:
@@ -221,7 +221,8 @@ class Column:
             text.append(s.lower())
         norm = [" | ".join(normalise(x) for x in v) if isinstance(v, list) else normalise(t) for v, t in zip(values, text)]
         members = [f" | {n} | " if isinstance(v, list) else "" for v, n in zip(values, norm)]  # list items, delimited
-        return cls(present, number, np.array(text, dtype=str), np.array(norm, dtype=str), np.array(members, dtype=str))
+        # Object arrays, not fixed-width: one 2,000-character plot would make every row that wide.
+        return cls(present, number, np.array(text, dtype=object), np.array(norm, dtype=object), np.array(members, dtype=object))
 
 
 _LOCK = threading.Lock()
