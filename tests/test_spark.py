@@ -255,12 +255,13 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
                 "llm": {"base_url": server.base_url, "model": "oracle", "cache_dir": str(tmp_path / "cache")},
                 "mlflow": {"experiment": "kb"}, "plot_totals": [10],
                 "grid": [{"retriever": ["hybrid", "spark"], "k": [10], "params": {"alpha": [0.6]}},
-                         {"retriever": ["sage"], "seed_retriever": ["spark"], "policy": ["+edge", "-edge"], "k": [5], "k_prime": [5]}]}
+                         {"retriever": ["sage"], "seed_retriever": ["spark"], "policy": ["+edge", "-edge"], "k": [5], "k_prime": [5]},
+                         {"retriever": ["af"], "k": [10], "params": {"alpha": [0.333333, 1.0], "reranker": ["none"]}}]}
         (tmp_path / "live.yaml").write_text(yaml.safe_dump(spec))
         live = sagegraph("sweep", str(tmp_path / "live.yaml"), "--workers", "1")
         assert live.returncode == 0, live.stderr[-3000:]
         sent = len(server.requests)
-        assert sent == 7  # spark and both sage policies share one plan per question
+        assert sent == 7 + 14  # spark and both sage policies share one plan per question; af's 2 calls are shared by both alphas
         spec["out"] = str(tmp_path / "replay")
         (tmp_path / "replay.yaml").write_text(yaml.safe_dump(spec))
         again = sagegraph("sweep", str(tmp_path / "replay.yaml"), "--workers", "1", "--cache-mode", "replay")
@@ -268,7 +269,7 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
         assert len(server.requests) == sent
     rows = {r["config"]: r for r in csv.DictReader((tmp_path / "live" / "summary.csv").open())}
     replay = {r["config"]: r for r in csv.DictReader((tmp_path / "replay" / "summary.csv").open())}
-    assert {c: r["recall@10"] for c, r in rows.items()} == {c: r["recall@10"] for c, r in replay.items()} and len(rows) == 4
+    assert {c: r["recall@10"] for c, r in rows.items()} == {c: r["recall@10"] for c, r in replay.items()} and len(rows) == 6
     spark = next(r for c, r in rows.items() if c.startswith("spark"))
     assert float(spark["questions"]) == 7 and float(spark["llm_calls_per_query"]) == 1.0 and float(spark["rate_plan_parsed"]) == 1.0
     assert len((tmp_path / "live" / "questions.sample.jsonl").read_text().splitlines()) == 7
@@ -280,4 +281,10 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'live' / 'mlflow.db'}")
-    assert len(mlflow.search_traces(locations=[exp.experiment_id], return_type="list")) == 7 * 3  # spark and sage[spark] x 2
+    assert len(mlflow.search_traces(locations=[exp.experiment_id], return_type="list")) == 7 * 5  # spark, sage[spark] x 2, af x 2
+    af = [r for c, r in rows.items() if c.startswith("af")]
+    assert all(float(r["diag_target_type_accuracy"]) == 1.0 and float(r["llm_work_completion_tokens_per_query"]) >= 0 for r in af)
+    assert {float(r["llm_calls_per_query"]) for r in af} == {2.0}
+    child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "af")
+    assert child.data.params["prompt"] == "af-2" and child.data.params["params.reranker"] == "none"
+    assert "diag_grounded_recall" in child.data.metrics and "rate_with_triplet" in child.data.metrics
