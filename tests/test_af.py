@@ -342,18 +342,18 @@ def test_oracle_ceiling_of_steps_3_to_7_on_the_synthetic_kb(synth_kb, tmp_path):
 
 
 @pytest.mark.e2e
-def test_af_through_the_cli_query(synth_kb, tmp_path):
-    """`sagegraph query --retriever af` against the oracle endpoint (its sweep, MLflow params and
-    diagnostics are tested with the other LLM retrievers in test_spark's KB sweep)."""
+def test_af_through_the_cli_query(synth_kb, tmp_path, capsys):
+    """`sagegraph -v query --retriever af` against the oracle endpoint, in process (its sweep, MLflow
+    params and diagnostics are tested with the other LLM retrievers in test_spark's KB sweep)."""
     import yaml
 
+    from sagegraph.cli import main
     from sagegraph.eval.oracle import oracle_endpoint
-    from tests.fixtures import sagegraph
 
     qs = [q for q in synth_kb["questions"] if q.meta["split"] == "test"]
     with oracle_endpoint(qs) as server:
         (tmp_path / "llm.yaml").write_text(yaml.safe_dump({"base_url": server.base_url, "model": "oracle", "cache_dir": str(tmp_path / "cache")}))
-        q = sagegraph("-v", "query", str(synth_kb["graph"]), qs[0].text, "--retriever", "af", "--k", "5", "--param", "reranker=listwise",
-                      "--llm", str(tmp_path / "llm.yaml"))
-    assert q.returncode == 0, q.stderr[-3000:]
-    assert len(q.stdout.strip().splitlines()) == 5 and '"derive cypher"' in q.stderr and '"grounding"' in q.stderr
+        assert main(["-v", "query", str(synth_kb["graph"]), qs[0].text, "--retriever", "af", "--k", "5", "--param", "reranker=listwise",
+                     "--llm", str(tmp_path / "llm.yaml")]) == 0
+    out = capsys.readouterr()
+    assert len(out.out.strip().splitlines()) == 5 and '"derive cypher"' in out.err and '"grounding"' in out.err
