@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from pathlib import Path
 
@@ -25,9 +24,8 @@ import numpy as np
 from benchmarks.machine import machine
 from sagegraph.eval.evaluate import default_questions, read_questions
 from sagegraph.retrieve import get_retriever
+from sagegraph.retrieve.af_parse import return_names
 from sagegraph.retrieve.graph_index import GraphIndex
-
-_RETURN_ID = re.compile(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", re.I)
 
 
 def pct(xs: list[float]) -> dict[str, float]:
@@ -36,7 +34,7 @@ def pct(xs: list[float]) -> dict[str, float]:
 
 
 def oracle_replies(questions) -> list[tuple[str, str | None, str]]:
-    return [(q.text, q.meta.get("target_type"), _RETURN_ID.sub(lambda m: f"RETURN {m.group(1)}.name", q.meta.get("gold_cypher") or ""))
+    return [(q.text, q.meta.get("target_type"), return_names(q.meta.get("gold_cypher") or ""))
             for q in questions if q.meta.get("gold_cypher")]
 
 

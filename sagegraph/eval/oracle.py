@@ -14,13 +14,13 @@ from typing import Any
 
 from sagegraph.corpus.questions import load_questions
 from sagegraph.loopback import FakeOpenAI, completion
+from sagegraph.retrieve.af_parse import return_names
 
 ORACLE_MODEL = "oracle"
 # How the oracle tells AF-Retriever's prompts apart (their fixed wording, sagegraph.retrieve.af*).
 AF_TYPE_PROMPT = "Which type are the nodes it asks for?"
 AF_CYPHER_PROMPT = "Write one Cypher query that captures what the question below asks."
 AF_RERANK_MARK = "candidate answer"
-_AF_RETURN = re.compile(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", re.IGNORECASE)
 _QUESTION = re.compile(r"^Question: (.+)$", re.MULTILINE)
 
 
@@ -47,7 +47,7 @@ class Oracle:
         if AF_TYPE_PROMPT in prompt:
             return str(meta.get("target_type") or "")
         if AF_CYPHER_PROMPT in prompt:
-            return _AF_RETURN.sub(lambda m: f"RETURN {m.group(1)}.name", meta.get("gold_cypher") or "")
+            return return_names(meta.get("gold_cypher") or "")
         return ""
 
     def __call__(self, body: dict) -> tuple[int, dict]:

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, usage_scope
 from sagegraph.retrieve.af_ground import Candidates, filter_symbol, ground, rank_constant
-from sagegraph.retrieve.af_parse import NAME_KEYS, ParsedQuery, parse_cypher
+from sagegraph.retrieve.af_parse import NAME_KEYS, ParsedQuery, parse_cypher, return_names
 from sagegraph.retrieve.af_rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.kb_view import KBView, kb_view
@@ -137,19 +137,10 @@ class AFRetriever(Retriever):
                 if shown:
                     lines = ["", "Examples:"]
                     for ex in shown:
-                        lines += [f"Question: {ex['question']}", f"Cypher: {self._af_style(ex['cypher'])}"]
+                        lines += [f"Question: {ex['question']}", f"Cypher: {return_names(ex['cypher'], lambda label: _return_key(self.view, label))}"]
                     examples = "\n".join(lines) + "\n"
                 self._card = ("\n".join(labels), patterns, examples)
             return self._card
-
-    def _af_style(self, cypher: str) -> str:
-        """A hints example in AF's form: RETURN the answer's name, not its id."""
-        def ret(m: re.Match) -> str:
-            var = m.group(1)
-            label = re.search(rf"\(\s*{var}\s*:\s*(\w+)", cypher)
-            return f"RETURN {var}.{_return_key(self.view, label.group(1) if label else None)}"
-
-        return re.sub(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", ret, cypher)
 
     def type_messages(self, question: str) -> list[dict[str, str]]:
         return [{"role": "user", "content": TARGET_TYPE.format(types=", ".join(self.g.node_types()), question=question)}]
@@ -256,8 +247,7 @@ class AFRetriever(Retriever):
         fill: list[int] = []
         if need > 0 and len(pool):
             s = self.g.vectors[pool] @ qv
-            top = np.argsort(-s, kind="stable")[:need] if need < len(pool) else np.argsort(-s, kind="stable")
-            fill = [int(x) for x in pool[top]]
+            fill = [int(x) for x in pool[np.argsort(-s, kind="stable")[:need]]]
         counters["vss_only"] = int(not kept)
         steps["kept"] = len(kept)
         steps["filled"] = len(fill)

@@ -160,6 +160,20 @@ def parse_cypher(reply: str, node_types: set[str], rel_types: set[str]) -> Parse
     return ParsedQuery(returns[0], symbols, triplets, counters)
 
 
+_RETURN_ID = re.compile(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", re.I)
+
+
+def return_names(cypher: str, name_key=lambda label: "name") -> str:
+    """A Cypher query that returns ids (`RETURN DISTINCT m.id AS id`, as gold and hints are written)
+    in AF's form, returning the answer's name: `RETURN m.<name_key(label of m)>`."""
+    def ret(m: re.Match) -> str:
+        var = m.group(1)
+        label = re.search(rf"\(\s*{var}\s*:\s*(\w+)", cypher)
+        return f"RETURN {var}.{name_key(label.group(1) if label else None)}"
+
+    return _RETURN_ID.sub(ret, cypher)
+
+
 def grow_schedule(l_max: int, rule: str = "paper") -> list[int]:
     """Candidates kept per symbol in each grounding round, from l = 1 while l <= l_max.
     paper: l <- l^1.5 + 0.5 (Alg. 1), rounded, at least +1 -> 1, 2, 3, 6, 15, 59 (then l_max);

@@ -62,12 +62,8 @@ def _clean(text: str) -> str:
 
 
 def parse_score(text: str) -> float | None:
-    for m in _FLOAT.finditer(_clean(text)):
-        v = float(m.group())
-        if 0.0 <= v <= 1.0:
-            return v
-        return None
-    return None
+    m = _FLOAT.search(_clean(text))  # the first number; one outside [0, 1] is no score
+    return float(m.group()) if m and 0.0 <= float(m.group()) <= 1.0 else None
 
 
 def parse_order(text: str, ids: list[int]) -> tuple[list[int] | None, int, int]:

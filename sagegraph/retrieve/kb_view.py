@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import weakref
 from collections import Counter
 from functools import cached_property
 from typing import Any
@@ -43,6 +44,7 @@ class KBView:
     def __init__(self, g: GraphIndex):
         self.g = g
         self.n = len(g)
+        self._columns: dict[str, Column] = {}
 
     @cached_property
     def fields(self) -> list[dict[str, Any]]:
@@ -78,10 +80,9 @@ class KBView:
     def column(self, prop: str) -> Column:
         """One attribute over all rows, in the forms filters compare, built once per attribute."""
         with _LOCK:
-            cols = self.__dict__.setdefault("_columns", {})
-            if prop not in cols:
-                cols[prop] = Column.of([f.get(prop) for f in self.fields])
-            return cols[prop]
+            if prop not in self._columns:
+                self._columns[prop] = Column.of([f.get(prop) for f in self.fields])
+            return self._columns[prop]
 
     @cached_property
     def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
@@ -226,13 +227,13 @@ class Column:
 
 
 _LOCK = threading.Lock()
-_VIEWS: dict[str, KBView] = {}
+_VIEWS: "weakref.WeakKeyDictionary[GraphIndex, KBView]" = weakref.WeakKeyDictionary()
 
 
 def kb_view(g: GraphIndex) -> KBView:
-    """One view per graph and process: every retriever and question shares its loaded tables."""
-    key = str(g.dir.resolve()) + f"#{id(g)}"
+    """One view per open graph: every retriever and question on it shares the loaded tables, and
+    the view goes when the graph does."""
     with _LOCK:
-        if key not in _VIEWS:
-            _VIEWS[key] = KBView(g)
-        return _VIEWS[key]
+        if g not in _VIEWS:
+            _VIEWS[g] = KBView(g)
+        return _VIEWS[g]
