@@ -257,6 +257,20 @@ def _llm_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trace(args: argparse.Namespace) -> int:
+    from sagegraph.eval.trajectories import find_trace, format_trace
+
+    print(format_trace(find_trace(Path(args.run_dir), args.qid), lines=args.lines))
+    return 0
+
+
+def _dgr_export(args: argparse.Namespace) -> int:
+    from sagegraph.eval.trajectories import export_trajectories
+
+    print(json.dumps({**export_trajectories(Path(args.run_dir), Path(args.file), only_finished=args.only_finished), "file": str(args.file)}))
+    return 0
+
+
 def _retrievers(args: argparse.Namespace) -> int:
     from sagegraph.retrieve import retriever_names
 
@@ -335,6 +349,20 @@ def parser() -> argparse.ArgumentParser:
     li.add_argument("file", type=Path)
     li.add_argument("cache", type=Path, help="reply cache file, e.g. data/kb-synth/out/cache/llm.sqlite")
     li.set_defaults(func=_llm_import)
+
+    t = sub.add_parser("trace", help="print what an LLM retriever did for one question of a run (DGR: each agent's steps)")
+    t.add_argument("run_dir", type=Path, help="a run directory (with traces.jsonl)")
+    t.add_argument("qid", help="question id")
+    t.add_argument("--lines", type=int, default=8, help="lines shown of each observation or reply")
+    t.set_defaults(func=_trace)
+
+    dg = sub.add_parser("dgr", help="DGR tools")
+    dsub_ = dg.add_subparsers(dest="dgr_command", required=True)
+    dx = dsub_.add_parser("export-trajectories", help="write a run's DGR agent trajectories as chat-format SFT records (JSONL, no gold labels)")
+    dx.add_argument("run_dir", type=Path, help="a run directory or a sweep's output directory")
+    dx.add_argument("file", type=Path)
+    dx.add_argument("--only-finished", action="store_true", help="only agents that stopped by calling finish (a label-free filter)")
+    dx.set_defaults(func=_dgr_export)
 
     r = sub.add_parser("retrievers", help="list registered retrievers")
     r.set_defaults(func=_retrievers)

@@ -277,8 +277,11 @@ class LLMClient:
 
     def chat(self, messages: list[dict[str, Any]], *, tools: list[dict] | None = None, tool_choice: Any = None,
              response_format: dict | None = None, sample: int = 0, max_tokens: int | None = None,
-             accept: Callable[[str], Any] | None = None) -> Reply:
-        params: dict[str, Any] = {"temperature": self.cfg.temperature, "max_tokens": max_tokens or self.cfg.max_tokens}
+             temperature: float | None = None, accept: Callable[[str], Any] | None = None) -> Reply:
+        """`temperature` overrides the configured one for this call (a method that samples n
+        agents needs > 0 even where the endpoint's default is greedy)."""
+        params: dict[str, Any] = {"temperature": self.cfg.temperature if temperature is None else temperature,
+                                  "max_tokens": max_tokens or self.cfg.max_tokens}
         if response_format:
             params["response_format"] = response_format
         if tools and tool_choice is not None:
@@ -309,7 +312,7 @@ class LLMClient:
         scope = _SCOPE.get()
         if tools:
             params = {**params, "tools": tools}
-        if sample and self.cfg.temperature > 0 and self.cfg.send_seed:
+        if sample and params.get("temperature", 0) > 0 and self.cfg.send_seed:
             params["seed"] = sample
         reply, retries = self._call(messages, params)
         reply.key = key

@@ -129,6 +129,7 @@ def register(name: str):
 
 def retriever_names() -> list[str]:
     import sagegraph.retrieve.af
+    import sagegraph.retrieve.dgr
     import sagegraph.retrieve.flat
     import sagegraph.retrieve.sage
     import sagegraph.retrieve.spark  # noqa: F401

@@ -47,15 +47,30 @@ class KBView:
         self._columns: dict[str, Column] = {}
 
     @cached_property
-    def fields(self) -> list[dict[str, Any]]:
+    def _metadata(self) -> list[dict[str, Any]]:
         meta = pq.read_table(self.g.dir / "nodes.parquet", columns=["metadata"]).column("metadata").to_pylist()
         out = []
         for m in meta:
             try:
-                out.append((json.loads(m) or {}).get("fields") or {} if m else {})
-            except (json.JSONDecodeError, AttributeError):
-                out.append({})
+                d = json.loads(m) if m else {}
+            except json.JSONDecodeError:
+                d = {}
+            out.append(d if isinstance(d, dict) else {})
         return out
+
+    @cached_property
+    def fields(self) -> list[dict[str, Any]]:
+        return [m.get("fields") or {} for m in self._metadata]
+
+    @cached_property
+    def topics(self) -> list[str]:
+        """The build's one-line summary per node: LLM-written under LLM metadata, else the heuristic
+        (the text's opening, which for a KB record is mostly its fields)."""
+        return [" ".join(str(m.get("topic") or m.get("table_summary") or "").split()) for m in self._metadata]
+
+    @property
+    def llm_metadata(self) -> bool:
+        return ((self.g.manifest.get("config") or {}).get("metadata") or {}).get("mode") == "llm"
 
     @cached_property
     def names(self) -> list[str]:
@@ -169,6 +184,12 @@ class KBView:
         indptr = np.zeros(self.n + 1, dtype=np.int64)
         np.add.at(indptr, rows + 1, 1)
         return np.cumsum(indptr), other[order], codes[order], out[order]
+
+    def incident(self, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The row's KB edges: other end, relation code (into `relation_types`), outgoing?"""
+        indptr, other, codes, out = self._incident
+        a, b = indptr[row], indptr[row + 1]
+        return other[a:b], codes[a:b], out[a:b]
 
     def relations_of(self, row: int, limit: int = 8, among: set[int] | None = None) -> list[str]:
         """'DIRECTED -> Title' / 'ACTED_IN <- Name' lines; `among` keeps only edges to those rows."""

@@ -1,0 +1,129 @@
+"""Reading what an LLM retriever did back out of a run directory: `sagegraph trace RUN_DIR QID`
+prints one question's trace for a person (each DGR agent's calls, what it saw and what it added and
+why; for SPARK and AF their LLM calls and tool runs), and `sagegraph dgr export-trajectories`
+writes DGR's agent conversations as chat-format SFT records (dgr.txt §5: label-free distillation).
+
+The export carries the conversations only: the system prompt, the question, the agent's tool
+calls and the observations it got. No gold label, score or rank is in a record, and the only
+selection offered (`only_finished`) looks at how the agent stopped, never at whether it was right.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from sagegraph.errors import SageGraphError
+from sagegraph.eval.replies import run_dirs
+from sagegraph.eval.runfiles import read_traces
+
+
+def find_trace(run_dir: Path, qid: str) -> dict[str, Any]:
+    rows = read_traces(Path(run_dir) / "traces.jsonl")
+    for row in rows:
+        if str(row["qid"]) == str(qid):
+            return row
+    if not rows:
+        raise SageGraphError(f"{run_dir}: no traced question here (traces.jsonl missing or empty)")
+    raise SageGraphError(f"{run_dir}: no trace for question {qid!r} (traced: {', '.join(str(r['qid']) for r in rows[:8])}{', ...' if len(rows) > 8 else ''})")
+
+
+def _cut(text: Any, lines: int, width: int = 160) -> list[str]:
+    out = []
+    for line in str(text if text is not None else "").splitlines() or [""]:
+        out.append(line if len(line) <= width else line[: width - 3] + "...")
+    return out if len(out) <= lines else out[:lines] + [f"... ({len(out) - lines} more lines)"]
+
+
+def _calls_of(message: dict[str, Any]) -> list[str]:
+    """An assistant message's actions as `tool(args)` lines, native or JSON-mode."""
+    if message.get("tool_calls"):
+        return [f"{c['function']['name']}({c['function'].get('arguments') or ''})" for c in message["tool_calls"]]
+    from sagegraph.retrieve.dgr_agent import ActionError, read_text_actions
+
+    try:
+        return [f"{a.tool}({json.dumps(a.args, ensure_ascii=False)})" for a in read_text_actions(message.get("content") or "")]
+    except ActionError as exc:
+        return [f"(unreadable reply: {exc}) {str(message.get('content'))[:200]}"]
+
+
+def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
+    """One agent as numbered steps: the calls it made, then each observation (cut to `lines`)."""
+    head = (f"agent {agent['agent']} (sample {agent['sample']}): {agent['steps']} steps, stopped by {agent['stop']}, "
+            f"tools {agent.get('tools', {})}, prompt tokens per step {agent.get('prompt_tokens', [])}")
+    out = [head]
+    step = 0
+    for m in agent.get("messages", [])[2:]:
+        if m["role"] == "assistant":
+            step += 1
+            out.append(f"  step {step}:")
+            out += [f"    -> {c}" for c in _calls_of(m)]
+        else:
+            out += [f"       {x}" for x in _cut(m.get("content"), lines)]
+    answer = agent.get("answer", [])
+    reasons = agent.get("reasons", {})
+    label = "answer (fallback: its last search results)" if agent.get("fallback") else "answer"
+    out.append(f"  {label}: {answer[:20]}{' ...' if len(answer) > 20 else ''}")
+    out += [f"    [{r}] {reasons[str(r)]}" for r in answer if str(r) in reasons][:20]
+    return out
+
+
+def format_trace(row: dict[str, Any], lines: int = 8) -> str:
+    out = [f"question {row['qid']}: {row.get('question', '')}", f"latency {row.get('latency_ms', 0) / 1000:.1f} s; counters {row.get('counters', {})}"]
+    if row.get("agents"):
+        out.append(f"action mode: {row.get('action_mode')}; tokens spent {row.get('budget_spent')}")
+        for agent in row["agents"]:
+            out += [""] + format_agent(agent, lines)
+    else:
+        for e in row.get("events", []):
+            out.append(f"[{e['kind']}] {e['name']} ({e.get('seconds', 0):.2f} s)" + (f" ERROR {e['error']}" if e.get("error") else ""))
+            if e["kind"] != "llm":
+                out += [f"    in:  {x}" for x in _cut(json.dumps(e.get("inputs"), ensure_ascii=False, default=str), 2)]
+            out += [f"    out: {x}" for x in _cut(e.get("outputs"), lines)]
+    out += ["", "top: " + ", ".join(map(str, row.get("top", [])))]
+    return "\n".join(out)
+
+
+def sft_records(run_dir: Path, only_finished: bool = False) -> Iterator[dict[str, Any]]:
+    """One chat record per agent trajectory: `messages` as sent to the model plus the last reply,
+    and `tools` when the run used function calling (so a trainer renders the same prompt)."""
+    cfg_path = Path(run_dir) / "config.json"
+    cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    for row in read_traces(Path(run_dir) / "traces.jsonl"):
+        tools = _tool_schemas(row)
+        for agent in row.get("agents") or []:
+            if only_finished and agent.get("stop") != "finish":
+                continue
+            messages = [m for m in agent["messages"]]
+            while messages and messages[-1]["role"] != "assistant":  # end on the model's turn
+                messages.pop()
+            if len(messages) < 3:
+                continue
+            rec: dict[str, Any] = {"messages": messages,
+                                   "meta": {"qid": row["qid"], "agent": agent["agent"], "sample": agent["sample"], "stop": agent["stop"],
+                                            "steps": agent["steps"], "action_mode": row.get("action_mode"), "run": cfg.get("label", str(run_dir))}}
+            if tools:
+                rec["tools"] = tools
+            yield rec
+
+
+def _tool_schemas(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    return row.get("tool_schemas") or None
+
+
+def export_trajectories(path: Path, out: Path, only_finished: bool = False) -> dict[str, int]:
+    """Every DGR trajectory under `path` (a run or a sweep directory) as JSONL."""
+    n = runs = 0
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for run in run_dirs(path):
+            before = n
+            for rec in sft_records(run, only_finished):
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                n += 1
+            runs += n > before
+    tmp.replace(out)
+    return {"trajectories": n, "runs": runs}

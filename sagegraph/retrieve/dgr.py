@@ -1,0 +1,195 @@
+"""DGR, the Dynamic Graph Retriever (dgr.txt §3, App. A.2-A.3): n tool-using LLM agents explore the
+KB with global BM25 search and typed one-hop neighbourhood search, each adds the nodes it judges
+answers, and the n answer lists are fused by votes (ties: earliest position).
+
+What we follow and where we depart (LLM-RETRIEVERS.md §3):
+- the paper's settings by default: n = 3 agents, T_max = 20 steps, 20 neighbours shown, global
+  search size 5 unless the agent asks (at most 30), neighbourhood *ranked* by BM25 (the code's
+  substring filter is `neighbour_ranking: substring`);
+- agents sample at temperature 0.7 (the paper's trajectory sampling), each with its own sample
+  index, so n agents are n draws and a rerun replays them from the reply cache;
+- function calling where the endpoint has it, the JSON-action mode where it does not (`mode:
+  auto` probes once per endpoint);
+- our own system prompt, shorter than the paper's, with the same strategy (broad search for
+  descriptive questions, disambiguate then expand for named entities);
+- an agent that adds nothing answers with its last search results (the code returns nothing),
+  counted; a per-query token budget and a refused (too long) history stop agents cleanly, counted.
+The answer is what the agents chose, fused and cut at k: no fill from another retriever.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from sagegraph.llm import LLMClient, LLMRequestRefused, usage_scope
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
+from sagegraph.retrieve.dgr_agent import AgentRun, Mode, TokenBudget, fuse_votes, run_agent
+from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
+from sagegraph.retrieve.timeline import Timeline
+
+PROMPT_VERSION = "dgr-1"
+
+SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
+
+Node types: {types}
+Relations (head -[TYPE]-> tail): {patterns}
+
+Tools:
+- search_in_graph(query, size): keyword (BM25) search over every node's name and summary; size defaults to {size}, at most {max_size}.
+{neighbour_tool}- add_to_answer(answer_nodes): add answer nodes, best first: [{{"node_index": 12, "reasoning": "why it answers"}}].
+- finish(comment): stop when the answer is complete or nothing useful is left to explore.
+Nodes are shown as [index] Type: Name | summary. Use the index in brackets to refer to a node.
+
+How to search:
+- If the question names no entity, search_in_graph with its key words and size {max_size}, then add the
+  results that fit (often about half of them).
+- If it names entities (a person, a film, a studio), first find each with search_in_graph(name), then
+  explore around the right one with search_in_neighborhood, filtered by node_type or edge_type and
+  ranked by the question's other key words, and add the neighbours that satisfy every condition.
+- Several conditions: explore from each named entity and prefer nodes that satisfy all of them.
+- Add answers as soon as you find them, best first, and call finish when done.
+
+Example. Question: "Which films did Ana Silva direct after 1990?"
+1. search_in_graph(query="Ana Silva") shows [812] Person: Ana Silva | a director born in 1950
+2. search_in_neighborhood(node_index=812, node_type="Movie", edge_type="DIRECTED") lists her films with their years
+3. add_to_answer(answer_nodes=[{{"node_index": 4410, "reasoning": "directed by Ana Silva in 1994"}}]), then finish(){json_rule}"""
+
+NEIGHBOUR_TOOL = ("- search_in_neighborhood(node_index, query, node_type, edge_type): the node's direct neighbours with each edge's relation and "
+                  "direction, ranked by keyword match to query; only node_index is required; {k} shown.\n")
+
+JSON_RULE = """
+
+Reply with one JSON object and nothing else, listing the tool calls to make now, e.g.
+{"calls": [{"tool": "search_in_graph", "args": {"query": "Ana Silva", "size": 5}}]}"""
+
+
+class DGRParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    t_max: int = Field(20, ge=1, le=100, description="steps (LLM calls) per agent")
+    n_agents: int = Field(3, ge=1, le=16, description="agents per question, fused by votes")
+    mode: Literal["auto", "native", "json"] = Field("auto", description="function calling, JSON actions, or probe the endpoint once")
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description="agents' sampling temperature (n agents need > 0 to differ)")
+    search_size: int = Field(5, ge=1, description="search_in_graph's default size")
+    max_search_size: int = Field(30, ge=1, description="largest size an agent may ask for")
+    neighbour_k: int = Field(20, ge=1, description="neighbours shown per search_in_neighborhood")
+    neighbour_ranking: NeighbourRanking = Field("bm25", description="bm25 (paper), substring (public code), none (ablation)")
+    type_filters: bool = Field(True, description="honour node_type/edge_type filters (false: the paper's 'w/o F' ablation)")
+    neighbourhood: bool = Field(True, description="offer search_in_neighborhood (false: the paper's 'w/o Neighbors' ablation)")
+    summary_chars: int = Field(200, ge=0, description="characters of each node's summary shown in results")
+    token_budget: int | None = Field(300_000, ge=1, description="prompt + completion tokens per question over all its agents (None: no limit)")
+    max_tokens: int = Field(768, ge=16, description="completion tokens per step")
+    max_calls_per_step: int = Field(8, ge=1, description="tool calls run from one reply; the rest are refused")
+    constrain: bool = Field(True, description="JSON mode: send the action schema in response_format (llama.cpp servers decode by it; set false for endpoints that refuse it)")
+
+
+_PROBE_TOOL = [{"type": "function", "function": {"name": "ping", "description": "Answer the ping.",
+                                                 "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]
+_MODES: "weakref.WeakKeyDictionary[LLMClient, str]" = weakref.WeakKeyDictionary()
+_MODES_LOCK = threading.Lock()
+
+
+def detect_mode(llm: LLMClient) -> Mode:
+    """Whether the endpoint returns structured tool calls: one small cached request per client.
+    A refusal (no `tools` support) or calls written as text mean the JSON-action mode."""
+    with _MODES_LOCK:
+        if llm not in _MODES:
+            try:
+                reply = llm.chat([{"role": "user", "content": "Call the tool ping with x = 1."}], tools=_PROBE_TOOL,
+                                 tool_choice="required", max_tokens=64, temperature=0.0)
+                _MODES[llm] = "native" if reply.tool_calls else "json"
+            except LLMRequestRefused:
+                _MODES[llm] = "json"
+        return _MODES[llm]  # type: ignore[return-value]
+
+
+@register("dgr")
+class DGRRetriever(Retriever):
+    uses_llm = True
+    prompt_version = PROMPT_VERSION
+    Params = DGRParams
+    shared_axes = ()  # none of the sweep's shared axes (alpha, k_prime) means anything here
+
+    def __init__(self, res: Resources, params: DGRParams):
+        super().__init__(res, params)
+        self.tools = GraphTools(self.g, default_size=params.search_size, max_size=params.max_search_size, neighbour_k=params.neighbour_k,
+                                neighbour_ranking=params.neighbour_ranking, type_filters=params.type_filters,
+                                neighbourhood=params.neighbourhood, summary_chars=params.summary_chars)
+
+    def system_prompt(self, mode: Mode) -> str:
+        view = self.tools.view
+        patterns = "; ".join(f"({h})-[{r}]->({t})" for h, r, t, _ in view.patterns)
+        return SYSTEM.format(types=", ".join(self.g.node_types()), patterns=patterns or "none", size=self.p.search_size,
+                             max_size=self.p.max_search_size,
+                             neighbour_tool=NEIGHBOUR_TOOL.format(k=self.p.neighbour_k) if self.p.neighbourhood else "",
+                             json_rule=JSON_RULE if mode == "json" else "")
+
+    def _search(self, query: str, k: int) -> Retrieval:
+        mode: Mode = detect_mode(self.res.llm) if self.p.mode == "auto" else self.p.mode  # type: ignore[assignment]
+        with usage_scope() as usage:
+            r = self._run(query, k, mode)
+        r.usage = usage.as_dict()
+        return r
+
+    def _run(self, query: str, k: int, mode: Mode) -> Retrieval:
+        timeline = Timeline()
+        budget = TokenBudget(self.p.token_budget)
+        system = self.system_prompt(mode)
+
+        def one(agent: int) -> AgentRun:
+            return run_agent(self.res.llm, self.tools, system, query, mode=mode, t_max=self.p.t_max, agent=agent,
+                             temperature=self.p.temperature, max_tokens=self.p.max_tokens, budget=budget, timeline=timeline,
+                             max_calls_per_step=self.p.max_calls_per_step, constrain=self.p.constrain)
+
+        # Agents run side by side up to the client's concurrency (a serial local server runs them in
+        # turn, which also keeps its prefix cache on one history); each thread carries the query's
+        # usage scope.
+        workers = max(1, min(self.p.n_agents, self.res.llm.cfg.concurrency))
+        if workers == 1:
+            runs = [one(a) for a in range(self.p.n_agents)]
+        else:
+            contexts = [contextvars.copy_context() for _ in range(self.p.n_agents)]  # taken here, in the query's thread
+            with ThreadPoolExecutor(workers, thread_name_prefix="dgr-agent") as pool:
+                runs = list(pool.map(lambda a: contexts[a].run(one, a), range(self.p.n_agents)))
+        fused = fuse_votes([r.answer for r in runs])[:k]
+        rows = np.array([r for r, _, _ in fused], dtype=np.int64)
+        scores = np.array([v + 1.0 / (2 + pos) for _, v, pos in fused], dtype=np.float32)
+        from_fallback = {x for r in runs if r.fallback for x in r.answer} - {x for r in runs if not r.fallback for x in r.answer}
+        found_by = ["fallback" if int(r) in from_fallback else "agents" for r in rows]
+        trace: dict[str, Any] = {"counters": counters(runs), "events": timeline.events, "action_mode": mode,
+                                 "tool_schemas": self.tools.schemas() if mode == "native" else None,
+                                 "agents": [r.record() for r in runs], "budget_spent": budget.spent,
+                                 "stage_sets": {"seen": self._ids(x for r in runs for x in r.seen),
+                                                "answered": self._ids(x for r in runs for x in r.answer)}}
+        return Retrieval(rows, scores, found_by, trace)
+
+    def _ids(self, rows) -> list[str]:
+        return list(dict.fromkeys(str(self.g.source_ids[r]) for r in rows))
+
+
+def counters(runs: list[AgentRun]) -> dict[str, float]:
+    """Per-question counts; the run's metrics hold their sums (count_*) and means (rate_*)."""
+    c: dict[str, float] = {"agents": len(runs), "steps": 0, "global_calls": 0, "neighbour_calls": 0, "answer_calls": 0, "finish_calls": 0,
+                           "invalid_calls": 0, "parse_errors": 0, "text_tool_calls": 0, "repeated_calls": 0, "stop_finish": 0, "stop_t_max": 0, "stop_budget": 0,
+                           "stop_refused": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0}
+    for r in runs:
+        c["steps"] += r.steps
+        c["global_calls"] += r.tools[GLOBAL]
+        c["neighbour_calls"] += r.tools[NEIGHBOURS]
+        c["answer_calls"] += r.tools[ANSWER]
+        c["finish_calls"] += r.tools[FINISH]
+        c["invalid_calls"] += r.tools["invalid"]
+        c["parse_errors"] += r.parse_errors
+        c["text_tool_calls"] += r.text_calls
+        c["repeated_calls"] += r.repeated_calls
+        c[f"stop_{r.stop}"] += 1
+        c["fallback_answers"] += int(r.fallback)
+        c["agents_without_neighbourhood"] += int(r.tools[NEIGHBOURS] == 0)
+        c["tool_ms"] += sum(r.tool_ms)
+    return c

@@ -1,0 +1,302 @@
+"""One DGR agent's loop, the readers of its actions, and the vote fusion of n agents.
+
+Loop (dgr.txt §3.1): each step is one chat call with the whole history; the reply's tool calls run
+in order and their observations are appended; the run ends on `finish`, after T_max steps, when
+the query's token budget is spent, or when the endpoint refuses the request (most often the
+growing history no longer fits its context). The answer is the add_to_answer order without duplicates; an agent that added nothing
+answers with its last search results instead (counted: the public code returns nothing).
+
+Two ways to ask for actions:
+- native: the endpoint's function calling (`tools`, `tool_choice="required"`), observations as
+  `tool` messages. Servers that render tools into the prompt but return the call as text (Qwen's
+  `<tool_call>` blocks through llama-cpp-python's template) are read from the text, counted.
+- json: no `tools` field; the system prompt describes the tools and the reply is one JSON object
+  {"calls": [{"tool": ..., "args": {...}}]} (JSON mode), observations as a user message.
+A reply that yields no readable action is answered with the reason and counted; the agent tries
+again on its next step. Every call goes through the client's cache with the agent's sample index
+in the key, so a rerun replays the same trajectory and n agents are n distinct samples.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sagegraph.llm import LLMClient, LLMRequestRefused, Reply
+from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, ToolError
+from sagegraph.retrieve.timeline import Timeline
+
+Mode = Literal["native", "json"]
+Stop = Literal["finish", "t_max", "budget", "refused"]
+
+
+class ActionError(ValueError):
+    """A reply the harness cannot read as tool calls; the message is shown to the agent."""
+
+
+@dataclass
+class Action:
+    tool: str
+    args: dict[str, Any]
+    call_id: str | None = None  # native calls are answered by id
+
+
+def _args(raw: Any, tool: str) -> dict[str, Any]:
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ActionError(f"the arguments of {tool} are not valid JSON ({exc.msg})") from None
+    if not isinstance(raw, dict):
+        raise ActionError(f"the arguments of {tool} must be a JSON object")
+    return raw
+
+
+def read_native(reply: Reply) -> list[Action]:
+    return [Action(c["name"], _args(c.get("arguments"), c["name"]), c.get("id")) for c in reply.tool_calls]
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+def _objects(text: str) -> list[Any]:
+    """JSON values found in a reply: whole, in ```json fences, in <tool_call> blocks, or as the
+    outermost {...}; doubled braces (a template's escaping leaking into the output) are undone."""
+    text = re.sub(r"<think>.*?</think>", " ", text or "", flags=re.DOTALL).strip()
+    pieces = _TOOL_CALL.findall(text) or _FENCE.findall(text) or [text]
+    out = []
+    for p in pieces:
+        p = p.strip()
+        for candidate in (p, p.replace("{{", "{").replace("}}", "}")):
+            start, end = candidate.find("{"), candidate.rfind("}")
+            if start < 0 or end < start:
+                continue
+            try:
+                out.append(json.loads(candidate[start : end + 1]))
+                break
+            except json.JSONDecodeError:
+                # several objects one after another (one per line) are several calls
+                objs, ok = [], True
+                for line in candidate[start : end + 1].splitlines():
+                    line = line.strip().rstrip(",")
+                    if not line:
+                        continue
+                    try:
+                        objs.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        ok = False
+                        break
+                if ok and objs:
+                    out.extend(objs)
+                    break
+    return out
+
+
+def _to_actions(value: Any) -> list[Action]:
+    if isinstance(value, list):
+        return [a for v in value for a in _to_actions(v)]
+    if not isinstance(value, dict):
+        raise ActionError("expected a JSON object with the tool calls")
+    if "calls" in value:
+        return _to_actions(value["calls"])
+    tool = value.get("tool") or value.get("name") or value.get("function")
+    if isinstance(tool, dict):  # {"function": {"name", "arguments"}}
+        return _to_actions(tool)
+    if not isinstance(tool, str) or not tool:
+        raise ActionError('each call needs a "tool" name')
+    raw = value.get("args", value.get("arguments", value.get("parameters")))
+    if raw is None:  # arguments written beside the name: {"tool": "finish"} or {"tool": ..., "query": ...}
+        raw = {k: v for k, v in value.items() if k not in ("tool", "name", "function")}
+    return [Action(tool, _args(raw, tool))]
+
+
+def read_text_actions(text: str) -> list[Action]:
+    """Actions written as text: JSON-action mode's {"calls": [...]}, a bare {"tool"/"name", "args"/
+    "arguments"} call, or tool-call blocks; an ActionError says what was wrong."""
+    objs = _objects(text)
+    if not objs:
+        raise ActionError('no JSON object found; reply with {"calls": [{"tool": "...", "args": {...}}]}')
+    actions = _to_actions(objs)
+    if not actions:
+        raise ActionError("the reply lists no tool call")
+    return actions
+
+
+class TokenBudget:
+    """Tokens (prompt + completion) one query may spend, shared by its agents."""
+
+    def __init__(self, limit: int | None):
+        self.limit = limit
+        self.spent = 0
+        self._lock = threading.Lock()
+
+    def spend(self, tokens: int) -> None:
+        with self._lock:
+            self.spent += tokens
+
+    @property
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+
+@dataclass
+class AgentRun:
+    """One agent's trajectory and its account: what a person reads in `sagegraph trace` and what
+    the distillation export turns into a chat record."""
+
+    agent: int
+    sample: int
+    answer: list[int] = field(default_factory=list)
+    reasons: dict[int, str] = field(default_factory=dict)
+    last_results: list[int] = field(default_factory=list)
+    seen: list[int] = field(default_factory=list)
+    steps: int = 0
+    stop: Stop = "t_max"
+    fallback: bool = False
+    tools: Counter = field(default_factory=Counter)
+    parse_errors: int = 0
+    tool_errors: int = 0
+    text_calls: int = 0
+    repeated_calls: int = 0
+    prompt_tokens: list[int] = field(default_factory=list)  # per step: the history's growth
+    completion_tokens: list[int] = field(default_factory=list)
+    tool_ms: list[float] = field(default_factory=list)  # the harness's time per tool call
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
+                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "tools": dict(self.tools),
+                "parse_errors": self.parse_errors, "tool_errors": self.tool_errors, "text_calls": self.text_calls, "repeated_calls": self.repeated_calls,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
+
+
+def _assistant_native(reply: Reply) -> dict[str, Any]:
+    return {"role": "assistant", "content": reply.text or None,
+            "tool_calls": [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in reply.tool_calls]}
+
+
+def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, mode: Mode, t_max: int, agent: int = 0,
+              temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
+              timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False) -> AgentRun:
+    """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
+    `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it)."""
+    run = AgentRun(agent=agent, sample=agent + 1)
+    budget = budget or TokenBudget(None)
+    timeline = timeline or Timeline()
+    group = f"agent {agent}"
+    run.messages = [{"role": "system", "content": system}, {"role": "user", "content": f"Question: {question}"}]
+    schemas = tools.schemas() if mode == "native" else None
+    fmt = None if mode == "native" else ({"type": "json_object", "schema": tools.action_schema()} if constrain else {"type": "json_object"})
+    sent = 0  # messages already shown in an earlier step's span (spans carry only what is new)
+    asked: dict[str, int] = {}  # search call -> the step that first made it
+    for step in range(1, t_max + 1):
+        if budget.exhausted:
+            run.stop = "budget"
+            break
+        try:
+            with timeline.span("llm", f"step {step}", run.messages[sent:], group=group) as ev:
+                reply = llm.chat(run.messages, tools=schemas, tool_choice="required" if schemas else None,
+                                 response_format=fmt,
+                                 sample=run.sample, temperature=temperature, max_tokens=max_tokens)
+                timeline.reply(ev, reply)
+        except LLMRequestRefused:  # most often the history outgrew the context window
+            run.stop = "refused"
+            break
+        sent = len(run.messages)
+        run.steps = step
+        run.prompt_tokens.append(reply.prompt_tokens)
+        run.completion_tokens.append(reply.completion_tokens)
+        budget.spend(reply.prompt_tokens + reply.completion_tokens)
+        try:
+            if mode == "native" and reply.tool_calls:
+                actions = read_native(reply)
+            else:
+                actions = read_text_actions(reply.text)
+                run.text_calls += mode == "native"
+        except ActionError as exc:
+            run.parse_errors += 1
+            run.messages.append({"role": "assistant", "content": reply.text})
+            run.messages.append({"role": "user", "content": f"Your reply could not be read as tool calls: {exc}. Call a tool."})
+            continue
+        native_ids = mode == "native" and bool(reply.tool_calls)
+        run.messages.append(_assistant_native(reply) if native_ids else {"role": "assistant", "content": reply.text})
+        observations, finished = [], False
+        for i, action in enumerate(actions):
+            if i >= max_calls_per_step:
+                text = f"Skipped: at most {max_calls_per_step} tool calls run per step."
+            else:
+                text, finished_now = _execute(run, tools, action, timeline, group)
+                finished = finished or finished_now
+                if action.tool in (GLOBAL, NEIGHBOURS):
+                    key = f"{action.tool}:{json.dumps(action.args, sort_keys=True)}"
+                    if key in asked:  # small models loop on one search; say so (counted)
+                        run.repeated_calls += 1
+                        text += f"\n(The same call as at step {asked[key]}: nothing new. Add the nodes that answer with add_to_answer, explore another node, or finish.)"
+                    asked.setdefault(key, step)
+            observations.append((action, text))
+        if native_ids:
+            run.messages += [{"role": "tool", "tool_call_id": a.call_id, "content": text} for a, text in observations]
+        else:
+            # The question is restated under the results: a small model otherwise loses it in a
+            # long history and repeats its last call.
+            results = "\n\n".join(f"{a.tool} result:\n{text}" for a, text in observations)
+            run.messages.append({"role": "user", "content": f"{results}\n\nQuestion: {question}\nNext tool calls?"})
+        if finished:
+            run.stop = "finish"
+            break
+    else:
+        run.stop = "t_max"
+    if not run.answer:
+        run.answer, run.fallback = list(run.last_results), True
+    return run
+
+
+def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timeline, group: str) -> tuple[str, bool]:
+    error = None
+    with timeline.span("tool", action.tool, action.args, group=group) as ev:
+        try:
+            out = tools.call(action.tool, action.args)
+            ev["outputs"] = out.text
+        except ToolError as exc:
+            error = ev["outputs"] = f"Error: {exc}"
+    run.tool_ms.append(ev["seconds"] * 1000)
+    if error is not None:
+        run.tool_errors += 1
+        run.tools["invalid"] += 1
+        return error, False
+    run.tools[action.tool] += 1
+    if action.tool in (GLOBAL, NEIGHBOURS):
+        if out.shown:
+            run.last_results = out.shown
+        seen = set(run.seen)
+        run.seen += [r for r in out.shown if r not in seen]
+    elif action.tool == ANSWER:
+        have = set(run.answer)
+        for r in out.added:
+            if r not in have:
+                run.answer.append(r)
+                have.add(r)
+        run.reasons.update(out.reasons)
+    return out.text, action.tool == FINISH
+
+
+def fuse_votes(answers: list[list[int]]) -> list[tuple[int, int, int]]:
+    """(row, votes, earliest position) best first: most agents first, then the earliest position
+    in any agent's list, then the earlier agent (dgr.txt App. A.2)."""
+    votes: Counter = Counter()
+    first: dict[int, tuple[int, int]] = {}
+    for a, rows in enumerate(answers):
+        for pos, r in enumerate(dict.fromkeys(rows)):
+            votes[r] += 1
+            if r not in first or (pos, a) < first[r]:
+                first[r] = (pos, a)
+    order = sorted(votes, key=lambda r: (-votes[r], first[r]))
+    return [(r, votes[r], first[r][0]) for r in order]

@@ -1,0 +1,325 @@
+"""DGR on the hand-made film KB: each tool's output, reading actions (JSON mode, tool-call text,
+native calls) and their errors, the loop's stop conditions, vote fusion, distinct samples per
+agent, and whole trajectories against a loopback endpoint with scripted replies, replayed from
+the cache to the same answer. No model: the replies are written here."""
+
+import json
+
+import pytest
+
+from sagegraph.config import LLMConfig
+from sagegraph.corpus.records import Question
+from sagegraph.errors import ConfigError
+from sagegraph.eval.runner import EvalConfig, run_eval
+from sagegraph.eval.trajectories import export_trajectories, find_trace, format_trace
+from sagegraph.llm import LLMClient
+from sagegraph.retrieve import get_retriever
+from sagegraph.retrieve.base import validate_params
+from sagegraph.retrieve.dgr import detect_mode
+from sagegraph.retrieve.dgr_agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent
+from sagegraph.retrieve.dgr_tools import GraphTools, ToolError, action_schema
+from sagegraph.retrieve.resources import open_resources
+from tests.fake_openai import FakeOpenAI, completion
+from tests.kb_mini import build_mini
+
+
+@pytest.fixture(scope="module")
+def g(tmp_path_factory):
+    return build_mini(tmp_path_factory.mktemp("dgrkb") / "graph")
+
+
+def row(g, sid):
+    return int(g.row[f"n{sid}"])
+
+
+# -- tools ------------------------------------------------------------------------------------------
+def test_global_search_ranks_names_and_summaries_by_bm25(g):
+    out = GraphTools(g).search_in_graph("Ana Silva", 3)
+    assert out.shown[0] == row(g, "p1") and len(out.shown) <= 3
+    assert out.text.splitlines()[1].startswith(f"[{row(g, 'p1')}] Person: Ana Silva | birth_year: 1960")
+    assert GraphTools(g).search_in_graph("orchards", 30).shown[:2] == [row(g, "m5"), row(g, "m6")] or \
+        set(GraphTools(g).search_in_graph("orchards", 30).shown[:2]) == {row(g, "m5"), row(g, "m6")}
+    assert GraphTools(g, max_size=2).search_in_graph("film", 50).shown.__len__() == 2  # size capped
+    assert "no node matches" in GraphTools(g).search_in_graph("zzzz").text
+    with pytest.raises(ToolError, match="query"):
+        GraphTools(g).search_in_graph("  ")
+
+
+def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):
+    t = GraphTools(g)
+    ben = row(g, "p3")
+    out = t.search_in_neighborhood(ben, query="Paper Moon")
+    assert out.shown[0] == row(g, "m4") and len(out.shown) == 3  # ranked first, the others kept
+    assert "-[ACTED_IN]->" in out.text and "arrows read from node" in out.text
+    studio = t.search_in_neighborhood(row(g, "s1"), node_type="movie")
+    assert set(studio.shown) == {row(g, "m1"), row(g, "m4")} and "<-[PRODUCED_BY]-" in studio.text
+    ana = t.search_in_neighborhood(row(g, "p1"), edge_type="DIRECTED", node_type="Movie")
+    assert set(ana.shown) == {row(g, "m1"), row(g, "m2")}
+    # similarity edges are the build's, not the KB's: Red Orchard's only KB edge is its director
+    assert t.search_in_neighborhood(row(g, "m5")).shown == [row(g, "p4")]
+    # the public code's substring filter drops non-matching neighbours; 'none' keeps edge order
+    assert GraphTools(g, neighbour_ranking="substring").search_in_neighborhood(ben, query="Paper Moon").shown == [row(g, "m4")]
+    assert len(GraphTools(g, neighbour_ranking="none").search_in_neighborhood(ben, query="Paper Moon").shown) == 3
+    assert len(GraphTools(g, neighbour_k=1).search_in_neighborhood(ben).shown) == 1
+    # without type filters (the paper's 'w/o F' ablation) a filter is ignored
+    assert len(GraphTools(g, type_filters=False).search_in_neighborhood(row(g, "s1"), node_type="Person").shown) == 2
+    with pytest.raises(ToolError, match="node types: Movie, Person, Studio"):
+        t.search_in_neighborhood(ben, node_type="Planet")
+    with pytest.raises(ToolError, match="relation types"):
+        t.search_in_neighborhood(ben, edge_type="LOVES")
+    with pytest.raises(ToolError, match="not a node"):
+        t.search_in_neighborhood(999)
+    assert t.search_in_neighborhood("[%d]" % ben).shown  # "[12]" as written in results is read as 12
+
+
+def test_add_to_answer_validates_ids_and_calls_check_arguments(g):
+    t = GraphTools(g)
+    out = t.add_to_answer([{"node_index": row(g, "m1"), "reasoning": "directed by Ana Silva"}, {"node_index": 9999}, row(g, "m2")])
+    assert out.added == [row(g, "m1"), row(g, "m2")] and out.reasons == {row(g, "m1"): "directed by Ana Silva"}
+    assert "ignored): [9999]" in out.text
+    with pytest.raises(ToolError, match="non-empty list"):
+        t.add_to_answer([])
+    with pytest.raises(ToolError, match="unknown tool 'fly'"):
+        t.call("fly", {})
+    with pytest.raises(ToolError, match="unknown argument"):
+        t.call("search_in_graph", {"query": "x", "limit": 3})
+    assert t.call("finish", {}).finish
+    with pytest.raises(ToolError, match="unknown tool"):
+        GraphTools(g, neighbourhood=False).call("search_in_neighborhood", {"node_index": 1})
+
+
+def test_action_schema_lists_known_tools_types_and_at_least_one_call(g):
+    t = GraphTools(g)
+    s = action_schema(g.node_types(), t.view.relation_types)
+    calls = s["properties"]["calls"]
+    assert calls["minItems"] == 1 and [c["properties"]["tool"]["const"] for c in calls["items"]["anyOf"]] == \
+        ["search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"]
+    nb = calls["items"]["anyOf"][1]["properties"]["args"]["properties"]
+    assert nb["node_type"]["enum"] == ["Movie", "Person", "Studio"] and "DIRECTED" in nb["edge_type"]["enum"]
+    assert len(action_schema(g.node_types(), [], neighbourhood=False)["properties"]["calls"]["items"]["anyOf"]) == 3
+
+
+# -- reading actions ---------------------------------------------------------------------------------
+def test_json_actions_and_tool_call_text_are_read():
+    a = read_text_actions('{"calls": [{"tool": "search_in_graph", "args": {"query": "x"}}, {"tool": "finish", "args": {}}]}')
+    assert [(x.tool, x.args) for x in a] == [("search_in_graph", {"query": "x"}), ("finish", {})]
+    # a bare call, fenced, with arguments as a JSON string
+    a = read_text_actions('```json\n{"name": "search_in_neighborhood", "arguments": "{\\"node_index\\": 3}"}\n```')
+    assert a[0].tool == "search_in_neighborhood" and a[0].args == {"node_index": 3}
+    # Qwen-style <tool_call> blocks, one with a template's doubled braces leaking through
+    text = '<tool_call>\n{"name": "search_in_graph", "arguments": {"query": "a"}}\n</tool_call>\n<tool_call>\n{{"name": "finish", "arguments": {}}}\n</tool_call>'
+    assert [x.tool for x in read_text_actions(text)] == ["search_in_graph", "finish"]
+    # arguments written beside the name; one object per line
+    assert read_text_actions('{"tool": "search_in_graph", "query": "q"}')[0].args == {"query": "q"}
+    assert len(read_text_actions('{"tool": "finish"}\n{"tool": "finish"}')) == 2
+
+
+@pytest.mark.parametrize("text, message", [
+    ("I will search the graph now.", "no JSON object"),
+    ('{"calls": []}', "lists no tool call"),
+    ('{"calls": [{"args": {}}]}', 'needs a "tool"'),
+    ('{"tool": "search_in_graph", "args": "{not json"}', "not valid JSON"),
+    ('{"tool": "search_in_graph", "args": [1, 2]}', "must be a JSON object"),
+])
+def test_unreadable_actions_say_why(text, message):
+    with pytest.raises(ActionError, match=message):
+        read_text_actions(text)
+
+
+# -- fusion -------------------------------------------------------------------------------------------
+def test_votes_then_earliest_position_then_earlier_agent():
+    fused = fuse_votes([[1, 2, 3], [3, 4, 1], [5, 3]])
+    assert [r for r, _, _ in fused] == [3, 1, 5, 2, 4]  # 3: 3 votes; 1: 2 votes; then by position
+    assert fused[0] == (3, 3, 0) and fused[1] == (1, 2, 0)
+    assert [r for r, _, _ in fuse_votes([[7, 8], [8, 7]])] == [7, 8]  # tie on votes and position: agent 0 first
+    assert fuse_votes([[1, 1, 2]]) == [(1, 1, 0), (2, 1, 1)]  # duplicates inside a list count once
+    assert fuse_votes([[], []]) == []
+
+
+# -- the loop, scripted ------------------------------------------------------------------------------
+def _llm(server, tmp_path, **kw):
+    return LLMConfig(base_url=server.base_url, model="test-model", max_retries=1, cache_dir=tmp_path / "cache", **kw)
+
+
+def _step(body):
+    return sum(1 for m in body["messages"] if m["role"] == "assistant")
+
+
+def _calls(*calls):
+    return completion(json.dumps({"calls": [{"tool": t, "args": a} for t, a in calls]}))
+
+
+def director_script(g):
+    """search Ana Silva -> her films -> add both -> finish; the question restated each turn."""
+    ana = row(g, "p1")
+    steps = [
+        _calls(("search_in_graph", {"query": "Ana Silva"})),
+        _calls(("search_in_neighborhood", {"node_index": ana, "node_type": "Movie", "edge_type": "DIRECTED"})),
+        _calls(("add_to_answer", {"answer_nodes": [{"node_index": row(g, "m2"), "reasoning": "she directed it"},
+                                                   {"node_index": row(g, "m1"), "reasoning": "she directed it"}]})),
+        _calls(("finish", {})),
+    ]
+    return lambda body: (200, steps[min(_step(body), len(steps) - 1)])
+
+
+def test_a_scripted_trajectory_ends_on_finish_with_the_answer_order(g, tmp_path):
+    with FakeOpenAI(director_script(g)) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("dgr", res, n_agents=1, mode="json").search("Which films did Ana Silva direct?", 5)
+        bodies = server.requests
+    assert [g.source_ids[i] for i in r.idx] == ["m2", "m1"] and r.found_by == ["agents", "agents"]
+    a = r.trace["agents"][0]
+    assert a["stop"] == "finish" and a["steps"] == 4 and a["tools"] == {"search_in_graph": 1, "search_in_neighborhood": 1, "add_to_answer": 1, "finish": 1}
+    assert a["reasons"][str(row(g, "m2"))] == "she directed it" and not a["fallback"]
+    c = r.trace["counters"]
+    assert c["global_calls"] == 1 and c["neighbour_calls"] == 1 and c["stop_finish"] == 1 and c["parse_errors"] == 0 and c["steps"] == 4
+    # JSON mode: no tools field, the action schema as response format, sampled at 0.7 with a seed
+    assert "tools" not in bodies[0] and bodies[0]["response_format"]["schema"]["required"] == ["calls"]
+    assert bodies[0]["temperature"] == 0.7 and bodies[0]["seed"] == 1
+    # observations come back as a user message with the question restated under them
+    assert bodies[1]["messages"][-1]["role"] == "user" and bodies[1]["messages"][-1]["content"].endswith("Question: Which films did Ana Silva direct?\nNext tool calls?")
+    # the history is resent, so prompt tokens are recorded per step; a span per LLM and tool call
+    assert len(a["prompt_tokens"]) == 4 and {e["group"] for e in r.trace["events"]} == {"agent 0"}
+    assert [e["kind"] for e in r.trace["events"]].count("tool") == 4 and r.usage["calls"] == 4
+    q = Question("q", "Which films did Ana Silva direct?", ["m1", "m2"])
+    from sagegraph.eval.metrics import stage_diagnostics
+
+    d = stage_diagnostics(r.trace, set(q.gold_sources), q.meta)
+    assert d["seen_recall"] == 1.0 and d["answered_recall"] == 1.0
+
+
+def test_t_max_stops_and_an_agent_that_adds_nothing_answers_with_its_last_results(g, tmp_path):
+    with FakeOpenAI(lambda body: (200, _calls(("search_in_graph", {"query": "orchards", "size": 2})))) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search("Which films are about orchards?", 5)
+    a = r.trace["agents"][0]
+    assert a["stop"] == "t_max" and a["steps"] == 3 and a["fallback"] and a["repeated_calls"] == 2
+    assert set(g.source_ids[i] for i in r.idx) == {"m5", "m6"} and set(r.found_by) == {"fallback"}
+    assert r.trace["counters"]["fallback_answers"] == 1 and r.trace["counters"]["stop_t_max"] == 1
+    assert "The same call as at step 1" in a["messages"][-1]["content"]
+
+
+def test_unreadable_replies_and_bad_calls_go_back_to_the_agent_counted(g, tmp_path):
+    replies = [completion("Let me think about this."), _calls(("search_in_neighborhood", {"node_index": 999})),
+               _calls(("fly", {})), _calls(("finish", {}))]
+    with FakeOpenAI(lambda body: (200, replies[min(_step(body), 3)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("dgr", res, n_agents=1, mode="json").search("Which films did Ana Silva direct?", 5)
+    a = r.trace["agents"][0]
+    msgs = a["messages"]
+    assert a["parse_errors"] == 1 and "could not be read as tool calls: no JSON object" in msgs[3]["content"]
+    assert a["tool_errors"] == 2 and "Error: node_index 999 is not a node" in msgs[5]["content"] and "unknown tool 'fly'" in msgs[7]["content"]
+    assert a["stop"] == "finish" and r.trace["counters"]["invalid_calls"] == 2 and len(r.idx) == 0  # nothing seen, nothing to fall back on
+
+
+def test_native_function_calling_answers_by_call_id(g, tmp_path):
+    ana = row(g, "p1")
+    steps = [completion("", tool_calls=[{"id": "c1", "name": "search_in_graph", "arguments": '{"query": "Ana Silva"}'}]),
+             completion("", tool_calls=[{"id": "c2", "name": "add_to_answer", "arguments": json.dumps({"answer_nodes": [{"node_index": ana, "reasoning": "named"}]})},
+                                        {"id": "c3", "name": "finish", "arguments": "{}"}])]
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("dgr", res, n_agents=1, mode="native").search("Who is Ana Silva?", 5)
+        bodies = server.requests
+    assert bodies[0]["tool_choice"] == "required" and [t["function"]["name"] for t in bodies[0]["tools"]] == \
+        ["search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"] and "response_format" not in bodies[0]
+    msgs = r.trace["agents"][0]["messages"]
+    assert msgs[2]["tool_calls"][0]["id"] == "c1" and msgs[3] == {"role": "tool", "tool_call_id": "c1", "content": msgs[3]["content"]}
+    assert [m.get("tool_call_id") for m in msgs[5:]] == ["c2", "c3"] and list(r.idx) == [ana]
+    assert r.trace["tool_schemas"][0]["function"]["name"] == "search_in_graph"
+
+
+def test_auto_mode_probes_once_for_structured_tool_calls(g, tmp_path):
+    with FakeOpenAI(lambda body: (200, completion("", tool_calls=[{"name": "ping", "arguments": '{"x": 1}'}]))) as server:
+        llm = LLMClient(_llm(server, tmp_path), tmp_path / "a.sqlite")
+        assert detect_mode(llm) == "native" and detect_mode(llm) == "native" and len(server.requests) == 1
+    with FakeOpenAI(lambda body: (200, completion('<tool_call>{"name": "ping", "arguments": {"x": 1}}</tool_call>'))) as server:
+        assert detect_mode(LLMClient(_llm(server, tmp_path), tmp_path / "b.sqlite")) == "json"
+    with FakeOpenAI(lambda body: (400, {"error": {"message": "tools are not supported"}})) as server:
+        assert detect_mode(LLMClient(_llm(server, tmp_path), tmp_path / "c.sqlite")) == "json"
+
+
+def test_token_budget_and_a_refused_history_stop_agents_cleanly(g, tmp_path):
+    with FakeOpenAI(director_script(g)) as server:
+        res = open_resources(g, _llm(server, tmp_path, concurrency=1))  # agents in turn: the second finds the budget spent
+        r = get_retriever("dgr", res, n_agents=2, mode="json", token_budget=120).search("Which films did Ana Silva direct?", 5)
+    c = r.trace["counters"]
+    assert c["stop_budget"] == 2 and c["steps"] == 1 and r.trace["budget_spent"] == 150  # one step of 100 + 50, then no more
+    with FakeOpenAI(lambda body: (400, {"error": {"message": "maximum context length exceeded"}})) as server:
+        res = open_resources(g, _llm(server, tmp_path / "x"))
+        r = get_retriever("dgr", res, n_agents=1, mode="json").search("Which films did Ana Silva direct?", 5)
+    assert r.trace["counters"]["stop_refused"] == 1 and len(r.idx) == 0
+
+
+def test_n_agents_are_distinct_samples_fused_by_votes_and_replay_exactly(g, tmp_path):
+    m1, m2, m3 = row(g, "m1"), row(g, "m2"), row(g, "m3")
+    answers = {1: [m1, m2], 2: [m2, m3], 3: [m3, m2]}  # per sample: m2 gets 3 votes, m3 2, m1 1
+
+    def responder(body):
+        if _step(body) == 0:
+            nodes = [{"node_index": r, "reasoning": "r"} for r in answers[body["seed"]]]
+            return 200, _calls(("add_to_answer", {"answer_nodes": nodes}), ("finish", {}))
+        raise AssertionError("finished agents make no further calls")
+
+    q = "Which films are there?"
+    with FakeOpenAI(responder) as server:
+        res = open_resources(g, _llm(server, tmp_path, concurrency=3))
+        r = get_retriever("dgr", res, n_agents=3, mode="json").search(q, 5)
+        assert len(server.requests) == 3 and sorted(b["seed"] for b in server.requests) == [1, 2, 3]
+        url = server.base_url
+    keys = [e["key"] for e in r.trace["events"] if e["kind"] == "llm"]
+    assert r.usage["calls"] == 3 and r.usage["cached"] == 0  # the agents' threads count into the question's usage
+    assert len(set(keys)) == 3  # same messages, three cache entries: the sample index is in the key
+    assert list(r.idx) == [m2, m3, m1] and list(r.scores) == sorted(r.scores, reverse=True)
+    assert {e["group"] for e in r.trace["events"]} == {"agent 0", "agent 1", "agent 2"}
+    # replay: the same trajectories and answer from the cache, the endpoint gone
+    res = open_resources(g, LLMConfig(base_url=url, model="test-model", cache_dir=tmp_path / "cache", cache_mode="replay"))
+    again = get_retriever("dgr", res, n_agents=3, mode="json").search(q, 5)
+    assert list(again.idx) == list(r.idx) and again.usage["cached"] == 3
+    # n = 1 is the first of these agents: its reply is already paid for
+    one = get_retriever("dgr", res, n_agents=1, mode="json").search(q, 5)
+    assert list(one.idx) == [m1, m2]
+
+
+def test_run_agent_alone_and_the_budget_counter(g, tmp_path):
+    b = TokenBudget(10)
+    b.spend(4)
+    assert not b.exhausted
+    b.spend(6)
+    assert b.exhausted and TokenBudget(None).exhausted is False
+    with FakeOpenAI(director_script(g)) as server:
+        llm = LLMClient(_llm(server, tmp_path), tmp_path / "r.sqlite")
+        run = run_agent(llm, GraphTools(g), "system", "Which films did Ana Silva direct?", mode="json", t_max=2)
+    assert run.stop == "t_max" and run.steps == 2 and run.fallback and run.answer == run.last_results
+
+
+def test_params_are_validated():
+    with pytest.raises(ConfigError, match="t_max"):
+        validate_params("dgr", {"t_max": 0})
+    with pytest.raises(ConfigError, match="its parameters: t_max, n_agents"):
+        validate_params("dgr", {"agents": 3})
+    assert validate_params("dgr", {}).model_dump()["n_agents"] == 3
+
+
+def test_run_directory_trace_printout_and_sft_export(g, tmp_path, capsys):
+    qs = [Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"])]
+    with FakeOpenAI(director_script(g)) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        ret = get_retriever("dgr", res, n_agents=1, mode="json")
+        run_eval(g, qs, EvalConfig(retriever="dgr", k=5), lambda q: ret.search(q.text, 5), tmp_path / "run")
+    text = format_trace(find_trace(tmp_path / "run", "q1"))
+    assert "agent 0 (sample 1): 4 steps, stopped by finish" in text
+    assert 'search_in_graph({"query": "Ana Silva"})' in text and "she directed it" in text
+    with pytest.raises(Exception, match="no trace for question 'q9'"):
+        find_trace(tmp_path / "run", "q9")
+    out = export_trajectories(tmp_path / "run", tmp_path / "sft.jsonl")
+    assert out == {"trajectories": 1, "runs": 1}
+    rec = json.loads((tmp_path / "sft.jsonl").read_text())
+    assert rec["messages"][0]["role"] == "system" and rec["messages"][-1]["role"] == "assistant" and rec["meta"]["stop"] == "finish"
+    assert "m1" not in json.dumps(rec) and "gold" not in json.dumps(rec)  # no labels ride along
+    from sagegraph.cli import main
+
+    assert main(["trace", str(tmp_path / "run"), "q1", "--lines", "2"]) == 0
+    assert "stopped by finish" in capsys.readouterr().out
+    assert main(["dgr", "export-trajectories", str(tmp_path / "run"), str(tmp_path / "b.jsonl"), "--only-finished"]) == 0
+    assert '"trajectories": 1' in capsys.readouterr().out
