@@ -125,19 +125,23 @@ def fetch_model(out: Path | None = None, python: str = sys.executable) -> Path:
 
 
 def serve_command(model: Path, host: str = "127.0.0.1", port: int = 8080, n_ctx: int = 8192,
-                  threads: int | None = None, python: str = sys.executable, cache_bytes: int = 128 << 20) -> list[str]:
+                  threads: int | None = None, python: str = sys.executable, cache_bytes: int = 128 << 20,
+                  prompt_cache: bool = True) -> list[str]:
     """llama-cpp-python's server on loopback. The server keeps the previous prompt's KV state and
     reuses its longest common prefix, which is what makes a growing agent history affordable;
     `--cache true` adds an in-RAM cache of earlier prompts' states on top, so alternating prompts
     (a plan call, then a repair) also start from their shared prefix. Its bound counts only the KV
     state (~28 KB a token for this model), not the ~310 MB logits buffer each cached state also
     copies (n_batch x vocabulary floats): the default 2 GiB let the server grow past 19 GB and be
-    killed for memory. 128 MiB holds ~6 states of a 700-token prompt, ~2 GB in fact."""
+    killed for memory. 128 MiB holds ~6 states of a 700-token prompt, ~2 GB in fact.
+    `prompt_cache=False` leaves the RAM cache out (benchmarks/dgr_prompt_cache.py measures what
+    reusing a prefix saves an agent whose history is resent every step)."""
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ConfigError(f"llm serve binds loopback only (got host {host!r}): the server has no authentication")
     cmd = [python, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL_ALIAS,
-           "--host", host, "--port", str(port), "--n_ctx", str(n_ctx), "--cache", "true",
-           "--cache_type", "ram", "--cache_size", str(cache_bytes), "--logits_all", "false"]
+           "--host", host, "--port", str(port), "--n_ctx", str(n_ctx), "--logits_all", "false"]
+    if prompt_cache:
+        cmd += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(cache_bytes)]
     if threads:
         cmd += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
     return cmd

@@ -62,6 +62,7 @@ def test_model_parts_join_in_numeric_order_and_anything_else_is_refused(tmp_path
 def test_the_local_server_binds_loopback_only(tmp_path):
     cmd = serve_command(tmp_path / "m.gguf", port=8081, threads=2)
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--cache") + 1] == "true"
+    assert "--cache" not in serve_command(tmp_path / "m.gguf", prompt_cache=False)  # the benchmark's "last prompt only" server
     with pytest.raises(ConfigError, match="loopback"):
         serve_command(tmp_path / "m.gguf", host="0.0.0.0")
 
