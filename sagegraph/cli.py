@@ -357,8 +357,8 @@ def parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_trace)
 
     dg = sub.add_parser("dgr", help="DGR tools")
-    dsub_ = dg.add_subparsers(dest="dgr_command", required=True)
-    dx = dsub_.add_parser("export-trajectories", help="write a run's DGR agent trajectories as chat-format SFT records (JSONL, no gold labels)")
+    dgr_sub = dg.add_subparsers(dest="dgr_command", required=True)
+    dx = dgr_sub.add_parser("export-trajectories", help="write a run's DGR agent trajectories as chat-format SFT records (JSONL, no gold labels)")
     dx.add_argument("run_dir", type=Path, help="a run directory or a sweep's output directory")
     dx.add_argument("file", type=Path)
     dx.add_argument("--only-finished", action="store_true", help="only agents that stopped by calling finish (a label-free filter)")

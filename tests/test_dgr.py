@@ -39,7 +39,7 @@ def test_global_search_ranks_names_and_summaries_by_bm25(g):
     assert out.text.splitlines()[1].startswith(f"[{row(g, 'p1')}] Person: Ana Silva | birth_year: 1960")
     assert GraphTools(g).search_in_graph("orchards", 30).shown[:2] == [row(g, "m5"), row(g, "m6")] or \
         set(GraphTools(g).search_in_graph("orchards", 30).shown[:2]) == {row(g, "m5"), row(g, "m6")}
-    assert GraphTools(g, max_size=2).search_in_graph("film", 50).shown.__len__() == 2  # size capped
+    assert len(GraphTools(g, max_size=2).search_in_graph("film", 50).shown) == 2  # size capped
     assert "no node matches" in GraphTools(g).search_in_graph("zzzz").text
     with pytest.raises(ToolError, match="query"):
         GraphTools(g).search_in_graph("  ")

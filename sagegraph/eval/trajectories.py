@@ -17,6 +17,7 @@ from typing import Any, Iterator
 from sagegraph.errors import SageGraphError
 from sagegraph.eval.replies import run_dirs
 from sagegraph.eval.runfiles import read_traces
+from sagegraph.retrieve.dgr_agent import ActionError, read_text_actions
 
 
 def find_trace(run_dir: Path, qid: str) -> dict[str, Any]:
@@ -40,8 +41,6 @@ def _calls_of(message: dict[str, Any]) -> list[str]:
     """An assistant message's actions as `tool(args)` lines, native or JSON-mode."""
     if message.get("tool_calls"):
         return [f"{c['function']['name']}({c['function'].get('arguments') or ''})" for c in message["tool_calls"]]
-    from sagegraph.retrieve.dgr_agent import ActionError, read_text_actions
-
     try:
         return [f"{a.tool}({json.dumps(a.args, ensure_ascii=False)})" for a in read_text_actions(message.get("content") or "")]
     except ActionError as exc:
@@ -95,7 +94,7 @@ def sft_records(run_dir: Path, only_finished: bool = False) -> Iterator[dict[str
         for agent in row.get("agents") or []:
             if only_finished and agent.get("stop") != "finish":
                 continue
-            messages = [m for m in agent["messages"]]
+            messages = list(agent["messages"])
             while messages and messages[-1]["role"] != "assistant":  # end on the model's turn
                 messages.pop()
             if len(messages) < 3:

@@ -195,7 +195,8 @@ class AFRetriever(Retriever):
         ranked = Reranker(self.p.reranker, self.res.llm, self.view, timeline, counters, relations=self.p.rerank_relations,
                           text_chars=self.p.rerank_text_chars).rerank(query, candidates) \
             if self.p.reranker != "none" else candidates
-        trace["stage_sets"] = {"grounded": self._ids(out.grounded), "kept": self._ids(out.kept), "candidates": self._ids(candidates)}
+        trace["stage_sets"] = {name: self.stage_ids(rows, cap=5000) for name, rows in
+                               (("grounded", out.grounded), ("kept", out.kept), ("candidates", candidates))}
         trace["predictions"] = {"target_type": y_type}
         trace["target"] = y_type
         n = len(ranked)
@@ -263,10 +264,6 @@ class AFRetriever(Retriever):
             if c.constant:
                 rank_constant(self.view, parsed.symbols[v], c, self.p.l_max, self.g.title_vectors, self.g.query_vector(c.search))
         return out
-
-    def _ids(self, rows: list[int], cap: int = 5000) -> list[str]:
-        """Source ids (what gold is written in) of a step's rows, for the evaluator's diagnostics."""
-        return [str(self.g.source_ids[r]) for r in rows[:cap]]
 
 
 @dataclass

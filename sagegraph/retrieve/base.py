@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -113,6 +113,12 @@ class Retriever(ABC):
 
     def params(self) -> dict[str, Any]:
         return self.p.model_dump()
+
+    def stage_ids(self, rows: Iterable[int], cap: int | None = None) -> list[str]:
+        """Source ids (what gold is written in) of a step's rows, once each and in order, for the
+        evaluator's per-step diagnostics (`trace["stage_sets"]`); the retriever never scores them."""
+        ids = list(dict.fromkeys(str(self.g.source_ids[r]) for r in rows))
+        return ids if cap is None else ids[:cap]
 
 
 REGISTRY: dict[str, type[Retriever]] = {}

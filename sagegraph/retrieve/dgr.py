@@ -165,12 +165,9 @@ class DGRRetriever(Retriever):
         trace: dict[str, Any] = {"counters": counters(runs), "events": timeline.events, "action_mode": mode,
                                  "tool_schemas": self.tools.schemas() if mode == "native" else None,
                                  "agents": [r.record() for r in runs], "budget_spent": budget.spent,
-                                 "stage_sets": {"seen": self._ids(x for r in runs for x in r.seen),
-                                                "answered": self._ids(x for r in runs for x in r.answer)}}
+                                 "stage_sets": {"seen": self.stage_ids(x for r in runs for x in r.seen),
+                                                "answered": self.stage_ids(x for r in runs for x in r.answer)}}
         return Retrieval(rows, scores, found_by, trace)
-
-    def _ids(self, rows) -> list[str]:
-        return list(dict.fromkeys(str(self.g.source_ids[r]) for r in rows))
 
 
 def counters(runs: list[AgentRun]) -> dict[str, float]:

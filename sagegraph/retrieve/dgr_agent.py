@@ -162,7 +162,6 @@ class AgentRun:
     fallback: bool = False
     tools: Counter = field(default_factory=Counter)
     parse_errors: int = 0
-    tool_errors: int = 0
     text_calls: int = 0
     repeated_calls: int = 0
     prompt_tokens: list[int] = field(default_factory=list)  # per step: the history's growth
@@ -173,7 +172,7 @@ class AgentRun:
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
                 "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "tools": dict(self.tools),
-                "parse_errors": self.parse_errors, "tool_errors": self.tool_errors, "text_calls": self.text_calls, "repeated_calls": self.repeated_calls,
+                "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
 
@@ -269,7 +268,6 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
             error = ev["outputs"] = f"Error: {exc}"
     run.tool_ms.append(ev["seconds"] * 1000)
     if error is not None:
-        run.tool_errors += 1
         run.tools["invalid"] += 1
         return error, False
     run.tools[action.tool] += 1

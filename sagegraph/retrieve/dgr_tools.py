@@ -214,11 +214,11 @@ class GraphTools:
             via.setdefault(o, []).append(f"-[{rel_names[c]}]->" if is_out else f"<-[{rel_names[c]}]-")
         rows = np.fromiter(via, dtype=np.int64, count=len(via))
         q = query.strip() if isinstance(query, str) else ""
-        if q:
+        if q and self.neighbour_ranking != "none":
             rows = self._rank_neighbours(rows, q)
-            notes.append(f'ranked by "{q}"' if self.neighbour_ranking == "bm25" else (f'filtered by "{q}"' if self.neighbour_ranking == "substring" else ""))
+            notes.append(f'{"ranked" if self.neighbour_ranking == "bm25" else "filtered"} by "{q}"')
         shown = rows[: self.neighbour_k]
-        head = f"Neighbours of {self.label(row)}" + (f" ({', '.join(n for n in notes if n)})" if any(notes) else "")
+        head = f"Neighbours of {self.label(row)}" + (f" ({', '.join(notes)})" if notes else "")
         if not len(shown):
             deg = len(other)
             return ToolOutput(f"{head}: none{' match' if deg else ''} ({deg} neighbours in all).")
@@ -227,7 +227,7 @@ class GraphTools:
         return ToolOutput("\n".join(lines), shown=[int(o) for o in shown])
 
     def _rank_neighbours(self, rows: np.ndarray, query: str) -> np.ndarray:
-        if self.neighbour_ranking == "none" or not len(rows):
+        if not len(rows):
             return rows
         if self.neighbour_ranking == "bm25":
             s = search_scores(self.g, query)[rows]
@@ -237,7 +237,8 @@ class GraphTools:
         ql = query.lower()
         words = [w for w in re.findall(r"\w+", ql) if len(w) > 2]
         names = [r for r in rows.tolist() if ql in self.view.names[r].lower()]
-        rest = [(sum(w in self.summary(r).lower() for w in words), r) for r in rows.tolist() if r not in set(names)]
+        named = set(names)
+        rest = [(sum(w in self.summary(r).lower() for w in words), r) for r in rows.tolist() if r not in named]
         rest = [r for n, r in sorted((t for t in rest if t[0] > 0), key=lambda t: -t[0])]
         return np.array(names + rest, dtype=np.int64)
 
