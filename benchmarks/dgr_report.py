@@ -2,7 +2,7 @@
 MRR) and cost (LLM calls, prompt/completion tokens and seconds per question, as spent when the
 replies were made), and for DGR runs the agents' behaviour: tool mix (share of global vs
 neighbourhood calls, the paper's Fig. 2), steps per agent, share of agents stopped by T_max, by
-finish, or answering with the fallback, and prompt tokens by step (the resent history's growth).
+repeating themselves, by finish, or answering with the fallback, and prompt tokens by step (the resent history's growth).
 
     .venv/bin/python -m benchmarks.dgr_report work/sweeps/kb-synth-dgr
 
@@ -34,7 +34,8 @@ def dgr_behaviour(run: Path, m: dict) -> dict:
     return {"global_share": round(c.get("global_calls", 0) / calls, 3) if calls else None,
             "neighbour_share": round(c.get("neighbour_calls", 0) / calls, 3) if calls else None,
             "steps_per_agent": round(c.get("steps", 0) / agents, 2), "t_max_share": round(c.get("stop_t_max", 0) / agents, 3),
-            "finish_share": round(c.get("stop_finish", 0) / agents, 3), "fallback_share": round(c.get("fallback_answers", 0) / agents, 3),
+            "finish_share": round(c.get("stop_finish", 0) / agents, 3),
+            "repeats_share": round(c.get("stop_repeats", 0) / agents, 3), "fallback_share": round(c.get("fallback_answers", 0) / agents, 3),
             "answer_calls_per_agent": round(c.get("answer_calls", 0) / agents, 2), "parse_errors": c.get("parse_errors", 0),
             "repeated_calls_per_agent": round(c.get("repeated_calls", 0) / agents, 2),
             "no_neighbourhood_share": round(c.get("agents_without_neighbourhood", 0) / agents, 3),
@@ -62,7 +63,7 @@ def main() -> None:
             row.update(dgr_behaviour(run, m))
         rows.append(row)
     cols = ["config", "questions", "hit@1", "hit@5", "recall@20", "mrr", "calls/q", "prompt_tok/q", "completion_tok/q", "llm_s/q",
-            "global_share", "steps_per_agent", "t_max_share", "fallback_share"]
+            "global_share", "steps_per_agent", "t_max_share", "repeats_share", "fallback_share"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:

@@ -191,7 +191,7 @@ def test_a_scripted_trajectory_ends_on_finish_with_the_answer_order(g, tmp_path)
 def test_t_max_stops_and_an_agent_that_adds_nothing_answers_with_its_last_results(g, tmp_path):
     with FakeOpenAI(lambda body: (200, _calls(("search_in_graph", {"query": "orchards", "size": 2})))) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search("Which films are about orchards?", 5)
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", stop_repeats=0).search("Which films are about orchards?", 5)
     a = r.trace["agents"][0]
     assert a["stop"] == "t_max" and a["steps"] == 3 and a["fallback"] and a["repeated_calls"] == 2
     assert set(g.source_ids[i] for i in r.idx) == {"m5", "m6"} and set(r.found_by) == {"fallback"}
@@ -262,9 +262,10 @@ def test_n_agents_are_distinct_samples_fused_by_votes_and_replay_exactly(g, tmp_
         raise AssertionError("finished agents make no further calls")
 
     q = "Which films are there?"
+    kw = {"mode": "json", "shown_only": False}  # these scripted agents answer without searching first
     with FakeOpenAI(responder) as server:
         res = open_resources(g, _llm(server, tmp_path, concurrency=3))
-        r = get_retriever("dgr", res, n_agents=3, mode="json").search(q, 5)
+        r = get_retriever("dgr", res, n_agents=3, **kw).search(q, 5)
         assert len(server.requests) == 3 and sorted(b["seed"] for b in server.requests) == [1, 2, 3]
         url = server.base_url
     keys = [e["key"] for e in r.trace["events"] if e["kind"] == "llm"]
@@ -274,11 +275,37 @@ def test_n_agents_are_distinct_samples_fused_by_votes_and_replay_exactly(g, tmp_
     assert {e["group"] for e in r.trace["events"]} == {"agent 0", "agent 1", "agent 2"}
     # replay: the same trajectories and answer from the cache, the endpoint gone
     res = open_resources(g, LLMConfig(base_url=url, model="test-model", cache_dir=tmp_path / "cache", cache_mode="replay"))
-    again = get_retriever("dgr", res, n_agents=3, mode="json").search(q, 5)
+    again = get_retriever("dgr", res, n_agents=3, **kw).search(q, 5)
     assert list(again.idx) == list(r.idx) and again.usage["cached"] == 3
     # n = 1 is the first of these agents: its reply is already paid for
-    one = get_retriever("dgr", res, n_agents=1, mode="json").search(q, 5)
+    one = get_retriever("dgr", res, n_agents=1, **kw).search(q, 5)
     assert list(one.idx) == [m1, m2]
+
+
+def test_an_agent_that_loops_is_stopped_and_unseen_indices_are_refused(g, tmp_path):
+    """The local 1.5B model's failure seen in the sweep: in one reply it searches and explores an
+    index it has not been shown, then resends that reply; both are caught and counted."""
+    m5 = row(g, "m5")
+    reply = _calls(("search_in_graph", {"query": "orchards", "size": 2}), ("search_in_neighborhood", {"node_index": m5}),
+                   ("add_to_answer", {"answer_nodes": [{"node_index": m5, "reasoning": "guess"}, {"node_index": row(g, "m6"), "reasoning": "seen"}]}))
+    with FakeOpenAI(lambda body: (200, reply)) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("dgr", res, n_agents=1, t_max=10, mode="json").search("Which films are about orchards?", 5)
+    a = r.trace["agents"][0]
+    first = a["messages"][3]["content"]
+    # the search shows m5 and m6, so within the same reply m5 may now be explored and both added
+    assert "Neighbours of" in first and "Added 2 node(s)" in first
+    assert a["stop"] == "repeats" and a["steps"] == 3 and r.trace["counters"]["stop_repeats"] == 1
+    assert a["repeated_calls"] == 4 and not a["fallback"]
+    reply2 = _calls(("search_in_neighborhood", {"node_index": m5}),
+                    ("add_to_answer", {"answer_nodes": [{"node_index": row(g, "p1"), "reasoning": "guess"}]}), ("finish", {}))
+    with FakeOpenAI(lambda body: (200, reply2)) as server:
+        res = open_resources(g, _llm(server, tmp_path / "b"))
+        r = get_retriever("dgr", res, n_agents=1, mode="json").search("Which films are about orchards?", 5)
+    a = r.trace["agents"][0]
+    obs = a["messages"][3]["content"]
+    assert f"node_index {m5} has not appeared in your results yet" in obs and "Not in any result you were shown (ignored)" in obs
+    assert a["tool_errors"] == 1 and a["answer"] == [] and a["stop"] == "finish"
 
 
 def test_run_agent_alone_and_the_budget_counter(g, tmp_path):

@@ -34,7 +34,7 @@ from sagegraph.retrieve.dgr_agent import AgentRun, Mode, TokenBudget, fuse_votes
 from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-1"
+PROMPT_VERSION = "dgr-2"
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 
@@ -55,6 +55,8 @@ How to search:
   ranked by the question's other key words, and add the neighbours that satisfy every condition.
 - Several conditions: explore from each named entity and prefer nodes that satisfy all of them.
 - Add answers as soon as you find them, best first, and call finish when done.
+- Use only node indices from results you have already received: a call that needs a search's
+  result goes in your next reply, after you have read it.
 
 Example. Question: "Which films did Ana Silva direct after 1990?"
 1. search_in_graph(query="Ana Silva") shows [812] Person: Ana Silva | a director born in 1950
@@ -86,6 +88,8 @@ class DGRParams(BaseModel):
     token_budget: int | None = Field(300_000, ge=1, description="prompt + completion tokens per question over all its agents (None: no limit)")
     max_tokens: int = Field(768, ge=16, description="completion tokens per step")
     max_calls_per_step: int = Field(8, ge=1, description="tool calls run from one reply; the rest are refused")
+    shown_only: bool = Field(True, description="refuse node indices the agent has not been shown in a result (a small model invents them)")
+    stop_repeats: int = Field(2, ge=0, description="stop an agent after this many steps in a row that only repeat earlier searches (0: never)")
     constrain: bool = Field(True, description="JSON mode: send the action schema in response_format (llama.cpp servers decode by it; set false for endpoints that refuse it)")
 
 
@@ -145,7 +149,8 @@ class DGRRetriever(Retriever):
         def one(agent: int) -> AgentRun:
             return run_agent(self.res.llm, self.tools, system, query, mode=mode, t_max=self.p.t_max, agent=agent,
                              temperature=self.p.temperature, max_tokens=self.p.max_tokens, budget=budget, timeline=timeline,
-                             max_calls_per_step=self.p.max_calls_per_step, constrain=self.p.constrain)
+                             max_calls_per_step=self.p.max_calls_per_step, constrain=self.p.constrain,
+                             shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats)
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
@@ -174,7 +179,7 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
     """Per-question counts; the run's metrics hold their sums (count_*) and means (rate_*)."""
     c: dict[str, float] = {"agents": len(runs), "steps": 0, "global_calls": 0, "neighbour_calls": 0, "answer_calls": 0, "finish_calls": 0,
                            "invalid_calls": 0, "parse_errors": 0, "text_tool_calls": 0, "repeated_calls": 0, "stop_finish": 0, "stop_t_max": 0, "stop_budget": 0,
-                           "stop_refused": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0}
+                           "stop_refused": 0, "stop_repeats": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0}
     for r in runs:
         c["steps"] += r.steps
         c["global_calls"] += r.tools[GLOBAL]

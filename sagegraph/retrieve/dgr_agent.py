@@ -31,7 +31,7 @@ from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, Gra
 from sagegraph.retrieve.timeline import Timeline
 
 Mode = Literal["native", "json"]
-Stop = Literal["finish", "t_max", "budget", "refused"]
+Stop = Literal["finish", "t_max", "budget", "refused", "repeats"]
 
 
 class ActionError(ValueError):
@@ -184,9 +184,13 @@ def _assistant_native(reply: Reply) -> dict[str, Any]:
 
 def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, mode: Mode, t_max: int, agent: int = 0,
               temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
-              timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False) -> AgentRun:
+              timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
+              shown_only: bool = False, stop_repeats: int = 0) -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
-    `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it)."""
+    `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
+    `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
+    agent after that many steps in a row whose every call repeats an earlier search (a small model
+    that loops would otherwise spend its whole T_max resending one history)."""
     run = AgentRun(agent=agent, sample=agent + 1)
     budget = budget or TokenBudget(None)
     timeline = timeline or Timeline()
@@ -196,6 +200,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     fmt = None if mode == "native" else ({"type": "json_object", "schema": tools.action_schema()} if constrain else {"type": "json_object"})
     sent = 0  # messages already shown in an earlier step's span (spans carry only what is new)
     asked: dict[str, int] = {}  # search call -> the step that first made it
+    stale = 0  # steps in a row that only repeated earlier searches
     for step in range(1, t_max + 1):
         if budget.exhausted:
             run.stop = "budget"
@@ -227,20 +232,24 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             continue
         native_ids = mode == "native" and bool(reply.tool_calls)
         run.messages.append(_assistant_native(reply) if native_ids else {"role": "assistant", "content": reply.text})
-        observations, finished = [], False
+        observations, finished, fresh, answered = [], False, False, len(run.answer)
         for i, action in enumerate(actions):
             if i >= max_calls_per_step:
                 text = f"Skipped: at most {max_calls_per_step} tool calls run per step."
             else:
-                text, finished_now = _execute(run, tools, action, timeline, group)
+                text, finished_now = _execute(run, tools, action, timeline, group, shown_only)
                 finished = finished or finished_now
                 if action.tool in (GLOBAL, NEIGHBOURS):
                     key = f"{action.tool}:{json.dumps(action.args, sort_keys=True)}"
                     if key in asked:  # small models loop on one search; say so (counted)
                         run.repeated_calls += 1
                         text += f"\n(The same call as at step {asked[key]}: nothing new. Add the nodes that answer with add_to_answer, explore another node, or finish.)"
+                    else:
+                        fresh = True
                     asked.setdefault(key, step)
             observations.append((action, text))
+        # Progress is a new search or a new answer; re-adding the same nodes is not.
+        stale = 0 if fresh or len(run.answer) > answered else stale + 1
         if native_ids:
             run.messages += [{"role": "tool", "tool_call_id": a.call_id, "content": text} for a, text in observations]
         else:
@@ -251,6 +260,9 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         if finished:
             run.stop = "finish"
             break
+        if stop_repeats and stale >= stop_repeats:
+            run.stop = "repeats"
+            break
     else:
         run.stop = "t_max"
     if not run.answer:
@@ -258,11 +270,11 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     return run
 
 
-def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timeline, group: str) -> tuple[str, bool]:
+def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timeline, group: str, shown_only: bool) -> tuple[str, bool]:
     error = None
     with timeline.span("tool", action.tool, action.args, group=group) as ev:
         try:
-            out = tools.call(action.tool, action.args)
+            out = tools.call(action.tool, action.args, shown=set(run.seen) if shown_only else None)
             ev["outputs"] = out.text
         except ToolError as exc:
             error = ev["outputs"] = f"Error: {exc}"

@@ -16,6 +16,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass, field
+from collections.abc import Collection
 from typing import Any, Literal
 
 import numpy as np
@@ -149,7 +150,9 @@ class GraphTools:
         return f"{self.label(row)}{extra}" + (f" | {s}" if s else "")
 
     # -- tools ------------------------------------------------------------------------------------
-    def call(self, name: str, args: dict[str, Any]) -> ToolOutput:
+    def call(self, name: str, args: dict[str, Any], shown: Collection[int] | None = None) -> ToolOutput:
+        """`shown`: the nodes this agent has been shown; when given, a node_index outside it is
+        refused (a small model invents indices and plans calls on results it has not seen yet)."""
         if not isinstance(args, dict):
             raise ToolError(f"{name}: arguments must be a JSON object, got {type(args).__name__}")
         if name == GLOBAL:
@@ -163,9 +166,9 @@ class GraphTools:
                 raise ToolError(f"{NEIGHBOURS}: unknown argument(s) {sorted(unknown)}; it takes node_index, query, node_type and edge_type")
             if "node_index" not in args:
                 raise ToolError(f"{NEIGHBOURS}: node_index is required")
-            return self.search_in_neighborhood(args["node_index"], args.get("query"), args.get("node_type"), args.get("edge_type"))
+            return self.search_in_neighborhood(args["node_index"], args.get("query"), args.get("node_type"), args.get("edge_type"), shown=shown)
         if name == ANSWER:
-            return self.add_to_answer(args.get("answer_nodes", args.get("nodes")))
+            return self.add_to_answer(args.get("answer_nodes", args.get("nodes")), shown=shown)
         if name == FINISH:
             return ToolOutput("Finished.", finish=True)
         names = [GLOBAL, *([NEIGHBOURS] if self.neighbourhood else []), ANSWER, FINISH]
@@ -184,14 +187,17 @@ class GraphTools:
         lines = [f'search_in_graph("{query}"): {len(rows)} results'] + [self._line(int(r)) for r in rows]
         return ToolOutput("\n".join(lines), shown=[int(r) for r in rows])
 
-    def _node(self, value: Any, arg: str = "node_index") -> int:
+    def _node(self, value: Any, arg: str = "node_index", shown: Collection[int] | None = None) -> int:
         row = _as_int(value, arg)
         if not 0 <= row < len(self.g):
             raise ToolError(f"{arg} {row} is not a node; use the numbers in brackets from earlier results")
+        if shown is not None and row not in shown:
+            raise ToolError(f"{arg} {row} has not appeared in your results yet; use a number in brackets from a result you were shown")
         return row
 
-    def search_in_neighborhood(self, node_index: Any, query: Any = None, node_type: Any = None, edge_type: Any = None) -> ToolOutput:
-        row = self._node(node_index)
+    def search_in_neighborhood(self, node_index: Any, query: Any = None, node_type: Any = None, edge_type: Any = None,
+                               shown: Collection[int] | None = None) -> ToolOutput:
+        row = self._node(node_index, shown=shown)
         other, codes, out = self.view.incident(row)
         rel_names = self.view.relation_types
         notes = []
@@ -242,12 +248,12 @@ class GraphTools:
         rest = [r for n, r in sorted((t for t in rest if t[0] > 0), key=lambda t: -t[0])]
         return np.array(names + rest, dtype=np.int64)
 
-    def add_to_answer(self, answer_nodes: Any) -> ToolOutput:
+    def add_to_answer(self, answer_nodes: Any, shown: Collection[int] | None = None) -> ToolOutput:
         if isinstance(answer_nodes, dict):
             answer_nodes = [answer_nodes]
         if not isinstance(answer_nodes, list) or not answer_nodes:
             raise ToolError(f"{ANSWER}: answer_nodes must be a non-empty list of {{node_index, reasoning}}")
-        added, bad, reasons = [], [], {}
+        added, bad, unseen, reasons = [], [], [], {}
         for item in answer_nodes:
             value = item.get("node_index", item.get("index")) if isinstance(item, dict) else item
             try:
@@ -255,12 +261,17 @@ class GraphTools:
             except ToolError:
                 bad.append(value)
                 continue
+            if shown is not None and r not in shown:
+                unseen.append(r)
+                continue
             added.append(r)
             if isinstance(item, dict) and item.get("reasoning"):
                 reasons[r] = str(item["reasoning"])[:300]
         msg = (f"Added {len(added)} node(s): " + ", ".join(f"[{r}] {self.view.names[r]}" for r in added) + ".") if added else "Added nothing."
         if bad:
             msg += f" Not node indexes (ignored): {bad[:10]}."
+        if unseen:
+            msg += f" Not in any result you were shown (ignored): {unseen[:10]}."
         return ToolOutput(msg, added=added, reasons=reasons)
 
 
