@@ -271,6 +271,36 @@ def _dgr_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _graphraft_labels(args: argparse.Namespace) -> int:
+    """Labels for a question file with the retriever's own entity and template steps; prints
+    their statistics and the oracle ceiling, and with --run the selection accuracy of a run."""
+    from sagegraph.eval.evaluate import read_questions
+    from sagegraph.eval.graphraft_labels import label_questions, label_stats, selection_accuracy
+    from sagegraph.retrieve import get_retriever
+    from sagegraph.retrieve.graph_index import GraphIndex
+    from sagegraph.retrieve.resources import open_resources
+
+    g = GraphIndex(_graph_dir(args.graph_dir))
+    questions = read_questions(args.questions)[: args.limit or None]
+    res = open_resources(g, _llm_config(args, args.ner == "llm"))
+    try:
+        rows = label_questions(get_retriever("graphraft", res, ner=args.ner, **_params(args.param)), questions, args.out, k=args.k)
+    finally:
+        res.close()
+    out = {"labels": str(args.out), "ner": args.ner, **label_stats(rows, k=args.k)}
+    if args.run:
+        out["selection"] = selection_accuracy(args.run, rows)
+    print(json.dumps(out))
+    return 0
+
+
+def _graphraft_export(args: argparse.Namespace) -> int:
+    from sagegraph.eval.graphraft_labels import export_labels
+
+    print(json.dumps({"records": export_labels(args.labels, args.file), "file": str(args.file)}))
+    return 0
+
+
 def _retrievers(args: argparse.Namespace) -> int:
     from sagegraph.retrieve import retriever_names
 
@@ -363,6 +393,25 @@ def parser() -> argparse.ArgumentParser:
     dx.add_argument("file", type=Path)
     dx.add_argument("--only-finished", action="store_true", help="only agents that stopped by calling finish (a label-free filter)")
     dx.set_defaults(func=_dgr_export)
+
+    gr = sub.add_parser("graphraft", help="GraphRAFT tools")
+    gr_sub = gr.add_subparsers(dest="graphraft_command", required=True)
+    gl = gr_sub.add_parser("labels", help="label each question with its best grounded template (reads gold: training data and the oracle ceiling, never retrieval)")
+    gl.add_argument("graph_dir", type=Path)
+    gl.add_argument("--questions", type=Path, required=True, help="questions with gold (e.g. data/kb-synth/questions-train.jsonl)")
+    gl.add_argument("--out", type=Path, required=True, help="labels JSONL to write")
+    gl.add_argument("--ner", choices=["llm", "gazetteer"], default="llm", help="how entities are named (as the retriever's `ner`)")
+    gl.add_argument("--k", type=int, default=20, help="the oracle ceiling's cutoff")
+    gl.add_argument("--limit", type=int, help="first N questions only")
+    gl.add_argument("--run", type=Path, help="a graphraft run directory on the same questions: report its selection accuracy")
+    gl.add_argument("--param", action="append", metavar="KEY=VALUE", help="a graphraft parameter (two_hop, paths, max_mid_degree)")
+    gl.add_argument("--llm", type=Path, help="LLM settings YAML for --ner llm (e.g. conf/llm_local.yaml)")
+    gl.add_argument("--cache-mode", choices=["live", "replay"])
+    gl.set_defaults(func=_graphraft_labels)
+    ge = gr_sub.add_parser("export-labels", help="write kept labels as chat-format records (question and entities -> best template) for fine-tuning")
+    ge.add_argument("labels", type=Path)
+    ge.add_argument("file", type=Path)
+    ge.set_defaults(func=_graphraft_export)
 
     r = sub.add_parser("retrievers", help="list registered retrievers")
     r.set_defaults(func=_retrievers)

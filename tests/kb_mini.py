@@ -32,9 +32,8 @@ RELS = [("p1", "DIRECTED", "m1"), ("p1", "DIRECTED", "m2"), ("p2", "DIRECTED", "
         ("p3", "ACTED_IN", "m4"), ("p4", "ACTED_IN", "m2"), ("m1", "PRODUCED_BY", "s1"), ("m4", "PRODUCED_BY", "s1"), ("p4", "DIRECTED", "m5")]
 
 
-def build_mini(d):
-    """Writes the graph under `d` and opens it."""
-    (d / "vectors").mkdir(parents=True)
+def mini_records():
+    """The KB's nodes and edges, to write as a built graph or load into a store."""
     nodes = []
     for nid, name, aliases, born in PEOPLE:
         f = {"name": name, "aliases": aliases, "birth_year": born}
@@ -44,6 +43,13 @@ def build_mini(d):
         nodes.append(Node(f"n{nid}", "entity", "Movie", f"title: {title}\ndescription: {f['description']}", nid, title, 0, {"fields": f}))
     nodes.append(Node("ns1", "entity", "Studio", "name: Northlight", "s1", "Northlight", 0, {"fields": {"name": "Northlight"}}))
     edges = [Edge(f"n{a}", f"n{b}", r) for a, r, b in RELS] + [Edge("nm5", "nm6", "SIMILAR_DESCRIPTION", 0.9)]
+    return nodes, edges
+
+
+def build_mini(d):
+    """Writes the graph under `d` and opens it."""
+    (d / "vectors").mkdir(parents=True)
+    nodes, edges = mini_records()
     pq.write_table(nodes_to_table(nodes), d / "nodes.parquet")
     pq.write_table(edges_to_table(edges), d / "edges.parquet")
     enc = HashEncoder()

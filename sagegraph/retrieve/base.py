@@ -137,6 +137,7 @@ def retriever_names() -> list[str]:
     import sagegraph.retrieve.af
     import sagegraph.retrieve.dgr
     import sagegraph.retrieve.flat
+    import sagegraph.retrieve.graphraft
     import sagegraph.retrieve.sage
     import sagegraph.retrieve.spark  # noqa: F401
 

@@ -1,0 +1,157 @@
+"""GraphRAFT's first step (graphraft.txt §4.1): name the question's entities, then resolve each to
+one node.
+
+Naming is one LLM call (typed where the schema allows: the reply's `type` is constrained to the
+KB's node types) or, as a model-free alternative for cheap label generation, a gazetteer match of
+the question's word n-grams against the KB's names and aliases. Resolution follows the public code
+(exact normalised-name match first, else the name-vector top-1) and keeps what it did per entity:
+how it matched, its score, and misses, so a run can say where a wrong answer began.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from sagegraph.llm import Reply, parse_json_reply
+from sagegraph.retrieve.kb_view import KBView, normalise
+
+NER_SYSTEM = """You find the named entities in a question about a knowledge graph: the people, titles, organisations,
+places, genres, awards or other named things the question mentions by name. Give each with its node type.
+Node types: {types}
+Reply with JSON only: {{"entities": [{{"name": "...", "type": "..."}}]}}. Copy names exactly as written in the question.
+Descriptions that are not names ("a film about a lighthouse") are not entities; if there are none, reply {{"entities": []}}."""
+
+Match = Literal["exact", "vector", "miss"]
+
+
+@dataclass
+class Entity:
+    """A named entity and the node it resolved to (`row` None: a miss), with every node of that
+    type sharing its name (`rows`): templates start from all of them, as the public code's
+    queries match by name."""
+
+    name: str
+    type: str | None
+    row: int | None = None
+    rows: list[int] = field(default_factory=list)
+    match: Match = "miss"
+    score: float = 0.0
+
+    def record(self, view: KBView) -> dict[str, Any]:
+        d = asdict(self)
+        if self.row is not None:
+            d["node"] = f"{view.g.types[self.row]}: {view.names[self.row]}"
+        return d
+
+
+def ner_schema(node_types: list[str]) -> dict[str, Any]:
+    return {"type": "object", "required": ["entities"], "properties": {"entities": {"type": "array", "items": {
+        "type": "object", "required": ["name", "type"],
+        "properties": {"name": {"type": "string"}, "type": {"enum": node_types}}}}}}
+
+
+def read_entities(text: str, node_types: list[str]) -> list[tuple[str, str | None]]:
+    """(name, type) pairs from a reply; a type outside the schema is dropped (the name kept).
+    Raises ValueError on a reply that is not the JSON asked for."""
+    data = parse_json_reply(text)
+    items = data.get("entities")
+    if not isinstance(items, list):
+        raise ValueError("no 'entities' list")
+    types = {t.lower(): t for t in node_types}
+    out: list[tuple[str, str | None]] = []
+    for it in items:
+        if isinstance(it, str):
+            it = {"name": it}
+        if not isinstance(it, dict) or not isinstance(it.get("name"), str) or not it["name"].strip():
+            continue
+        t = it.get("type")
+        out.append((it["name"].strip(), types.get(str(t).lower()) if t else None))
+    return list(dict.fromkeys(out))
+
+
+def ner_messages(view: KBView, question: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": NER_SYSTEM.format(types=", ".join(view.g.node_types()))}, {"role": "user", "content": f"Question: {question}"}]
+
+
+def llm_entities(chat: Callable[..., Reply], view: KBView, question: str, constrain: bool = True) -> tuple[list[tuple[str, str | None]], bool]:
+    """(entities, parse_failed): a reply that cannot be read counts as naming none."""
+    types = view.g.node_types()
+    fmt = {"type": "json_object", "schema": ner_schema(types)} if constrain else {"type": "json_object"}
+    reply = chat("entities", ner_messages(view, question), response_format=fmt, max_tokens=256)
+    try:
+        return read_entities(reply.text, types), False
+    except (ValueError, json.JSONDecodeError):
+        return [], True
+
+
+_WORD = re.compile(r"\w+(?:['’.-]\w+)*")
+
+
+def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[tuple[str, str | None]]:
+    """Longest non-overlapping word n-grams of the question that are a KB name or alias. A
+    one-word match must be capitalised in the question ('Drama', not 'drama films'): single
+    common words name too many things."""
+    words = _WORD.findall(question)
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(words):
+        for n in range(min(max_words, len(words) - i), 0, -1):
+            span = words[i:i + n]
+            key = normalise(" ".join(span))
+            if n == 1 and not span[0][:1].isupper():
+                continue
+            rows = view.name_index.get(key)
+            if rows is not None and len(rows) and (i > 0 or n > 1 or key not in _OPENERS):
+                types = {str(view.g.types[r]) for r in rows}
+                out.append((" ".join(span), types.pop() if len(types) == 1 else None))
+                i += n
+                break
+        else:
+            i += 1
+    return list(dict.fromkeys(out))
+
+
+_OPENERS = {"which", "what", "who", "where", "when", "how", "name", "list", "find"}
+
+
+def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Entity:
+    """Exact normalised name or alias (of the named type when one was given and it has one), else
+    the nearest name vector (of that type when given); `query_vector(text)` embeds the name."""
+    e = Entity(name, node_type)
+    rows = view.name_index.get(normalise(name), np.zeros(0, np.int64))
+    if node_type:
+        typed = rows[view.g.types[rows] == node_type] if len(rows) else rows
+        rows = typed if len(typed) else rows
+    if len(rows):
+        # Several nodes share the name: the best connected stands for them in prompts.
+        e.row = int(rows[np.lexsort((rows, -view.degree[rows]))[0]])
+        e.rows = _namesakes(view, e.row)
+        e.match, e.score = "exact", 1.0
+        return e
+    vecs = view.g.title_vectors if view.g.title_vectors is not None else view.g.vectors
+    pool = view.g.rows_of_type(node_type) if node_type else np.arange(len(view.g))
+    if not len(pool):
+        pool = np.arange(len(view.g))
+    if not len(pool):
+        return e
+    s = vecs[pool] @ query_vector(name)
+    best = int(np.argmax(s))
+    e.row, e.match, e.score = int(pool[best]), "vector", float(s[best])
+    e.rows = _namesakes(view, e.row)
+    return e
+
+
+def _namesakes(view: KBView, row: int) -> list[int]:
+    """The nodes of the row's type with its exact normalised name (itself included)."""
+    same = view.name_index.get(view.norm_names[row], np.array([row], np.int64))
+    return sorted({int(r) for r in same if view.g.types[r] == view.g.types[row]} | {row})
+
+
+def resolve_all(view: KBView, named: list[tuple[str, str | None]], query_vector) -> list[Entity]:
+    return [resolve(view, n, t, query_vector) for n, t in named]

@@ -1,0 +1,187 @@
+"""GraphRAFT on the hand-made film KB: entity naming and resolution, template enumeration (and its
+agreement with aggregate Cypher in the embedded store), constrained selection that never runs an
+ungrounded query whatever the model replies, retrieval order, and the training labels with their
+export. The model is a loopback endpoint with scripted replies."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sagegraph.config import LLMConfig
+from sagegraph.corpus.records import Question
+from sagegraph.eval.graphraft_labels import export_labels, label_questions, label_stats, read_labels, selection_accuracy
+from sagegraph.eval.evaluate import evaluate_one
+from sagegraph.eval.runner import EvalConfig
+from sagegraph.retrieve import get_retriever
+from sagegraph.retrieve.graphraft_entities import gazetteer_entities, read_entities, resolve
+from sagegraph.retrieve.graphraft_select import prior_order
+from sagegraph.retrieve.graphraft_templates import enumerate_templates, run_in_store, store_counts
+from sagegraph.retrieve.kb_view import kb_view
+from sagegraph.retrieve.resources import open_resources
+from sagegraph.store import open_store
+from tests.fake_openai import FakeOpenAI, completion
+from tests.kb_mini import build_mini, mini_records
+
+
+@pytest.fixture(scope="module")
+def g(tmp_path_factory):
+    return build_mini(tmp_path_factory.mktemp("graftkb") / "graph")
+
+
+def row(g, sid):
+    return int(g.row[f"n{sid}"])
+
+
+def ids(g, rows):
+    return {g.source_ids[r] for r in np.asarray(rows).tolist()}
+
+
+def _llm(server, tmp_path):
+    return LLMConfig(base_url=server.base_url, model="test-model", max_retries=1, cache_dir=tmp_path / "cache")
+
+
+# -- entities -------------------------------------------------------------------------------------
+def test_entities_are_read_typed_and_resolved_exactly_by_alias_or_by_name_vector(g):
+    view = kb_view(g)
+    types = g.node_types()
+    got = read_entities('{"entities": [{"name": " Ana Silva ", "type": "person"}, {"name": "Northlight", "type": "Planet"}, "Ben Cho", {"name": ""}]}', types)
+    assert got == [("Ana Silva", "Person"), ("Northlight", None), ("Ben Cho", None)]  # unknown type dropped, name kept
+    with pytest.raises(ValueError):
+        read_entities("no json here", types)
+    assert gazetteer_entities(view, "Which films did Ana Silva direct for Northlight?") == [("Ana Silva", "Person"), ("Northlight", "Studio")]
+    assert gazetteer_entities(view, "Which films are about orchards?") == []
+    e = resolve(view, "A. Silva", "Person", g.query_vector)
+    assert (e.row, e.match) == (row(g, "p1"), "exact")  # alias
+    e = resolve(view, "Northlite", "Studio", g.query_vector)
+    assert (e.row, e.match) == (row(g, "s1"), "vector") and e.score <= 1.0  # typed pool: the one studio
+
+
+# -- templates ------------------------------------------------------------------------------------
+def test_templates_around_entities_are_typed_directed_and_counted(g):
+    view = kb_view(g)
+    p1, s1 = row(g, "p1"), row(g, "s1")
+    ts = {t.cypher(): t for t in enumerate_templates(view, [p1, s1])}
+    one = ts["MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id"]
+    assert ids(g, one.rows) == {"m1", "m2"} and one.kind == "1hop"
+    two = ts["MATCH (e0:Person)-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(x:Person) WHERE e0.id IN $e0 AND NOT x.id IN $e0 RETURN DISTINCT x.id AS id"]
+    assert ids(g, two.rows) == {"p3", "p4"}
+    path = ts["MATCH (e0:Person)-[:DIRECTED]->(x:Movie)-[:PRODUCED_BY]->(e1:Studio) WHERE e0.id IN $e0 AND e1.id IN $e1 AND NOT x.id IN $e0 AND NOT x.id IN $e1 RETURN DISTINCT x.id AS id"]
+    assert ids(g, path.rows) == {"m1"} and path.kind == "path"
+    back = ts["MATCH (e1:Studio)<-[:PRODUCED_BY]-(:Movie)<-[:DIRECTED]-(x:Person) WHERE e1.id IN $e1 AND NOT x.id IN $e1 RETURN DISTINCT x.id AS id"]
+    assert ids(g, back.rows) == {"p1"}
+    assert all(t.count > 0 for t in ts.values()) and not any("SIMILAR" in c for c in ts)  # the build's edges are not KB relations
+    assert all("Ana" not in c and "Northlight" not in c for c in ts)  # ids as parameters, never names
+    assert not [t for t in enumerate_templates(view, [p1], two_hop=False) if t.kind != "1hop"]
+    # a hub cap drops 2-hop middles with more KB edges than allowed
+    assert not [t for t in enumerate_templates(view, [p1], max_mid_degree=1) if t.kind == "2hop"]
+    order = prior_order(list(ts.values()))
+    assert list(ts.values())[order[0]].kind == "path"
+
+
+def test_in_memory_enumeration_agrees_with_aggregate_cypher_in_the_store(g, tmp_path):
+    view = kb_view(g)
+    nodes, edges = mini_records()
+    # an entity may stand for several nodes (all of one name): here Ana Silva and Ana Silvas as one
+    ents = [[row(g, "p1"), row(g, "p2")], row(g, "s1"), row(g, "p3")]
+    directed = [t for t in enumerate_templates(view, ents[:1]) if t.kind == "1hop" and t.hops[0].rel == "DIRECTED"]
+    assert ids(g, directed[0].rows) == {"m1", "m2", "m3"}
+    with open_store("falkordb", tmp_path / "store", graph="graft") as store:
+        store.load_nodes(nodes)
+        store.load_edges(edges)
+        templates = enumerate_templates(view, ents)
+        assert {t.key: t.count for t in templates} == store_counts(store, view, ents)
+        for t in templates:  # each template's own Cypher returns exactly its rows
+            assert run_in_store(store, view, t, ents).tolist() == sorted(t.rows.tolist()), t.cypher()
+
+
+# -- selection and retrieval -----------------------------------------------------------------------
+BAD = "MATCH (n) DETACH DELETE n"
+
+
+def test_a_model_that_wants_an_ungrounded_query_only_ever_gets_a_grounded_one(g, tmp_path):
+    """The scripted endpoint ignores the grammar and insists on a query that is not a candidate
+    (a write, even): it is never run; the picks come from the no-model order, counted."""
+    with FakeOpenAI(lambda body: (200, completion(json.dumps({"query": BAD})))) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("graphraft", res, ner="gazetteer", m=2).search("Which films did Ana Silva direct for Northlight?", 5)
+        sent = server.requests
+    assert len(sent) == 1  # the first unusable reply ends asking
+    enum = sent[0]["response_format"]["schema"]["properties"]["query"]["enum"]
+    assert BAD not in enum and all(c.startswith("MATCH (e") for c in enum)  # the grammar holds only the candidates
+    assert "Candidates" not in json.dumps(sent[0]["messages"])  # as in the paper, the model is not shown the list
+    sel = r.trace["selection"]
+    assert sel["ungrounded"] == 1 and sel["from_prior"] == 2 and r.trace["counters"]["ungrounded_replies"] == 1
+    assert all(c["cypher"] in enum for c in sel["chosen"]) and BAD not in json.dumps(sel["chosen"])
+    assert sel["chosen"][0]["kind"] == "path" and g.source_ids[r.idx[0]] == "m1"
+
+
+def test_grammar_selection_asks_again_without_earlier_picks_and_stops_once_k_is_filled(g, tmp_path):
+    one = "MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id"
+    two = "MATCH (e0:Person)-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(x:Person) WHERE e0.id IN $e0 AND NOT x.id IN $e0 RETURN DISTINCT x.id AS id"
+
+    def responder(body):
+        enum = body["response_format"]["schema"]["properties"]["query"]["enum"]
+        return 200, completion(json.dumps({"query": one if one in enum else two}))
+
+    with FakeOpenAI(responder) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("graphraft", res, ner="gazetteer", m=5, fill=False).search("Who acted in films by Ana Silva?", 3)
+        enums = [b["response_format"]["schema"]["properties"]["query"]["enum"] for b in server.requests]
+    assert len(enums) == 2 and one in enums[0] and one not in enums[1] and len(enums[1]) == len(enums[0]) - 1
+    assert [c["cypher"] for c in r.trace["selection"]["chosen"]] == [one, two]  # 2 + 2 nodes >= k: no third call
+    assert ids(g, r.idx[:2]) == {"m1", "m2"} and len(r.idx) == 3 and set(r.found_by) == {"template1", "template2"}
+    assert r.usage["calls"] == 2 and r.trace["counters"]["select_calls"] == 2
+
+
+def test_listed_selection_and_llm_entities_and_the_store_path_give_the_same_rows(g, tmp_path):
+    def responder(body):
+        if "choices" in json.dumps(body["response_format"]):
+            return 200, completion(json.dumps({"choices": [0, 99, 0]}))
+        return 200, completion(json.dumps({"entities": [{"name": "Ana Silva", "type": "Person"}]}))
+
+    nodes, edges = mini_records()
+    with FakeOpenAI(responder) as server, open_store("falkordb", tmp_path / "store", graph="graft2") as store:
+        store.load_nodes(nodes)
+        store.load_edges(edges)
+        res = open_resources(g, _llm(server, tmp_path))
+        res._store_factory = lambda: store  # noqa: SLF001 - the test's store
+        kw = {"selector": "listed", "m": 1, "fill": False}
+        mem = get_retriever("graphraft", res, **kw).search("Which films did Ana Silva direct?", 5)
+        sto = get_retriever("graphraft", res, execute="store", **kw).search("Which films did Ana Silva direct?", 5)
+        listed = [b for b in server.requests if "choices" in json.dumps(b["response_format"])][0]
+    assert "Candidates:\n[0] MATCH" in listed["messages"][1]["content"]  # the zero-shot variant shows the menu
+    assert mem.trace["selection"]["ungrounded"] == 1 and mem.trace["entities"][0]["match"] == "exact"
+    assert list(mem.idx) == list(sto.idx) and len(mem.idx) > 0
+    assert any(e["kind"] == "cypher" for e in sto.trace["events"])
+
+
+def test_no_entity_means_no_template_and_the_vector_index_answers(g):
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="prior").search("Which films are about orchards?", 3)
+    assert r.trace["counters"]["no_templates"] == 1 and set(r.found_by) == {"dense"} and len(r.idx) == 3
+
+
+# -- labels -----------------------------------------------------------------------------------------
+def test_labels_pick_the_best_template_keep_by_the_papers_rule_and_export_chat_records(g, tmp_path):
+    qs = [Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"], meta={"family": "one_hop"}),
+          Question("q2", "Which films did Ana Silva direct for Northlight?", ["m1"], meta={"family": "intersection"}),
+          Question("q3", "Which films are about orchards?", ["m5", "m6"], meta={"family": "textual"}),
+          Question("q4", "Which of Ana Silva's films star Ben Cho?", ["m1", "m9"])]
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="prior")
+    rows = label_questions(r, qs, tmp_path / "labels.jsonl")
+    by = {x["qid"]: x for x in rows}
+    assert by["q1"]["best"] == "MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id" and by["q1"]["kept"]
+    assert by["q2"]["kind"] == "path" and by["q2"]["precision"] == 1.0 and by["q2"]["kept"]
+    assert by["q3"]["best"] is None and not by["q3"]["kept"]  # no entity, no template
+    assert by["q4"]["recall"] == 0.5 and not by["q4"]["kept"]  # recall below 1: not a training example
+    stats = label_stats(rows)
+    assert stats["kept"] == 2 and stats["with_templates"] == 3 and stats["oracle_recall@20"] == pytest.approx((1 + 1 + 0 + 0.5) / 4)
+    n = export_labels(tmp_path / "labels.jsonl", tmp_path / "sft.jsonl")
+    recs = [json.loads(x) for x in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert n == 2 and recs[0]["messages"][-1] == {"role": "assistant", "content": json.dumps({"query": by["q1"]["best"]})}
+    assert "m1" not in json.dumps(recs[0]["messages"])  # the record teaches the query, not the answers
+    # selection accuracy of a run against these labels (the no-model order picks the path for q2)
+    run = evaluate_one(r.res, EvalConfig(retriever="graphraft", k=5, params={"ner": "gazetteer", "selector": "prior"}), qs, tmp_path / "run")
+    acc = selection_accuracy(tmp_path / "run", read_labels(tmp_path / "labels.jsonl"))
+    assert acc["questions"] == 3 and acc["kept_questions"] == 2 and acc["accuracy_kept"] == 1.0
+    assert run["questions"] == 4 and "diag_chosen_recall" in run
