@@ -18,6 +18,7 @@ from sagegraph.corpus.questions import sample_questions, write_question_subset
 from sagegraph.eval.evaluate import default_questions, read_questions
 from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig
+from sagegraph.eval.compare import compare_files
 from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, llm_settings, plot_figure4
 from sagegraph.llm import resolved_base_url
 from sagegraph.tracking import SweepTracker, default_tracking_uri
@@ -165,6 +166,7 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     plot = plot_figure4(rows, out / "recall_at_k.png")
     table = write_summary(out / "summary.csv", results)
     files = [table, plot, out / "figure4.json", graph.parent / "stats" / "graph_stats.json"]
+    files += compare_files(ordered(results), out / "runs", out)  # several retrievers: side by side, CIs against hybrid
     if cfg.edges:
         files.append(out / "edge_variants.json")
         (out / "edge_variants.json").write_text(json.dumps(variant_summary(graphs), indent=1))

@@ -301,6 +301,15 @@ def _graphraft_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _graphraft_finetune(args: argparse.Namespace) -> int:
+    from sagegraph.finetune import FinetuneConfig, finetune
+
+    cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, r=args.r, alpha=args.alpha, batch_size=args.batch_size, max_steps=args.max_steps,
+                         allow_cpu=args.allow_cpu)
+    print(json.dumps(finetune(args.records, args.model, args.out, cfg)))
+    return 0
+
+
 def _retrievers(args: argparse.Namespace) -> int:
     from sagegraph.retrieve import retriever_names
 
@@ -412,6 +421,18 @@ def parser() -> argparse.ArgumentParser:
     ge.add_argument("labels", type=Path)
     ge.add_argument("file", type=Path)
     ge.set_defaults(func=_graphraft_export)
+    gf = gr_sub.add_parser("finetune", help="LoRA-tune a Hugging Face causal LM on exported label records (needs a GPU, or --allow-cpu)")
+    gf.add_argument("records", type=Path, help="chat records from `export-labels`")
+    gf.add_argument("--model", required=True, help="a Hugging Face model name or local directory")
+    gf.add_argument("--out", type=Path, required=True, help="where the adapter is saved")
+    gf.add_argument("--epochs", type=float, default=1.0)
+    gf.add_argument("--lr", type=float, default=2e-5, help="the paper's 2e-5")
+    gf.add_argument("--r", type=int, default=64, help="LoRA rank (the paper's 64)")
+    gf.add_argument("--alpha", type=int, default=16)
+    gf.add_argument("--batch-size", type=int, default=4)
+    gf.add_argument("--max-steps", type=int)
+    gf.add_argument("--allow-cpu", action="store_true", help="run without a GPU (small models only)")
+    gf.set_defaults(func=_graphraft_finetune)
 
     r = sub.add_parser("retrievers", help="list registered retrievers")
     r.set_defaults(func=_retrievers)

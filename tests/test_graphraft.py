@@ -185,3 +185,15 @@ def test_labels_pick_the_best_template_keep_by_the_papers_rule_and_export_chat_r
     acc = selection_accuracy(tmp_path / "run", read_labels(tmp_path / "labels.jsonl"))
     assert acc["questions"] == 3 and acc["kept_questions"] == 2 and acc["accuracy_kept"] == 1.0
     assert run["questions"] == 4 and "diag_chosen_recall" in run
+
+
+def test_second_stage_reorders_the_retrieved_nodes_by_content_or_one_listwise_call(g, tmp_path):
+    q = "Which films did Ana Silva direct?"
+    base = get_retriever("graphraft", g, ner="gazetteer", selector="prior", m=1).search(q, 4)
+    dense = get_retriever("graphraft", g, ner="gazetteer", selector="prior", m=1, second_stage="dense").search(q, 4)
+    assert set(dense.idx) == set(base.idx) and dict(zip(dense.idx, dense.found_by)) == dict(zip(base.idx, base.found_by))
+    want = list(reversed(base.idx.tolist()))
+    with FakeOpenAI(lambda body: (200, completion(", ".join(str(r) for r in want)))) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        lw = get_retriever("graphraft", res, ner="gazetteer", selector="prior", m=1, second_stage="listwise").search(q, 4)
+    assert lw.idx.tolist() == want and lw.trace["counters"]["rerank_calls"] == 1

@@ -9,7 +9,8 @@ Where we follow and where we depart (LLM-RETRIEVERS.md §4):
 - templates keep relation direction and take node ids as parameters (graphraft_templates);
 - the top-m templates run in order until k nodes (the public code's stop rule keeps at most 19 of
   20: here k), and the next pick is only asked for while the earlier ones give fewer than k, each template's nodes ranked by name similarity to the question (the paper), then
-  the vector index fills; an optional dense second stage reorders the template nodes by content;
+  the vector index fills; an optional second stage reorders the k by content similarity or one
+  LLM listwise call (AF-Retriever's listwise prompt), training-free stand-ins for the paper's L2;
 - no question is dropped for an empty retrieval and ids, not names, are scored (the evaluator).
 The L2 reader (a fine-tuned 8B that writes answer names) is not part of retrieval here.
 """
@@ -22,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, Reply, usage_scope
+from sagegraph.retrieve.af_rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.graphraft_entities import Entity, gazetteer_entities, llm_entities, resolve_all
 from sagegraph.retrieve.graphraft_select import Selection, entity_lines, prior_order, select
@@ -45,6 +47,8 @@ class GraphRAFTParams(BaseModel):
     execute: Literal["memory", "store"] = Field("memory", description="run templates on the in-memory adjacency or as Cypher in the graph store (same rows)")
     rank: Literal["name", "dense"] = Field("name", description="order each template's nodes by name similarity (paper) or by content similarity")
     fill: bool = Field(True, description="fill the rest of k from the vector index")
+    second_stage: Literal["none", "dense", "listwise"] = Field("none", description="reorder the k retrieved nodes by content similarity or one LLM listwise call "
+                                                                                   "(the paper's L2 is a fine-tuned reader; these are its training-free stand-ins)")
     cypher_timeout_ms: int = Field(10_000, ge=100, description="store execution: per-template timeout")
 
 
@@ -148,6 +152,15 @@ class GraphRAFTRetriever(Retriever):
                     found_by.append("dense")
                     scores.append(min(0.49, float(x)))
                     counters["filled"] += 1
+        if self.p.second_stage != "none" and len(taken) > 1:
+            how = dict(zip(taken, found_by))
+            if self.p.second_stage == "dense":
+                s = self.g.vectors[taken] @ self.g.query_vector(query)
+                taken = [taken[i] for i in np.lexsort((np.arange(len(taken)), -s))]
+            else:
+                taken = Reranker("listwise", self.res.llm, self.view, timeline, counters).rerank(query, taken)
+            found_by = [how[r] for r in taken]
+            scores = list(np.linspace(1.0, 1.0 / len(taken), len(taken)))
         trace["entities"] = [e.record(self.view) for e in ents]
         trace["selection"] = {**sel.record(), "offered": len(offered), "chosen": [t.record() for t in chosen]}
         trace["chosen_template"] = chosen[0].cypher() if chosen else None

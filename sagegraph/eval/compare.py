@@ -1,0 +1,163 @@
+"""All retrievers side by side on one question set: quality, cost per query, and whether a
+difference to the baseline is more than the questions' sampling noise.
+
+Differences are paired (the same questions under both configurations), so the interval is a
+paired bootstrap of the mean per-question difference (scipy's BCa by default); two configurations
+with overlapping marginal intervals can still differ reliably, which unpaired intervals hide.
+Only questions both runs scored are compared, and their number is reported.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sagegraph.eval.runner import EvalConfig
+
+METRICS = ("hit@1", "recall@20")
+
+
+def load_results(runs: Path) -> list[tuple[EvalConfig, dict[str, Any]]]:
+    """The finished runs under a sweep's runs/ directory (config.json and metrics.json each)."""
+    names = {f.name for f in dataclasses.fields(EvalConfig)}
+    out = []
+    for d in sorted(Path(runs).iterdir()):
+        if (d / "metrics.json").exists() and (d / "config.json").exists():
+            cfg = json.loads((d / "config.json").read_text())
+            out.append((EvalConfig(**{k: v for k, v in cfg.items() if k in names}), json.loads((d / "metrics.json").read_text())))
+    return out
+
+
+def per_query(run_dir: Path, metric: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    path = Path(run_dir) / "per_query.jsonl"
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if metric in r:
+                    out[r["qid"]] = float(r[metric])
+    return out
+
+
+def paired_bootstrap(a: dict[str, float], b: dict[str, float], n_resamples: int = 5000, seed: int = 0,
+                     level: float = 0.95) -> dict[str, Any]:
+    """Mean of a - b over the questions both have, with its bootstrap confidence interval."""
+    import scipy.stats
+
+    qids = sorted(set(a) & set(b))
+    if len(qids) < 2:
+        return {"questions": len(qids), "diff": None, "ci_low": None, "ci_high": None}
+    d = np.array([a[q] - b[q] for q in qids])
+    out = {"questions": len(qids), "diff": round(float(d.mean()), 6)}
+    if np.all(d == d[0]):  # no spread: the interval is the point (BCa is undefined there)
+        return {**out, "ci_low": out["diff"], "ci_high": out["diff"]}
+    res = scipy.stats.bootstrap((d,), np.mean, n_resamples=n_resamples, confidence_level=level, random_state=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # BCa can fail on very skewed 0/1 data: percentile instead
+        res = scipy.stats.bootstrap((d,), np.mean, n_resamples=n_resamples, confidence_level=level, method="percentile",
+                                    random_state=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return {**out, "ci_low": round(lo, 6), "ci_high": round(hi, 6)}
+
+
+def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str = "hybrid") -> list[dict[str, Any]]:
+    """One row per configuration: quality, LLM cost per query, and for each of METRICS the paired
+    difference to the baseline configuration (the first with that retriever) with its interval."""
+    base = next(((c, m) for c, m in results if c.retriever == baseline), None)
+    rows = []
+    for c, m in results:
+        row: dict[str, Any] = {"config": c.label(), "retriever": c.retriever, "questions": m.get("questions")}
+        for k in ("hit@1", "hit@5", "recall@20", "mrr"):
+            row[k] = m.get(k)
+        row.update({"llm_calls/q": m.get("llm_calls_per_query"), "llm_seconds/q": m.get("llm_work_seconds_per_query", m.get("llm_seconds_per_query")),
+                    "usd/q": m.get("llm_cost_usd_per_query"), "prompt_tokens/q": m.get("llm_work_prompt_tokens_per_query"),
+                    "latency_p50_ms": m.get("latency_p50_ms")})
+        if base is not None and c.key() != base[0].key():
+            for metric in METRICS:
+                ci = paired_bootstrap(per_query(runs / c.key(), metric), per_query(runs / base[0].key(), metric))
+                row[f"{metric} vs {baseline}"] = ci
+        rows.append(row)
+    return rows
+
+
+def write_comparison(rows: list[dict[str, Any]], path: Path) -> Path:
+    flat = []
+    for r in rows:
+        f = {k: v for k, v in r.items() if not isinstance(v, dict)}
+        for k, v in r.items():
+            if isinstance(v, dict):
+                f.update({f"{k} diff": v.get("diff"), f"{k} ci_low": v.get("ci_low"), f"{k} ci_high": v.get("ci_high")})
+        flat.append(f)
+    keys = list(dict.fromkeys(k for f in flat for k in f))
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        w.writerows(flat)
+    return path
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_bars(rows: list[dict[str, Any]], path: Path) -> Path:
+    """Hit@1 and Recall@20 per configuration."""
+    plt = _plt()
+    labels = [r["config"] for r in rows]
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(rows) + 2), 4.2))
+    for i, metric in enumerate(METRICS):
+        ax.bar(x + (i - 0.5) * 0.38, [100 * (r.get(metric) or 0) for r in rows], 0.38, label=metric)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=7)
+    ax.set_ylabel("%")
+    ax.set_title("Hit@1 and Recall@20 per retriever")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_quality_cost(rows: list[dict[str, Any]], path: Path) -> Path:
+    """Recall@20 against LLM seconds per query (and dollars, where any configuration paid)."""
+    plt = _plt()
+    paid = any((r.get("usd/q") or 0) > 0 for r in rows)
+    axes_keys = [("llm_seconds/q", "LLM seconds per query")] + ([("usd/q", "USD per query")] if paid else [])
+    fig, axes = plt.subplots(1, len(axes_keys), figsize=(6.5 * len(axes_keys), 4.2), squeeze=False)
+    for ax, (key, label) in zip(axes[0], axes_keys):
+        for r in rows:
+            cost = r.get(key) or 0.0
+            ax.scatter([cost], [100 * (r.get("recall@20") or 0)])
+            ax.annotate(r["config"], (cost, 100 * (r.get("recall@20") or 0)), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel(label)
+        ax.set_ylabel("Recall@20 (%)")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Quality against cost")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def compare_files(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, out: Path, baseline: str = "hybrid") -> list[Path]:
+    """comparison.csv/.json and the two plots, written under `out`; nothing when fewer than two
+    retrievers ran."""
+    if len({c.retriever for c, _ in results}) < 2:
+        return []
+    rows = comparison(results, runs, baseline)
+    (out / "comparison.json").write_text(json.dumps(rows, indent=1))
+    return [write_comparison(rows, out / "comparison.csv"), out / "comparison.json", plot_bars(rows, out / "retrievers_bar.png"),
+            plot_quality_cost(rows, out / "quality_vs_cost.png")]

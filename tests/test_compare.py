@@ -1,0 +1,54 @@
+"""The side-by-side report: paired bootstrap intervals, the comparison rows read from run
+directories, and the two plots, on hand-written per-query results."""
+
+import json
+
+import pytest
+
+from sagegraph.eval.compare import compare_files, load_results, paired_bootstrap
+from sagegraph.eval.runner import EvalConfig
+
+
+def _run(runs, cfg: EvalConfig, hits: list[float], recalls: list[float], extra=None):
+    d = runs / cfg.key()
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({**cfg.__dict__, "label": cfg.label()}))
+    with (d / "per_query.jsonl").open("w") as fh:
+        for i, (h, r) in enumerate(zip(hits, recalls)):
+            fh.write(json.dumps({"qid": f"q{i}", "hit@1": h, "recall@20": r}) + "\n")
+    m = {"questions": len(hits), "hit@1": sum(hits) / len(hits), "recall@20": sum(recalls) / len(recalls), **(extra or {})}
+    (d / "metrics.json").write_text(json.dumps(m))
+
+
+def test_paired_bootstrap_centres_on_the_mean_difference_and_excludes_zero_only_when_it_should():
+    same = {f"q{i}": float(i % 2) for i in range(40)}
+    assert paired_bootstrap(same, same) == {"questions": 40, "diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    better = {q: 1.0 for q in same}
+    ci = paired_bootstrap(better, same)
+    assert ci["diff"] == 0.5 and 0 < ci["ci_low"] < 0.5 < ci["ci_high"] <= 1.0
+    noisy = {q: float((i * 7) % 3 == 0) for i, q in enumerate(same)}
+    ci = paired_bootstrap(noisy, same)
+    assert ci["ci_low"] < ci["diff"] < ci["ci_high"]
+    assert paired_bootstrap({"q0": 1.0}, {"q1": 0.0})["diff"] is None  # no question in common
+    # only questions both runs scored are paired
+    assert paired_bootstrap({**better, "extra": 1.0}, same)["questions"] == 40
+
+
+def test_comparison_rows_intervals_and_plots_from_run_directories(tmp_path):
+    runs = tmp_path / "runs"
+    n = 30
+    _run(runs, EvalConfig(retriever="hybrid", k=20), [0.0] * n, [0.1] * n)
+    _run(runs, EvalConfig(retriever="spark", k=20), [1.0] * 20 + [0.0] * 10, [0.6] * n,
+         {"llm_calls_per_query": 1.0, "llm_work_seconds_per_query": 4.0, "llm_cost_usd_per_query": 0.001})
+    results = load_results(runs)
+    assert {c.retriever for c, _ in results} == {"hybrid", "spark"}
+    files = compare_files(results, runs, tmp_path)
+    assert {f.name for f in files} == {"comparison.csv", "comparison.json", "retrievers_bar.png", "quality_vs_cost.png"}
+    assert all(f.stat().st_size > 0 for f in files)
+    rows = {r["retriever"]: r for r in json.loads((tmp_path / "comparison.json").read_text())}
+    assert "hit@1 vs hybrid" not in rows["hybrid"]
+    spark = rows["spark"]
+    assert spark["hit@1 vs hybrid"]["diff"] == pytest.approx(20 / 30, abs=1e-6) and spark["hit@1 vs hybrid"]["ci_low"] > 0.4
+    assert spark["recall@20 vs hybrid"]["diff"] == pytest.approx(0.5) and spark["llm_seconds/q"] == 4.0
+    assert "hit@1 vs hybrid diff" in (tmp_path / "comparison.csv").read_text().splitlines()[0]
+    assert compare_files(results[:1], runs, tmp_path / "one") == []  # one retriever: nothing to compare
