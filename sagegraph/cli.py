@@ -310,6 +310,23 @@ def _graphraft_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    """The side-by-side files for the runs of a sweep that have finished so far (the sweep writes
+    and logs them itself when it ends)."""
+    from sagegraph.eval.compare import compare_files, load_results
+
+    results = load_results(args.sweep_dir / "runs")
+    if args.only:
+        results = [(c, m) for c, m in results if c.label() in set(args.only)]
+    files = compare_files(sorted(results, key=lambda cm: cm[0].label()), args.sweep_dir / "runs", args.sweep_dir, args.baseline)
+    if not files:
+        raise SageGraphError(f"{args.sweep_dir}: fewer than two retrievers have finished runs; nothing to compare")
+    for row in json.loads((args.sweep_dir / "comparison.json").read_text()):
+        print(json.dumps(row))
+    print(json.dumps({"files": [str(f) for f in files]}))
+    return 0
+
+
 def _retrievers(args: argparse.Namespace) -> int:
     from sagegraph.retrieve import retriever_names
 
@@ -433,6 +450,12 @@ def parser() -> argparse.ArgumentParser:
     gf.add_argument("--max-steps", type=int)
     gf.add_argument("--allow-cpu", action="store_true", help="run without a GPU (small models only)")
     gf.set_defaults(func=_graphraft_finetune)
+
+    cp = sub.add_parser("compare", help="side by side: the finished runs of a sweep, with paired bootstrap intervals against a baseline and two plots")
+    cp.add_argument("sweep_dir", type=Path)
+    cp.add_argument("--baseline", default="hybrid", help="retriever every configuration is compared to")
+    cp.add_argument("--only", action="append", metavar="LABEL", help="only these configurations (repeatable; labels as in summary.csv)")
+    cp.set_defaults(func=_compare)
 
     r = sub.add_parser("retrievers", help="list registered retrievers")
     r.set_defaults(func=_retrievers)

@@ -52,3 +52,18 @@ def test_comparison_rows_intervals_and_plots_from_run_directories(tmp_path):
     assert spark["recall@20 vs hybrid"]["diff"] == pytest.approx(0.5) and spark["llm_seconds/q"] == 4.0
     assert "hit@1 vs hybrid diff" in (tmp_path / "comparison.csv").read_text().splitlines()[0]
     assert compare_files(results[:1], runs, tmp_path / "one") == []  # one retriever: nothing to compare
+
+
+def test_the_compare_command_reads_a_sweeps_finished_runs(tmp_path, capsys):
+    from sagegraph.cli import main
+
+    runs = tmp_path / "runs"
+    _run(runs, EvalConfig(retriever="hybrid", k=20), [0.0, 1.0, 0.0], [0.2, 0.4, 0.0])
+    assert main(["compare", str(tmp_path)]) == 2  # one retriever: a clear error, no files
+    assert "fewer than two retrievers" in capsys.readouterr().err
+    _run(runs, EvalConfig(retriever="bm25", k=20), [1.0, 1.0, 0.0], [0.5, 0.4, 0.1])
+    assert main(["compare", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    bm25 = json.loads(lines[0])
+    assert bm25["config"] == "bm25[k=20]" and bm25["hit@1 vs hybrid"]["questions"] == 3
+    assert (tmp_path / "retrievers_bar.png").exists() and (tmp_path / "quality_vs_cost.png").exists()
