@@ -299,6 +299,29 @@ class LLMClient:
             hit = self._cached(key)
             return hit if hit is not None else self._fetch(key, messages, params, tools, sample, accept)
 
+    def local(self, messages: list[dict[str, Any]], params: dict[str, Any], run: Callable[[], tuple[str, int, int]]) -> Reply:
+        """A computation by a model in this process (GraphRAFT's candidate scoring), cached and
+        counted like a call: `run()` gives (text, prompt tokens, completion tokens); `params` must
+        name what makes the result (the model file, the candidates)."""
+        key = self.cache_key(messages, {"local": params})
+        hit = self._cached(key)
+        if hit is not None:
+            return hit
+        if self.cfg.cache_mode == "replay":
+            raise ReplayMiss(f"replay mode: no recorded local result for this request (key {key[:12]}); set llm.cache_mode: live")
+        with self.cache.inflight(key):
+            hit = self._cached(key)
+            if hit is not None:
+                return hit
+            t0 = time.perf_counter()
+            text, prompt, completion = run()
+            reply = Reply(text=text, prompt_tokens=prompt, completion_tokens=completion, cached=False, seconds=time.perf_counter() - t0, key=key)
+            for u in (self.usage, _SCOPE.get()):
+                if u is not None:
+                    u.add(prompt, completion, 0.0, cached=False, seconds=reply.seconds)
+            self.cache.put(key, reply)
+            return reply
+
     def _cached(self, key: str) -> Reply | None:
         hit = self.cache.get(key)
         if hit is not None:

@@ -151,3 +151,86 @@ def server_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("uvicorn") is not None
+
+
+class SequenceScorer:
+    """Exact teacher-forced log-probabilities of candidate replies under a GGUF chat model, in this
+    process (llama-cpp-python, the `llm` extra): the prompt is evaluated once and each candidate
+    continues from its cached state, so scoring M candidates costs one prompt plus their tokens.
+
+    This is GraphRAFT's exact top-m (LLM-RETRIEVERS.md §4.2): the paper's constrained beam search
+    only approximates it. llama-cpp-python's server does not serve it: prompt log-probabilities need
+    `logits_all`, and its echo path pairs each token with the logits that follow it instead of
+    those before. The chat template is the model's own (from the GGUF), so a reply is scored with
+    its end-of-turn marker, as the paper scores candidates with EOS appended."""
+
+    def __init__(self, model: Path, n_ctx: int = 2048, threads: int | None = None):
+        try:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:
+            raise ConfigError(f"candidate scoring needs llama-cpp-python (make llm): {exc}") from None
+        if not Path(model).exists():
+            raise ConfigError(f"{model}: no model file for candidate scoring (`sagegraph llm fetch-model`)")
+        import threading
+
+        self.model = Path(model)
+        self._llm = Llama(str(model), n_ctx=n_ctx, logits_all=True, n_threads=threads, n_batch=512, verbose=False)
+        meta = self._llm.metadata
+        template = meta.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigError(f"{model}: the GGUF carries no chat template")
+        tok = self._llm._model  # noqa: SLF001 - the token texts the template needs
+
+        def text(i: int) -> str:
+            return tok.token_get_text(i) if i >= 0 else ""
+
+        eos, bos = text(self._llm.token_eos()), text(self._llm.token_bos())
+        self._open = Jinja2ChatFormatter(template, eos, bos, add_generation_prompt=True)
+        self._closed = Jinja2ChatFormatter(template, eos, bos, add_generation_prompt=False)
+        self._lock = threading.Lock()
+
+    def reply_text(self, messages: list[dict[str, str]], reply: str) -> tuple[str, str]:
+        """(prompt, the reply as the template closes it)."""
+        prompt = self._open(messages=messages).prompt
+        full = self._closed(messages=[*messages, {"role": "assistant", "content": reply}]).prompt
+        if not full.startswith(prompt):
+            raise ConfigError(f"{self.model}: its chat template does not render a reply after the prompt; cannot score")
+        return prompt, full[len(prompt):]
+
+    def score(self, messages: list[dict[str, str]], replies: list[str]) -> tuple[list[tuple[float, int]], int]:
+        """Per reply (sum of token log-probabilities, tokens), and the prompt's token count."""
+        import numpy as np
+
+        with self._lock:
+            llm = self._llm
+            prompt = self._open(messages=messages).prompt
+            pt = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+            llm.reset()
+            llm.eval(pt)
+            n = len(pt)
+            last = np.asarray(llm.scores[n - 1], dtype=np.float64)
+            out = []
+            for reply in replies:
+                ct = llm.tokenize(self.reply_text(messages, reply)[1].encode("utf-8"), add_bos=False, special=True)
+                if n + len(ct) > llm.n_ctx():
+                    out.append((float("-inf"), len(ct)))
+                    continue
+                llm.n_tokens = n  # back to the prompt's cached state
+                llm.eval(ct)
+                rows = np.vstack([last[None, :], np.asarray(llm.scores[n:n + len(ct) - 1], dtype=np.float64)])
+                rows -= rows.max(axis=1, keepdims=True)
+                logp = rows[np.arange(len(ct)), ct] - np.log(np.exp(rows).sum(axis=1))
+                out.append((float(logp.sum()), len(ct)))
+            return out, n
+
+
+_SCORERS: dict[Path, SequenceScorer] = {}
+
+
+def sequence_scorer(model: Path | None = None) -> SequenceScorer:
+    """One scorer per model file per process (loading takes seconds and a model's memory)."""
+    path = Path(model) if model else default_model_path()
+    if path not in _SCORERS:
+        _SCORERS[path] = SequenceScorer(path)
+    return _SCORERS[path]

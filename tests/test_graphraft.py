@@ -197,3 +197,44 @@ def test_second_stage_reorders_the_retrieved_nodes_by_content_or_one_listwise_ca
         res = open_resources(g, _llm(server, tmp_path))
         lw = get_retriever("graphraft", res, ner="gazetteer", selector="prior", m=1, second_stage="listwise").search(q, 4)
     assert lw.idx.tolist() == want and lw.trace["counters"]["rerank_calls"] == 1
+
+
+class _FakeScorer:
+    """Log-probability by a rule: the 2-hop template is what this 'model' likes best per token."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def score(self, messages, replies):
+        self.calls += 1
+        return [(-10.0 if "ACTED_IN" in r else -30.0, 10 if "ACTED_IN" in r else 20) for r in replies], 50
+
+
+def test_score_selection_is_the_exact_top_m_by_log_probability_cached_and_counted(g, tmp_path, monkeypatch):
+    import sagegraph.retrieve.graphraft as graphraft
+
+    fake = _FakeScorer()
+    monkeypatch.setattr(graphraft, "sequence_scorer", lambda model: fake)
+    with FakeOpenAI(lambda body: (500, completion("unused"))) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("graphraft", res, ner="gazetteer", selector="score", m=2, scorer_model="fake.gguf").search("Who acted in films by Ana Silva?", 5)
+        again = get_retriever("graphraft", res, ner="gazetteer", selector="score", m=2, scorer_model="fake.gguf").search("Who acted in films by Ana Silva?", 5)
+        summed = get_retriever("graphraft", res, ner="gazetteer", selector="score", m=1, length_norm=False, scorer_model="fake.gguf").search("Who acted in films by Ana Silva?", 5)
+    chosen = r.trace["selection"]["chosen"]
+    assert "ACTED_IN" in chosen[0]["cypher"] and len(chosen) == 2 and r.trace["selection"]["from_prior"] == 0
+    assert fake.calls == 1 and again.usage["cached"] == 1 and list(again.idx) == list(r.idx)  # one scoring pass, then the cache
+    assert r.usage["calls"] == 1 and r.usage["work_completion_tokens"] > 0
+    assert "ACTED_IN" in summed.trace["selection"]["chosen"][0]["cypher"]  # -10 beats -30 summed too
+
+
+def test_the_local_model_scores_a_likely_reply_above_an_unlikely_one():
+    from sagegraph.local_model import default_model_path, sequence_scorer
+
+    pytest.importorskip("llama_cpp")
+    if not default_model_path().exists():
+        pytest.skip("the local model is not fetched here (`sagegraph llm fetch-model`)")
+    s = sequence_scorer()
+    msgs = [{"role": "user", "content": "What is the capital of France? Answer with the city only."}]
+    (good, ng), (bad, nb) = s.score(msgs, ["Paris", "Toaster"])[0]
+    assert good > bad and ng >= 2 and nb >= 2  # the end-of-turn marker is scored too
+    assert s.score(msgs, ["Paris"])[0][0][0] == pytest.approx(good, abs=1e-3)  # deterministic

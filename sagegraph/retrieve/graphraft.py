@@ -17,12 +17,15 @@ The L2 reader (a fine-tuned 8B that writes answer names) is not part of retrieva
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, Reply, usage_scope
+from sagegraph.local_model import default_model_path, sequence_scorer
 from sagegraph.retrieve.af_rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.graphraft_entities import Entity, gazetteer_entities, llm_entities, resolve_all
@@ -37,8 +40,11 @@ PROMPT_VERSION = "graphraft-1"
 class GraphRAFTParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ner: Literal["llm", "gazetteer"] = Field("llm", description="name entities with one LLM call (paper) or by matching KB names in the question (no model)")
-    selector: Literal["grammar", "listed", "prior"] = Field("grammar", description="grammar: constrained decoding among the templates (paper's substitute); "
-                                                                                    "listed: zero-shot choice from a listed menu (a different method); prior: no model")
+    selector: Literal["score", "grammar", "listed", "prior"] = Field("grammar", description="score: exact log-probability of every template by a local model; "
+                                                                                             "grammar: constrained decoding among the templates; listed: zero-shot "
+                                                                                             "choice from a listed menu (a different method); prior: no model")
+    length_norm: bool = Field(True, description="score: rank by log-probability per token (Hugging Face beam search's default) instead of the sum")
+    scorer_model: str | None = Field(None, description="score: the GGUF chat model that scores (default: the local model profile's file)")
     m: int = Field(5, ge=1, le=50, description="templates chosen and run in order (the paper's beam width)")
     two_hop: bool = Field(True, description="enumerate 2-hop templates")
     paths: bool = Field(True, description="enumerate connecting paths between two entities")
@@ -76,6 +82,21 @@ class GraphRAFTRetriever(Retriever):
                 timeline.reply(ev, reply)
             return reply
         return chat
+
+    def _scorer(self, timeline: Timeline):
+        """Scoring through the LLM client's cache and usage (a replay does not load the model)."""
+        def score(messages: list[dict[str, Any]], replies: list[str]) -> list[tuple[float, int]]:
+            model = self.p.scorer_model or str(default_model_path())
+
+            def run() -> tuple[str, int, int]:
+                scored, prompt = sequence_scorer(Path(model)).score(messages, replies)
+                return json.dumps(scored), prompt, sum(n for _, n in scored)
+
+            with timeline.span("llm", "score candidates", messages) as ev:
+                reply = self.res.llm.local(messages, {"scorer": Path(model).name, "replies": replies}, run)
+                timeline.reply(ev, reply)
+            return [(float(a), int(b)) for a, b in json.loads(reply.text)]
+        return score
 
     def entities(self, query: str, timeline: Timeline, counters: dict[str, int]) -> list[Entity]:
         if self.p.ner == "gazetteer":
@@ -119,7 +140,8 @@ class GraphRAFTRetriever(Retriever):
                 return len(set().union(*(offered[i].rows.tolist() for i in order))) >= k if order else False
 
             sel = select(self.p.selector, self._chat(timeline) if self.p.selector != "prior" else None, query,
-                         entity_lines(ents, self.view), offered, self.p.m, enough)
+                         entity_lines(ents, self.view), offered, self.p.m, enough,
+                         score=self._scorer(timeline) if self.p.selector == "score" else None, length_norm=self.p.length_norm)
         except LLMRequestRefused:
             counters["llm_refused"] += 1
             ents, slots, offered, sel = [], [], [], Selection()

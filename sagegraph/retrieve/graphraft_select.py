@@ -8,6 +8,10 @@ tokens of candidate queries, prompting a fine-tuned model with the question alon
   decoding grammar (a JSON schema whose `query` is an enum of the candidate strings, which llama.cpp
   servers compile to a GBNF alternation). The model never sees the list, as in the paper; top-m by
   asking again with the earlier picks excluded.
+- `score`: every candidate's exact teacher-forced log-probability as the reply to that prompt,
+  by a local model (`sagegraph.local_model.SequenceScorer`), best first: the exact top-m that the
+  paper's beam search approximates; `length_norm` divides by the tokens, as Hugging Face's beam
+  search ranks finished sequences by default (length_penalty 1.0).
 - `listed`: the candidates numbered in the prompt, the model picks m of them (a schema-constrained
   list of numbers). This is zero-shot selection, a different method from the paper's decoder, and
   is named so in results; it is what an API model without grammars can do.
@@ -28,7 +32,8 @@ from sagegraph.llm import Reply, parse_json_reply
 from sagegraph.retrieve.graphraft_entities import Entity
 from sagegraph.retrieve.graphraft_templates import Template
 
-Selector = Literal["grammar", "listed", "prior"]
+Selector = Literal["score", "grammar", "listed", "prior"]
+Score = Callable[[list[dict[str, str]], list[str]], list[tuple[float, int]]]  # (messages, replies) -> (log-prob, tokens) each
 Chat = Callable[..., Reply]  # chat(step name, messages, response_format=..., max_tokens=...)
 
 SELECT_SYSTEM = """You translate a question about a knowledge graph into one Cypher query that returns the nodes answering it.
@@ -128,6 +133,17 @@ def select_grammar(chat: Chat, question: str, entities_text: str, templates: lis
     return _fill(sel, templates, m, enough)
 
 
+def select_score(score: Score, question: str, entities_text: str, templates: list[Template], m: int, length_norm: bool = True) -> Selection:
+    sel = Selection(calls=1)
+    scored = score(grammar_messages(question, entities_text), [json.dumps({"query": t.cypher()}) for t in templates])
+    value = [lp / max(1, n) if length_norm else lp for lp, n in scored]
+    rank = {i: r for r, i in enumerate(prior_order(templates))}
+    order = sorted(range(len(templates)), key=lambda i: (-value[i], rank[i]))
+    sel.order = order[:m]
+    sel.replies = [f"{value[i]:.4f} {templates[i].cypher()}" for i in order[:10]]
+    return sel
+
+
 def listed_prompt(templates: list[Template]) -> str:
     return "\n".join(f"[{i}] {t.cypher()}  ({t.count} nodes)" for i, t in enumerate(templates))
 
@@ -156,9 +172,11 @@ def select_listed(chat: Chat, question: str, entities_text: str, templates: list
 
 
 def select(selector: Selector, chat: Chat | None, question: str, entities_text: str, templates: list[Template], m: int,
-           enough: Enough = _never) -> Selection:
+           enough: Enough = _never, score: Score | None = None, length_norm: bool = True) -> Selection:
     if not templates:
         return Selection()
+    if selector == "score" and score is not None:
+        return select_score(score, question, entities_text, templates, m, length_norm)
     if selector == "prior" or chat is None:
         return _fill(Selection(), templates, m, enough)
     if selector == "listed":
