@@ -238,3 +238,12 @@ def test_the_local_model_scores_a_likely_reply_above_an_unlikely_one():
     (good, ng), (bad, nb) = s.score(msgs, ["Paris", "Toaster"])[0]
     assert good > bad and ng >= 2 and nb >= 2  # the end-of-turn marker is scored too
     assert s.score(msgs, ["Paris"])[0][0][0] == pytest.approx(good, abs=1e-3)  # deterministic
+
+
+def test_a_refused_selection_falls_back_to_the_no_model_order_counted(g, tmp_path):
+    err = {"error": {"message": "This model's maximum context length is 8192 tokens", "type": "invalid_request_error"}}
+    with FakeOpenAI(lambda body: (400, err)) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("graphraft", res, ner="gazetteer", selector="listed", m=2).search("Which films did Ana Silva direct for Northlight?", 5)
+    c = r.trace["counters"]
+    assert c["llm_refused"] == 1 and c["picks_from_prior"] == 2 and g.source_ids[r.idx[0]] == "m1"

@@ -29,7 +29,7 @@ from sagegraph.local_model import default_model_path, sequence_scorer
 from sagegraph.retrieve.af_rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.graphraft_entities import Entity, gazetteer_entities, llm_entities, resolve_all
-from sagegraph.retrieve.graphraft_select import Selection, entity_lines, prior_order, select
+from sagegraph.retrieve.graphraft_select import entity_lines, prior_order, select
 from sagegraph.retrieve.graphraft_templates import Template, enumerate_templates, run_in_store
 from sagegraph.retrieve.kb_view import KBView, kb_view
 from sagegraph.retrieve.timeline import Timeline
@@ -130,21 +130,25 @@ class GraphRAFTRetriever(Retriever):
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
         try:
             ents = self.entities(query, timeline, counters)
-            slots, templates = self.templates(ents)
-            counters["templates"] = len(templates)
-            offered = templates
-            if len(templates) > self.p.max_candidates:
-                offered = [templates[i] for i in prior_order(templates)[: self.p.max_candidates]]
+        except LLMRequestRefused:  # the entity step's own prompt is short; a refusal leaves no entity
+            counters["llm_refused"] += 1
+            ents = []
+        slots, templates = self.templates(ents)
+        counters["templates"] = len(templates)
+        offered = templates
+        if len(templates) > self.p.max_candidates:
+            offered = [templates[i] for i in prior_order(templates)[: self.p.max_candidates]]
 
-            def enough(order: list[int]) -> bool:  # the picks so far already give k nodes
-                return len(set().union(*(offered[i].rows.tolist() for i in order))) >= k if order else False
+        def enough(order: list[int]) -> bool:  # the picks so far already give k nodes
+            return len(set().union(*(offered[i].rows.tolist() for i in order))) >= k if order else False
 
+        try:
             sel = select(self.p.selector, self._chat(timeline) if self.p.selector != "prior" else None, query,
                          entity_lines(ents, self.view), offered, self.p.m, enough,
                          score=self._scorer(timeline) if self.p.selector == "score" else None, length_norm=self.p.length_norm)
-        except LLMRequestRefused:
+        except LLMRequestRefused:  # most often a listed menu longer than the context: the no-model order
             counters["llm_refused"] += 1
-            ents, slots, offered, sel = [], [], [], Selection()
+            sel = select("prior", None, query, "", offered, self.p.m, enough)
         counters["no_templates"] = int(not offered)
         counters["select_calls"] = sel.calls
         counters["ungrounded_replies"] = sel.ungrounded
