@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import machine
+from benchmarks.report_table import QUALITY_COST, print_markdown, quality_cost_row
 from sagegraph.eval.runfiles import read_traces
 
 
@@ -55,19 +56,11 @@ def main() -> None:
             unfinished.append({"config": cfg["label"], "questions_done": done})
             continue
         m = json.loads((run / "metrics.json").read_text())
-        row = {"config": cfg["label"], "questions": m["questions"], "hit@1": m.get("hit@1"), "hit@5": m.get("hit@5"),
-               "recall@20": m.get("recall@20"), "mrr": m.get("mrr"), "calls/q": m.get("llm_calls_per_query"),
-               "prompt_tok/q": m.get("llm_work_prompt_tokens_per_query"), "completion_tok/q": m.get("llm_work_completion_tokens_per_query"),
-               "llm_s/q": m.get("llm_work_seconds_per_query")}
+        row = quality_cost_row(cfg["label"], m)
         if cfg["retriever"] == "dgr":
             row.update(dgr_behaviour(run, m))
         rows.append(row)
-    cols = ["config", "questions", "hit@1", "hit@5", "recall@20", "mrr", "calls/q", "prompt_tok/q", "completion_tok/q", "llm_s/q",
-            "global_share", "steps_per_agent", "t_max_share", "repeats_share", "fallback_share"]
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for r in rows:
-        print("| " + " | ".join("" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols) + " |")
+    print_markdown(rows, QUALITY_COST + ["global_share", "steps_per_agent", "t_max_share", "repeats_share", "fallback_share"])
     print(json.dumps({"benchmark": "dgr_report", "machine": machine(), "sweep": str(args.sweep_dir), "runs": rows, "unfinished": unfinished}))
 
 

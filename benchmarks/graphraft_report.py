@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from benchmarks.machine import machine
+from benchmarks.report_table import QUALITY_COST, print_markdown, quality_cost_row
 from sagegraph.eval.compare import load_results
 from sagegraph.eval.graphraft_labels import label_stats, read_labels, selection_accuracy
 
@@ -30,9 +31,7 @@ def main() -> None:
     labels = read_labels(args.labels) if args.labels else None
     rows = []
     for c, m in load_results(args.sweep_dir / "runs"):
-        row = {"config": c.label(), "questions": m.get("questions"), "hit@1": m.get("hit@1"), "hit@5": m.get("hit@5"), "recall@20": m.get("recall@20"),
-               "mrr": m.get("mrr"), "calls/q": m.get("llm_calls_per_query"), "prompt_tok/q": m.get("llm_work_prompt_tokens_per_query"),
-               "completion_tok/q": m.get("llm_work_completion_tokens_per_query"), "llm_s/q": m.get("llm_work_seconds_per_query")}
+        row = quality_cost_row(c.label(), m)
         if c.retriever == "graphraft":
             n = max(1, m.get("questions") or 1)
             for k in ("ungrounded_replies", "unreadable_replies", "picks_from_prior", "templates", "no_templates", "resolved_exact", "resolved_vector"):
@@ -42,12 +41,7 @@ def main() -> None:
                 row.update({"selection_acc": acc["accuracy"], "selection_acc_kept": acc["accuracy_kept"], "labelled": acc["questions"]})
         rows.append(row)
     oracle = label_stats(labels) if labels is not None else None
-    cols = ["config", "questions", "hit@1", "hit@5", "recall@20", "mrr", "calls/q", "prompt_tok/q", "completion_tok/q", "llm_s/q",
-            "ungrounded_replies", "picks_from_prior", "selection_acc", "selection_acc_kept"]
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for r in rows:
-        print("| " + " | ".join("" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols) + " |")
+    print_markdown(rows, QUALITY_COST + ["ungrounded_replies", "picks_from_prior", "selection_acc", "selection_acc_kept"])
     if oracle:
         print(f"\noracle (best template per question by gold, labels {args.labels}): Recall@20 {oracle['oracle_recall@20']:.3f}, "
               f"kept {oracle['kept']}/{oracle['questions']}")

@@ -287,40 +287,44 @@ class LLMClient:
         if tools and tool_choice is not None:
             params["tool_choice"] = tool_choice
         key = self.cache_key(messages, params, tools, sample)
-        hit = self._cached(key)
-        if hit is not None:
-            return hit
-        if self.cfg.cache_mode == "replay":
-            raise ReplayMiss(f"replay mode: no recorded reply for this request to {self.cfg.model} (key {key[:12]}); "
-                             "import the run's replies (`sagegraph llm import`) or set llm.cache_mode: live")
-        # Another thread or process (a sweep's Dask workers) may be asking the same thing right now:
-        # the first pays, the others wait for its reply instead of paying again.
-        with self.cache.inflight(key):
-            hit = self._cached(key)
-            return hit if hit is not None else self._fetch(key, messages, params, tools, sample, accept)
+        return self._once(key, lambda: self._fetch(key, messages, params, tools, sample, accept),
+                          f"no recorded reply for this request to {self.cfg.model} (key {key[:12]}); "
+                          "import the run's replies (`sagegraph llm import`) or set llm.cache_mode: live")
 
     def local(self, messages: list[dict[str, Any]], params: dict[str, Any], run: Callable[[], tuple[str, int, int]]) -> Reply:
         """A computation by a model in this process (GraphRAFT's candidate scoring), cached and
         counted like a call: `run()` gives (text, prompt tokens, completion tokens); `params` must
         name what makes the result (the model file, the candidates)."""
         key = self.cache_key(messages, {"local": params})
+
+        def make() -> Reply:
+            t0 = time.perf_counter()
+            text, prompt, completion = run()
+            reply = Reply(text=text, prompt_tokens=prompt, completion_tokens=completion, cached=False, seconds=time.perf_counter() - t0, key=key)
+            self._count(reply, 0.0)
+            self.cache.put(key, reply)
+            return reply
+
+        return self._once(key, make, f"no recorded local result for this request (key {key[:12]}); set llm.cache_mode: live")
+
+    def _once(self, key: str, make: Callable[[], Reply], missing: str) -> Reply:
+        """The reply under `key`: recorded, else made by `make` (which caches it), unless replaying."""
         hit = self._cached(key)
         if hit is not None:
             return hit
         if self.cfg.cache_mode == "replay":
-            raise ReplayMiss(f"replay mode: no recorded local result for this request (key {key[:12]}); set llm.cache_mode: live")
+            raise ReplayMiss(f"replay mode: {missing}")
+        # Another thread or process (a sweep's Dask workers) may be asking the same thing right now:
+        # the first pays, the others wait for its reply instead of paying again.
         with self.cache.inflight(key):
             hit = self._cached(key)
-            if hit is not None:
-                return hit
-            t0 = time.perf_counter()
-            text, prompt, completion = run()
-            reply = Reply(text=text, prompt_tokens=prompt, completion_tokens=completion, cached=False, seconds=time.perf_counter() - t0, key=key)
-            for u in (self.usage, _SCOPE.get()):
-                if u is not None:
-                    u.add(prompt, completion, 0.0, cached=False, seconds=reply.seconds)
-            self.cache.put(key, reply)
-            return reply
+            return hit if hit is not None else make()
+
+    def _count(self, reply: Reply, cost: float, retries: int = 0) -> None:
+        """A paid reply into the client's usage and the current question's."""
+        for u in (self.usage, _SCOPE.get()):
+            if u is not None:
+                u.add(reply.prompt_tokens, reply.completion_tokens, cost, cached=False, seconds=reply.seconds, retries=retries)
 
     def _cached(self, key: str) -> Reply | None:
         hit = self.cache.get(key)
@@ -332,17 +336,13 @@ class LLMClient:
 
     def _fetch(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None, sample: int,
                accept: Callable[[str], Any] | None) -> Reply:
-        scope = _SCOPE.get()
         if tools:
             params = {**params, "tools": tools}
         if sample and params.get("temperature", 0) > 0 and self.cfg.send_seed:
             params["seed"] = sample
         reply, retries = self._call(messages, params)
         reply.key = key
-        cost = self.cost(reply.prompt_tokens, reply.completion_tokens)
-        for u in (self.usage, scope):
-            if u is not None:
-                u.add(reply.prompt_tokens, reply.completion_tokens, cost, cached=False, seconds=reply.seconds, retries=retries)
+        self._count(reply, self.cost(reply.prompt_tokens, reply.completion_tokens), retries)
         if accept is not None:
             try:
                 accept(reply.text)  # raises on a bad reply: nothing is cached, the caller decides

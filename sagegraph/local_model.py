@@ -190,9 +190,9 @@ class SequenceScorer:
         self._closed = Jinja2ChatFormatter(template, eos, bos, add_generation_prompt=False)
         self._lock = threading.Lock()
 
-    def reply_text(self, messages: list[dict[str, str]], reply: str) -> tuple[str, str]:
-        """(prompt, the reply as the template closes it)."""
-        prompt = self._open(messages=messages).prompt
+    def reply_text(self, messages: list[dict[str, str]], reply: str, prompt: str | None = None) -> tuple[str, str]:
+        """(prompt, the reply as the template closes it); `prompt`: already rendered for `messages`."""
+        prompt = self._open(messages=messages).prompt if prompt is None else prompt
         full = self._closed(messages=[*messages, {"role": "assistant", "content": reply}]).prompt
         if not full.startswith(prompt):
             raise ConfigError(f"{self.model}: its chat template does not render a reply after the prompt; cannot score")
@@ -212,7 +212,7 @@ class SequenceScorer:
             last = np.asarray(llm.scores[n - 1], dtype=np.float64)
             out = []
             for reply in replies:
-                ct = llm.tokenize(self.reply_text(messages, reply)[1].encode("utf-8"), add_bos=False, special=True)
+                ct = llm.tokenize(self.reply_text(messages, reply, prompt)[1].encode("utf-8"), add_bos=False, special=True)
                 if n + len(ct) > llm.n_ctx():
                     out.append((float("-inf"), len(ct)))
                     continue

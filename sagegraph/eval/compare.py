@@ -69,7 +69,8 @@ def paired_bootstrap(a: dict[str, float], b: dict[str, float], n_resamples: int 
 def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str = "hybrid") -> list[dict[str, Any]]:
     """One row per configuration: quality, LLM cost per query, and for each of METRICS the paired
     difference to the baseline configuration (the first with that retriever) with its interval."""
-    base = next(((c, m) for c, m in results if c.retriever == baseline), None)
+    base = next((c for c, _ in results if c.retriever == baseline), None)
+    base_q = {metric: per_query(runs / base.key(), metric) for metric in METRICS} if base is not None else {}
     rows = []
     for c, m in results:
         row: dict[str, Any] = {"config": c.label(), "retriever": c.retriever, "questions": m.get("questions")}
@@ -78,10 +79,9 @@ def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, bas
         row.update({"llm_calls/q": m.get("llm_calls_per_query"), "llm_seconds/q": m.get("llm_work_seconds_per_query", m.get("llm_seconds_per_query")),
                     "usd/q": m.get("llm_cost_usd_per_query"), "prompt_tokens/q": m.get("llm_work_prompt_tokens_per_query"),
                     "latency_p50_ms": m.get("latency_p50_ms")})
-        if base is not None and c.key() != base[0].key():
+        if base is not None and c.key() != base.key():
             for metric in METRICS:
-                ci = paired_bootstrap(per_query(runs / c.key(), metric), per_query(runs / base[0].key(), metric))
-                row[f"{metric} vs {baseline}"] = ci
+                row[f"{metric} vs {baseline}"] = paired_bootstrap(per_query(runs / c.key(), metric), base_q[metric])
         rows.append(row)
     return rows
 
