@@ -14,8 +14,8 @@ from sagegraph.eval.graphraft_labels import export_labels, label_questions, labe
 from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.graphraft_entities import gazetteer_entities, read_entities, resolve
-from sagegraph.retrieve.graphraft_select import prior_order
+from sagegraph.retrieve.graphraft_entities import entity_slots, gazetteer_entities, read_entities, resolve
+from sagegraph.retrieve.graphraft_select import entity_lines, prior_order
 from sagegraph.retrieve.graphraft_templates import enumerate_templates, run_in_store, store_counts
 from sagegraph.retrieve.kb_view import kb_view
 from sagegraph.retrieve.resources import open_resources
@@ -55,6 +55,11 @@ def test_entities_are_read_typed_and_resolved_exactly_by_alias_or_by_name_vector
     assert (e.row, e.match) == (row(g, "p1"), "exact")  # alias
     e = resolve(view, "Northlite", "Studio", g.query_vector)
     assert (e.row, e.match) == (row(g, "s1"), "vector") and e.score <= 1.0  # typed pool: the one studio
+    # the prompt's $e-numbering is the enumeration's: a miss and a second name for one node take no slot
+    ents = [resolve(view, n, t, g.query_vector) for n, t in [("Ana Silva", "Person"), ("Zzyzx Qwv", "Award"), ("A. Silva", "Person"), ("Northlight", "Studio")]]
+    ents[1].row, ents[1].rows, ents[1].match = None, [], "miss"
+    assert entity_lines(ents, view).splitlines() == ['$e0 = Person "Ana Silva"', '$e1 = Studio "Northlight"']
+    assert [e.rows for e in entity_slots(ents)] == [[row(g, "p1")], [row(g, "s1")]]
 
 
 # -- templates ------------------------------------------------------------------------------------

@@ -262,7 +262,7 @@ class AFRetriever(Retriever):
         for v, c in out.items():
             counters["filters_unapplied"] = counters.get("filters_unapplied", 0) + len(c.filters_unapplied)
             if c.constant:
-                rank_constant(self.view, parsed.symbols[v], c, self.p.l_max, self.g.title_vectors, self.g.query_vector(c.search))
+                rank_constant(self.view, parsed.symbols[v], c, self.p.l_max, self.g.name_vectors, self.g.query_vector(c.search))
         return out
 
 

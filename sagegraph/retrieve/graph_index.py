@@ -102,6 +102,12 @@ class GraphIndex:
         return np.load(path) if path.exists() else None
 
     @property
+    def name_vectors(self) -> np.ndarray:
+        """The vectors a name is matched against: titles, or the content vectors for a graph built
+        before title vectors existed (its names are its content's first words)."""
+        return self.title_vectors if self.title_vectors is not None else self.vectors
+
+    @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
             # Queries use the build's numerics (graphs built before precision existed were fp32).

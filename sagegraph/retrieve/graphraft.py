@@ -28,7 +28,7 @@ from sagegraph.llm import LLMRequestRefused, Reply, usage_scope
 from sagegraph.local_model import default_model_path, sequence_scorer
 from sagegraph.retrieve.af_rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
-from sagegraph.retrieve.graphraft_entities import Entity, gazetteer_entities, llm_entities, resolve_all
+from sagegraph.retrieve.graphraft_entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
 from sagegraph.retrieve.graphraft_select import entity_lines, prior_order, select
 from sagegraph.retrieve.graphraft_templates import Template, enumerate_templates, run_in_store
 from sagegraph.retrieve.kb_view import KBView, kb_view
@@ -111,14 +111,14 @@ class GraphRAFTRetriever(Retriever):
         return ents
 
     def templates(self, ents: list[Entity]) -> tuple[list[list[int]], list[Template]]:
-        rows = [e.rows for e in ents if e.rows]
+        rows = [e.rows for e in entity_slots(ents)]
         return rows, enumerate_templates(self.view, rows, two_hop=self.p.two_hop, paths=self.p.paths, max_mid_degree=self.p.max_mid_degree)
 
     def rank_rows(self, query: str, rows: np.ndarray) -> np.ndarray:
         """A template's nodes best first: by name (or content) similarity to the question."""
         if len(rows) <= 1:
             return rows
-        vecs = self.g.title_vectors if self.p.rank == "name" and self.g.title_vectors is not None else self.g.vectors
+        vecs = self.g.name_vectors if self.p.rank == "name" else self.g.vectors
         s = vecs[rows] @ self.g.query_vector(query)
         return rows[np.lexsort((rows, -s))]
 

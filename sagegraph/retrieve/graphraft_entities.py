@@ -134,7 +134,7 @@ def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Ent
         e.rows = _namesakes(view, e.row)
         e.match, e.score = "exact", 1.0
         return e
-    vecs = view.g.title_vectors if view.g.title_vectors is not None else view.g.vectors
+    vecs = view.g.name_vectors
     pool = view.g.rows_of_type(node_type) if node_type else np.arange(len(view.g))
     if not len(pool):
         pool = np.arange(len(view.g))
@@ -155,3 +155,15 @@ def _namesakes(view: KBView, row: int) -> list[int]:
 
 def resolve_all(view: KBView, named: list[tuple[str, str | None]], query_vector) -> list[Entity]:
     return [resolve(view, n, t, query_vector) for n, t in named]
+
+
+def entity_slots(entities: list[Entity]) -> list[Entity]:
+    """The entities that become the templates' `$e0, $e1, ...`, in that order: misses left out and
+    one slot per node set (two names of one film are one entity). The prompt's entity lines and the
+    enumeration both number from this list, so `$e1` in a reply is `$e1` in the query run."""
+    seen: dict[tuple[int, ...], Entity] = {}
+    for e in entities:
+        key = tuple(sorted(set(e.rows)))
+        if key and key not in seen:
+            seen[key] = e
+    return list(seen.values())

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sagegraph.llm import Reply, parse_json_reply
-from sagegraph.retrieve.graphraft_entities import Entity
+from sagegraph.retrieve.graphraft_entities import Entity, entity_slots
 from sagegraph.retrieve.graphraft_templates import Template
 
 Selector = Literal["score", "grammar", "listed", "prior"]
@@ -48,15 +48,10 @@ Reply with JSON only: {{"choices": [numbers]}}."""
 
 def entity_lines(entities: list[Entity], view) -> str:
     """'$e0 = Person "Ana Silva"' per entity slot, numbered as the templates number them."""
-    seen: set[tuple[int, ...]] = set()
     lines = []
-    for e in entities:
-        key = tuple(e.rows)
-        if not key or key in seen:
-            continue
-        seen.add(key)
-        more = f" ({len(key)} nodes of this name)" if len(key) > 1 else ""
-        lines.append(f"$e{len(seen) - 1} = {view.g.types[e.row]} \"{view.names[e.row]}\"{more}")
+    for i, e in enumerate(entity_slots(entities)):
+        more = f" ({len(e.rows)} nodes of this name)" if len(e.rows) > 1 else ""
+        lines.append(f"$e{i} = {view.g.types[e.row]} \"{view.names[e.row]}\"{more}")
     return "\n".join(lines)
 
 

@@ -243,7 +243,7 @@ class SparkRetriever(Retriever):
     def _vector(self, step: VectorStep, target: str | None) -> np.ndarray:
         label = step.label if step.label in self.g.node_types() else target
         rows = self.g.rows_of_type(label)
-        vectors = self.g.title_vectors if step.field.lower() in ("name", "title") and self.g.title_vectors is not None else self.g.vectors
+        vectors = self.g.name_vectors if step.field.lower() in ("name", "title") else self.g.vectors
         s = vectors[rows] @ self.g.query_vector(step.text)
         top = np.argsort(-s, kind="stable")[: step.k]
         return rows[top]
