@@ -18,7 +18,7 @@ from sagegraph.corpus.questions import sample_questions, write_question_subset
 from sagegraph.eval.evaluate import default_questions, read_questions
 from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig
-from sagegraph.eval.compare import compare_files
+from sagegraph.eval.compare import compare_files, ordered
 from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, llm_settings, plot_figure4
 from sagegraph.llm import resolved_base_url
 from sagegraph.tracking import SweepTracker, default_tracking_uri
@@ -60,11 +60,6 @@ def ensure_graph(cfg: SweepConfig) -> Path:
 
         build_graph.with_options(task_runner=dask_runner(build_cfg.runner))(build_cfg)
     return graph_dir_of(cfg)
-
-
-def ordered(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[tuple[EvalConfig, dict[str, Any]]]:
-    """Configurations in the order tables show them: by retriever, edge variant, total k, seed k."""
-    return sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k))
 
 
 COST_KEYS = ("llm_calls_per_query", "llm_cached_per_query", "llm_prompt_tokens_per_query", "llm_completion_tokens_per_query",

@@ -50,7 +50,11 @@ def test_comparison_rows_intervals_and_plots_from_run_directories(tmp_path):
     spark = rows["spark"]
     assert spark["hit@1 vs hybrid"]["diff"] == pytest.approx(20 / 30, abs=1e-6) and spark["hit@1 vs hybrid"]["ci_low"] > 0.4
     assert spark["recall@20 vs hybrid"]["diff"] == pytest.approx(0.5) and spark["llm_seconds/q"] == 4.0
-    assert "hit@1 vs hybrid diff" in (tmp_path / "comparison.csv").read_text().splitlines()[0]
+    assert spark["hit@1 interval"]["mean"] == pytest.approx(20 / 30, abs=1e-6)
+    assert spark["hit@1 interval"]["ci_low"] < 20 / 30 < spark["hit@1 interval"]["ci_high"]
+    assert rows["hybrid"]["recall@20 interval"] == {"questions": n, "mean": 0.1, "ci_low": 0.1, "ci_high": 0.1}  # no spread
+    header = (tmp_path / "comparison.csv").read_text().splitlines()[0]
+    assert "hit@1 vs hybrid diff" in header and "hit@1 interval ci_low" in header
     assert compare_files(results[:1], runs, tmp_path / "one") == []  # one retriever: nothing to compare
 
 

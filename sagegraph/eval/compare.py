@@ -30,7 +30,13 @@ def load_results(runs: Path) -> list[tuple[EvalConfig, dict[str, Any]]]:
         if (d / "metrics.json").exists() and (d / "config.json").exists():
             cfg = json.loads((d / "config.json").read_text())
             out.append((EvalConfig(**{k: v for k, v in cfg.items() if k in names}), json.loads((d / "metrics.json").read_text())))
-    return out
+    return ordered(out)
+
+
+def ordered(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[tuple[EvalConfig, dict[str, Any]]]:
+    """Configurations in the order tables and plots show them (a sweep's and `compare`'s alike, not
+    the run keys' hash order): by retriever, edge variant, total k, seed k, then label."""
+    return sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k, cm[0].label()))
 
 
 def per_query(run_dir: Path, metric: str) -> dict[str, float]:
@@ -66,6 +72,13 @@ def paired_bootstrap(a: dict[str, float], b: dict[str, float], n_resamples: int 
     return {**out, "ci_low": round(lo, 6), "ci_high": round(hi, 6)}
 
 
+def interval(values: dict[str, float], **kw) -> dict[str, Any]:
+    """One configuration's mean over its questions with a bootstrap interval: the error bar of
+    the bar chart (the paired differences, not these, say whether two configurations differ)."""
+    d = paired_bootstrap(values, dict.fromkeys(values, 0.0), **kw)
+    return {"questions": d["questions"], "mean": d.pop("diff"), "ci_low": d["ci_low"], "ci_high": d["ci_high"]}
+
+
 def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str = "hybrid") -> list[dict[str, Any]]:
     """One row per configuration: quality, LLM cost per query, and for each of METRICS the paired
     difference to the baseline configuration (the first with that retriever) with its interval."""
@@ -79,9 +92,12 @@ def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, bas
         row.update({"llm_calls/q": m.get("llm_calls_per_query"), "llm_seconds/q": m.get("llm_work_seconds_per_query", m.get("llm_seconds_per_query")),
                     "usd/q": m.get("llm_cost_usd_per_query"), "prompt_tokens/q": m.get("llm_work_prompt_tokens_per_query"),
                     "latency_p50_ms": m.get("latency_p50_ms")})
+        mine = {metric: per_query(runs / c.key(), metric) for metric in METRICS}
+        for metric in METRICS:
+            row[f"{metric} interval"] = interval(mine[metric])
         if base is not None and c.key() != base.key():
             for metric in METRICS:
-                row[f"{metric} vs {baseline}"] = paired_bootstrap(per_query(runs / c.key(), metric), base_q[metric])
+                row[f"{metric} vs {baseline}"] = paired_bootstrap(mine[metric], base_q[metric])
         rows.append(row)
     return rows
 
@@ -92,7 +108,7 @@ def write_comparison(rows: list[dict[str, Any]], path: Path) -> Path:
         f = {k: v for k, v in r.items() if not isinstance(v, dict)}
         for k, v in r.items():
             if isinstance(v, dict):
-                f.update({f"{k} diff": v.get("diff"), f"{k} ci_low": v.get("ci_low"), f"{k} ci_high": v.get("ci_high")})
+                f.update({f"{k} {sk}": v[sk] for sk in ("diff", "mean", "ci_low", "ci_high") if sk in v})
         flat.append(f)
     keys = list(dict.fromkeys(k for f in flat for k in f))
     with path.open("w", newline="", encoding="utf-8") as fh:
@@ -112,17 +128,22 @@ def _plt():
 
 
 def plot_bars(rows: list[dict[str, Any]], path: Path) -> Path:
-    """Hit@1 and Recall@20 per configuration."""
+    """Hit@1 and Recall@20 per configuration, each with its 95% bootstrap interval over the questions."""
     plt = _plt()
     labels = [r["config"] for r in rows]
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(rows) + 2), 4.2))
     for i, metric in enumerate(METRICS):
-        ax.bar(x + (i - 0.5) * 0.38, [100 * (r.get(metric) or 0) for r in rows], 0.38, label=metric)
+        h = np.array([100 * (r.get(metric) or 0) for r in rows])
+        iv = [r.get(f"{metric} interval") or {} for r in rows]
+        lo = np.array([100 * v["ci_low"] if v.get("ci_low") is not None else hi for v, hi in zip(iv, h)])
+        up = np.array([100 * v["ci_high"] if v.get("ci_high") is not None else hi for v, hi in zip(iv, h)])
+        ax.bar(x + (i - 0.5) * 0.38, h, 0.38, label=metric, yerr=np.vstack([np.maximum(h - lo, 0), np.maximum(up - h, 0)]),
+               capsize=2, error_kw={"elinewidth": 0.8, "alpha": 0.7})
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=7)
     ax.set_ylabel("%")
-    ax.set_title("Hit@1 and Recall@20 per retriever")
+    ax.set_title("Hit@1 and Recall@20 per retriever (bars: 95% bootstrap intervals)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -132,22 +153,39 @@ def plot_bars(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 def plot_quality_cost(rows: list[dict[str, Any]], path: Path) -> Path:
-    """Recall@20 against LLM seconds per query (and dollars, where any configuration paid)."""
+    """Recall@20 against LLM seconds per query (and dollars, where any configuration paid).
+
+    Points are numbered and named in a legend beside the axes: configurations that reuse one
+    another's replies (SPARK and SAGE seeded by it) sit on the same spot, where labels written at
+    the points would print over each other."""
     plt = _plt()
     paid = any((r.get("usd/q") or 0) > 0 for r in rows)
     axes_keys = [("llm_seconds/q", "LLM seconds per query")] + ([("usd/q", "USD per query")] if paid else [])
-    fig, axes = plt.subplots(1, len(axes_keys), figsize=(6.5 * len(axes_keys), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(axes_keys), figsize=(5.0 * len(axes_keys) + 4.5, 4.4), squeeze=False)
+    markers = "osD^vP*Xh<>p"
     for ax, (key, label) in zip(axes[0], axes_keys):
-        for r in rows:
-            cost = r.get(key) or 0.0
-            ax.scatter([cost], [100 * (r.get("recall@20") or 0)])
-            ax.annotate(r["config"], (cost, 100 * (r.get("recall@20") or 0)), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        pts = [(float(r.get(key) or 0.0), 100 * float(r.get("recall@20") or 0)) for r in rows]
+        span = max((c for c, _ in pts), default=0.0) or 1.0
+        groups: list[tuple[float, float, list[str]]] = []  # points closer than a label's size share one
+        for i, ((cost, rec), r) in enumerate(zip(pts, rows), start=1):
+            ax.scatter([cost], [rec], marker=markers[(i - 1) % len(markers)], s=36, label=f"{i}  {r['config']}")
+            near = next((g for g in groups if abs(g[0] - cost) <= 0.03 * span and abs(g[1] - rec) <= 2.5), None)
+            if near:
+                near[2].append(str(i))
+            else:
+                groups.append((cost, rec, [str(i)]))
+        for cost, rec, names in groups:
+            ax.annotate(",".join(names), (cost, rec), fontsize=7, xytext=(5, 3), textcoords="offset points")
         ax.set_xlabel(label)
         ax.set_ylabel("Recall@20 (%)")
         ax.grid(alpha=0.3)
+        ax.margins(x=0.12, y=0.08)
+    if not paid:
+        axes[0][0].set_title("no configuration paid for its LLM calls (USD 0 per query)", fontsize=8)
+    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=7, frameon=False)
     fig.suptitle("Quality against cost")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
