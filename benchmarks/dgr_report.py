@@ -7,7 +7,7 @@ repeating themselves, by finish, or answering with the fallback, and prompt toke
     .venv/bin/python -m benchmarks.dgr_report work/sweeps/kb-synth-dgr
 
 Prints a Markdown table, then one JSON line. Unfinished runs (no metrics.json) are listed with the
-number of questions they have done.
+number of questions they have done; `--partial` also puts them in the table over those questions.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 
 from benchmarks.machine import machine
 from benchmarks.report_table import QUALITY_COST, print_markdown, quality_cost_row
+from sagegraph.eval.compare import display_label, load_results
 from sagegraph.eval.runfiles import read_traces
 
 
@@ -46,18 +47,20 @@ def dgr_behaviour(run: Path, m: dict) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("sweep_dir", type=Path)
+    ap.add_argument("--partial", action="store_true", help="also unfinished runs, over the questions they have done (labelled so)")
     args = ap.parse_args()
     rows, unfinished = [], []
-    for cfg_path in sorted((args.sweep_dir / "runs").glob("*/config.json")):
-        run = cfg_path.parent
-        cfg = json.loads(cfg_path.read_text())
-        if not (run / "metrics.json").exists():
-            done = sum(1 for _ in (run / "per_query.jsonl").open()) if (run / "per_query.jsonl").exists() else 0
-            unfinished.append({"config": cfg["label"], "questions_done": done})
-            continue
-        m = json.loads((run / "metrics.json").read_text())
-        row = quality_cost_row(cfg["label"], m)
-        if cfg["retriever"] == "dgr":
+    results = load_results(args.sweep_dir / "runs", partial=True)
+    for c, m in results:
+        run = args.sweep_dir / "runs" / c.key()
+        label = display_label(c, results)
+        if m.get("partial"):
+            unfinished.append({"config": label, "questions_done": m["questions"]})
+            if not args.partial:
+                continue
+            label += f" (partial: {m['questions']} q)"
+        row = quality_cost_row(label, m)
+        if c.retriever == "dgr":
             row.update(dgr_behaviour(run, m))
         rows.append(row)
     print_markdown(rows, QUALITY_COST + ["global_share", "steps_per_agent", "t_max_share", "repeats_share", "fallback_share"])

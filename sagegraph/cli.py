@@ -315,13 +315,15 @@ def _compare(args: argparse.Namespace) -> int:
     and logs them itself when it ends)."""
     from sagegraph.eval.compare import compare_files, load_results
 
-    results = load_results(args.sweep_dir / "runs")
+    results = load_results(args.sweep_dir / "runs", partial=args.partial)
     if args.only:
         results = [(c, m) for c, m in results if c.label() in set(args.only)]
-    files = compare_files(sorted(results, key=lambda cm: cm[0].label()), args.sweep_dir / "runs", args.sweep_dir, args.baseline)
+    out = args.out or (args.sweep_dir / "partial" if args.partial else args.sweep_dir)  # never over the finished sweep's own files
+    out.mkdir(parents=True, exist_ok=True)
+    files = compare_files(results, args.sweep_dir / "runs", out, args.baseline)
     if not files:
         raise SageGraphError(f"{args.sweep_dir}: fewer than two retrievers have finished runs; nothing to compare")
-    for row in json.loads((args.sweep_dir / "comparison.json").read_text()):
+    for row in json.loads((out / "comparison.json").read_text()):
         print(json.dumps(row))
     print(json.dumps({"files": [str(f) for f in files]}))
     return 0
@@ -455,6 +457,10 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("sweep_dir", type=Path)
     cp.add_argument("--baseline", default="hybrid", help="retriever every configuration is compared to")
     cp.add_argument("--only", action="append", metavar="LABEL", help="only these configurations (repeatable; labels as in summary.csv)")
+    cp.add_argument("--partial", action="store_true",
+                    help="also runs not finished yet, over the questions they have done (marked 'partial'; paired on common "
+                         "questions); files go to SWEEP_DIR/partial unless --out says otherwise")
+    cp.add_argument("--out", type=Path, help="where comparison.csv/json and the plots go (default: the sweep directory)")
     cp.set_defaults(func=_compare)
 
     r = sub.add_parser("retrievers", help="list registered retrievers")

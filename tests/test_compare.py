@@ -71,3 +71,37 @@ def test_the_compare_command_reads_a_sweeps_finished_runs(tmp_path, capsys):
     bm25 = json.loads(lines[0])
     assert bm25["config"] == "bm25[k=20]" and bm25["hit@1 vs hybrid"]["questions"] == 3
     assert (tmp_path / "retrievers_bar.png").exists() and (tmp_path / "quality_vs_cost.png").exists()
+
+
+def test_a_run_still_going_is_compared_only_when_asked_and_on_the_questions_it_has_done(tmp_path, capsys):
+    from sagegraph.cli import main
+    from sagegraph.eval.metrics import metric_names
+    from sagegraph.eval.runner import recall_ks
+
+    runs = tmp_path / "runs"
+    _run(runs, EvalConfig(retriever="hybrid", k=20), [0.0, 1.0, 0.0, 0.0], [0.2, 0.4, 0.0, 0.1])
+    _run(runs, EvalConfig(retriever="bm25", k=20), [1.0, 1.0, 0.0, 1.0], [0.5, 0.4, 0.1, 0.3])
+    going = EvalConfig(retriever="dgr", k=20)
+    d = runs / going.key()
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**going.__dict__, "label": going.label()}))
+    keys = metric_names(recall_ks(going))
+    rows = [{"qid": "q0", **dict.fromkeys(keys, 1.0), "latency_ms": 5.0, "llm_calls": 4},
+            {"qid": "q2", **dict.fromkeys(keys, 0.0), "latency_ms": 7.0, "llm_calls": 6}]
+    (d / "per_query.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"qid": "q3", "hit')  # a line cut by a crash
+    assert [c.retriever for c, _ in load_results(runs)] == ["bm25", "hybrid"]  # finished runs only, in table order
+    assert main(["compare", str(tmp_path), "--partial"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()[:-1]]
+    dgr = next(r for r in out if r["retriever"] == "dgr")
+    assert dgr["partial"] and dgr["config"] == "dgr[k=20] (partial: 2 q)" and dgr["questions"] == 2 and dgr["llm_calls/q"] == 5.0
+    assert dgr["hit@1 vs hybrid"]["questions"] == 2 and dgr["hit@1 vs hybrid"]["diff"] == 0.5  # paired on q0 and q2 only
+    assert not next(r for r in out if r["retriever"] == "bm25")["partial"]
+    assert (tmp_path / "partial" / "comparison.csv").exists() and not (tmp_path / "comparison.csv").exists()
+    # a run left from an earlier prompt version is told apart by it, not shown as a second twin
+    old = EvalConfig(retriever="dgr", k=20, prompt="dgr-1")
+    (runs / old.key()).mkdir()
+    (runs / old.key() / "config.json").write_text(json.dumps({**old.__dict__, "label": old.label()}))
+    (runs / old.key() / "per_query.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    assert main(["compare", str(tmp_path), "--partial"]) == 0
+    labels = {json.loads(x)["config"] for x in capsys.readouterr().out.strip().splitlines()[:-1]}
+    assert {"dgr[k=20] (dgr-1) (partial: 1 q)", f"dgr[k=20] ({going.key()}) (partial: 2 q)"} <= labels

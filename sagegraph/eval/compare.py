@@ -17,19 +17,25 @@ from typing import Any
 
 import numpy as np
 
-from sagegraph.eval.runner import EvalConfig
+from sagegraph.eval.runner import EvalConfig, read_done, read_partial
 
 METRICS = ("hit@1", "recall@20")
 
 
-def load_results(runs: Path) -> list[tuple[EvalConfig, dict[str, Any]]]:
-    """The finished runs under a sweep's runs/ directory (config.json and metrics.json each)."""
+def load_results(runs: Path, partial: bool = False) -> list[tuple[EvalConfig, dict[str, Any]]]:
+    """The finished runs under a sweep's runs/ directory (config.json and metrics.json each); with
+    `partial`, also the runs not finished yet, summarised over the questions they have done."""
     names = {f.name for f in dataclasses.fields(EvalConfig)}
     out = []
     for d in sorted(Path(runs).iterdir()):
-        if (d / "metrics.json").exists() and (d / "config.json").exists():
-            cfg = json.loads((d / "config.json").read_text())
-            out.append((EvalConfig(**{k: v for k, v in cfg.items() if k in names}), json.loads((d / "metrics.json").read_text())))
+        if not (d / "config.json").exists():
+            continue
+        cfg = json.loads((d / "config.json").read_text())
+        c = EvalConfig(**{k: v for k, v in cfg.items() if k in names})
+        if (d / "metrics.json").exists():
+            out.append((c, json.loads((d / "metrics.json").read_text())))
+        elif partial and (m := read_partial(d, c)) is not None:
+            out.append((c, m))
     return ordered(out)
 
 
@@ -40,15 +46,7 @@ def ordered(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[tuple[Eval
 
 
 def per_query(run_dir: Path, metric: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    path = Path(run_dir) / "per_query.jsonl"
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if metric in r:
-                    out[r["qid"]] = float(r[metric])
-    return out
+    return {q: float(r[metric]) for q, r in read_done(Path(run_dir) / "per_query.jsonl").items() if metric in r}
 
 
 def paired_bootstrap(a: dict[str, float], b: dict[str, float], n_resamples: int = 5000, seed: int = 0,
@@ -79,6 +77,15 @@ def interval(values: dict[str, float], **kw) -> dict[str, Any]:
     return {"questions": d["questions"], "mean": d.pop("diff"), "ci_low": d["ci_low"], "ci_high": d["ci_high"]}
 
 
+def display_label(c: EvalConfig, results: list[tuple[EvalConfig, dict[str, Any]]]) -> str:
+    """The configuration's label, with its prompt version (else its run key) where another run in
+    the directory has the same label: a run left from before a prompt change is not the new one."""
+    same = [o for o, _ in results if o.label() == c.label() and o.key() != c.key()]
+    if not same:
+        return c.label()
+    return f"{c.label()} ({c.prompt})" if c.prompt and all(o.prompt != c.prompt for o in same) else f"{c.label()} ({c.key()})"
+
+
 def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str = "hybrid") -> list[dict[str, Any]]:
     """One row per configuration: quality, LLM cost per query, and for each of METRICS the paired
     difference to the baseline configuration (the first with that retriever) with its interval."""
@@ -86,7 +93,8 @@ def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, bas
     base_q = {metric: per_query(runs / base.key(), metric) for metric in METRICS} if base is not None else {}
     rows = []
     for c, m in results:
-        row: dict[str, Any] = {"config": c.label(), "retriever": c.retriever, "questions": m.get("questions")}
+        label = display_label(c, results) + (f" (partial: {m.get('questions')} q)" if m.get("partial") else "")
+        row: dict[str, Any] = {"config": label, "retriever": c.retriever, "questions": m.get("questions"), "partial": bool(m.get("partial"))}
         for k in ("hit@1", "hit@5", "recall@20", "mrr"):
             row[k] = m.get(k)
         row.update({"llm_calls/q": m.get("llm_calls_per_query"), "llm_seconds/q": m.get("llm_work_seconds_per_query", m.get("llm_seconds_per_query")),

@@ -133,7 +133,9 @@ def usage_columns(r: Retrieval) -> dict[str, Any]:
     return {_col(k): r.usage.get(k, 0) for k in USAGE_KEYS}
 
 
-def _read_done(log_path: Path) -> dict[str, dict[str, Any]]:
+def read_done(log_path: Path) -> dict[str, dict[str, Any]]:
+    """A run's per_query.jsonl by question: the last row of each wins, and a line cut by a crash
+    ends the reading (what follows it is redone on resume)."""
     done: dict[str, dict[str, Any]] = {}
     if log_path.exists():
         for line in log_path.read_text(encoding="utf-8").splitlines():
@@ -165,7 +167,7 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
     (out_dir / "inputs.txt").write_text(stamp)
     (out_dir / "config.json").write_text(json.dumps({**cfg.__dict__, "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str))
     log_path = out_dir / "per_query.jsonl"
-    done = _read_done(log_path)
+    done = read_done(log_path)
     scorable, missing = split_questions(g, questions)
     todo = [q for q in scorable if q.id not in done]
     ks = recall_ks(cfg)
@@ -248,7 +250,8 @@ def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: 
         raise failure
 
 
-def write_summary_files(out_dir: Path, cfg: EvalConfig, rows: list[dict[str, Any]], missing: list[str], stamp: str, ks: list[int]) -> dict[str, Any]:
+def summarise(rows: list[dict[str, Any]], ks: list[int], missing: list[str] = (), stamp: str = "") -> dict[str, Any]:
+    """metrics.json's content from per-query rows: quality means, latency, LLM usage, counters."""
     keys = metric_names(ks)
     metrics = mean_metrics([{k: r[k] for k in keys} for r in rows])
     lat = np.array([r["latency_ms"] for r in rows]) if rows else np.zeros(1)
@@ -275,6 +278,19 @@ def write_summary_files(out_dir: Path, cfg: EvalConfig, rows: list[dict[str, Any
         "mrr_convention": MRR_CONVENTION,
         "inputs": stamp,
     }
+    return summary
+
+
+def read_partial(out_dir: Path, cfg: EvalConfig) -> dict[str, Any] | None:
+    """The summary of a run still going or stopped (its finished questions only, marked
+    `partial`), so a long sweep can be compared before it ends; None when nothing is done yet."""
+    rows = list(read_done(out_dir / "per_query.jsonl").values())
+    return {**summarise(rows, recall_ks(cfg)), "partial": True} if rows else None
+
+
+def write_summary_files(out_dir: Path, cfg: EvalConfig, rows: list[dict[str, Any]], missing: list[str], stamp: str, ks: list[int]) -> dict[str, Any]:
+    summary = summarise(rows, ks, missing, stamp)
+    keys = metric_names(ks)
     usage_cols = [_col(k) for k in USAGE_KEYS]
     write_per_query_csv(out_dir / "per_query.csv", rows, keys + usage_cols)
     write_trec(out_dir / "run.trec", ((r["qid"], r["ranked"], r["scores"]) for r in rows), cfg.label().replace(" ", ""))
