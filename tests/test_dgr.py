@@ -55,6 +55,10 @@ def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):
     assert set(studio.shown) == {row(g, "m1"), row(g, "m4")} and "<-[PRODUCED_BY]-" in studio.text
     ana = t.search_in_neighborhood(row(g, "p1"), edge_type="DIRECTED", node_type="Movie")
     assert set(ana.shown) == {row(g, "m1"), row(g, "m2")}
+    # a filter that matches none says what the neighbours are, so the agent can correct it
+    copied = t.search_in_neighborhood(row(g, "m1"), node_type="Movie", edge_type="DIRECTED")
+    assert not copied.shown and "none match" in copied.text
+    assert f"read from node {row(g, 'm1')}:" in copied.text and "1 Person <-[DIRECTED]-" in copied.text
     # similarity edges are the build's, not the KB's: Red Orchard's only KB edge is its director
     assert t.search_in_neighborhood(row(g, "m5")).shown == [row(g, "p4")]
     # the public code's substring filter drops non-matching neighbours; 'none' keeps edge order

@@ -34,7 +34,7 @@ from sagegraph.retrieve.dgr_agent import AgentRun, Mode, TokenBudget, fuse_votes
 from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-2"
+PROMPT_VERSION = "dgr-3"
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 

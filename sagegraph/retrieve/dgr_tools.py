@@ -226,11 +226,27 @@ class GraphTools:
         shown = rows[: self.neighbour_k]
         head = f"Neighbours of {self.label(row)}" + (f" ({', '.join(notes)})" if notes else "")
         if not len(shown):
-            deg = len(other)
-            return ToolOutput(f"{head}: none{' match' if deg else ''} ({deg} neighbours in all).")
+            if not len(other):
+                return ToolOutput(f"{head}: none (the node has no neighbours).")
+            return ToolOutput(f"{head}: none match. {self._neighbour_kinds(row, other, codes, out)}")
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
         lines += [self._line(int(o), f"  {', '.join(via[int(o)])}") for o in shown]
         return ToolOutput("\n".join(lines), shown=[int(o) for o in shown])
+
+    def _neighbour_kinds(self, row: int, other: np.ndarray, codes: np.ndarray, out: np.ndarray, most: int = 8) -> str:
+        """What the node's neighbours are, by type and relation, for a filter that matched none:
+        the recorded trajectories show a small model copying the prompt's example filter
+        (node_type="Movie" from a Movie) and retrying it; told what is there, it can correct it."""
+        rel_names = self.view.relation_types
+        kinds: dict[tuple[str, str], int] = {}
+        for o, c, is_out in zip(other.tolist(), codes.tolist(), out.tolist()):
+            arrow = f"-[{rel_names[c]}]->" if is_out else f"<-[{rel_names[c]}]-"
+            key = (str(self.g.types[o]), arrow)
+            kinds[key] = kinds.get(key, 0) + 1
+        ranked = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+        parts = [f"{n} {t} {arrow}" for (t, arrow), n in ranked[:most]]
+        more = f", and {len(ranked) - most} more kinds" if len(ranked) > most else ""
+        return f"Its {len(other)} neighbours, read from node {row}: {', '.join(parts)}{more}."
 
     def _rank_neighbours(self, rows: np.ndarray, query: str) -> np.ndarray:
         if not len(rows):
