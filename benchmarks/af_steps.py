@@ -65,7 +65,7 @@ def main() -> None:
     g.encode_queries([q for q, _, _ in items])
     af = get_retriever("af", g, reranker="none", l_max=args.l_max)
     t0 = time.perf_counter()
-    _ = af.view.fields, af.view.name_index, af.view.patterns, g.vectors, g.title_vectors, af.view._by_relation
+    _ = af.view.fields, af.view.name_index, af.view.patterns, g.vectors, g.name_vectors, af.view._by_relation
     load_s = time.perf_counter() - t0
     af.steps_3_to_7(items[0][0], args.k, items[0][1], items[0][2], {}, {})  # column caches warm
     lat, grounded = [], 0

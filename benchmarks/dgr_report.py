@@ -20,7 +20,7 @@ import numpy as np
 
 from benchmarks.machine import machine
 from benchmarks.report_table import QUALITY_COST, print_markdown, quality_cost_row
-from sagegraph.eval.compare import display_label, load_results
+from sagegraph.eval.compare import display_label, load_results, row_label
 from sagegraph.eval.runfiles import read_traces
 
 
@@ -53,13 +53,11 @@ def main() -> None:
     results = load_results(args.sweep_dir / "runs", partial=True)
     for c, m in results:
         run = args.sweep_dir / "runs" / c.key()
-        label = display_label(c, results)
         if m.get("partial"):
-            unfinished.append({"config": label, "questions_done": m["questions"]})
+            unfinished.append({"config": display_label(c, results), "questions_done": m["questions"]})
             if not args.partial:
                 continue
-            label += f" (partial: {m['questions']} q)"
-        row = quality_cost_row(label, m)
+        row = quality_cost_row(row_label(c, m, results), m)
         if c.retriever == "dgr":
             row.update(dgr_behaviour(run, m))
         rows.append(row)

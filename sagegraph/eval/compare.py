@@ -86,6 +86,11 @@ def display_label(c: EvalConfig, results: list[tuple[EvalConfig, dict[str, Any]]
     return f"{c.label()} ({c.prompt})" if c.prompt and all(o.prompt != c.prompt for o in same) else f"{c.label()} ({c.key()})"
 
 
+def row_label(c: EvalConfig, m: dict[str, Any], results: list[tuple[EvalConfig, dict[str, Any]]]) -> str:
+    """The label a table or plot shows: `display_label`, and for an unfinished run how far it got."""
+    return display_label(c, results) + (f" (partial: {m.get('questions')} q)" if m.get("partial") else "")
+
+
 def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str = "hybrid") -> list[dict[str, Any]]:
     """One row per configuration: quality, LLM cost per query, and for each of METRICS the paired
     difference to the baseline configuration (the first with that retriever) with its interval."""
@@ -93,8 +98,7 @@ def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, bas
     base_q = {metric: per_query(runs / base.key(), metric) for metric in METRICS} if base is not None else {}
     rows = []
     for c, m in results:
-        label = display_label(c, results) + (f" (partial: {m.get('questions')} q)" if m.get("partial") else "")
-        row: dict[str, Any] = {"config": label, "retriever": c.retriever, "questions": m.get("questions"), "partial": bool(m.get("partial"))}
+        row: dict[str, Any] = {"config": row_label(c, m, results), "retriever": c.retriever, "questions": m.get("questions"), "partial": bool(m.get("partial"))}
         for k in ("hit@1", "hit@5", "recall@20", "mrr"):
             row[k] = m.get(k)
         row.update({"llm_calls/q": m.get("llm_calls_per_query"), "llm_seconds/q": m.get("llm_work_seconds_per_query", m.get("llm_seconds_per_query")),

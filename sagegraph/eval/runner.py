@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,7 +250,7 @@ def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: 
         raise failure
 
 
-def summarise(rows: list[dict[str, Any]], ks: list[int], missing: list[str] = (), stamp: str = "") -> dict[str, Any]:
+def summarise(rows: list[dict[str, Any]], ks: list[int], missing: Sequence[str] = (), stamp: str = "") -> dict[str, Any]:
     """metrics.json's content from per-query rows: quality means, latency, LLM usage, counters."""
     keys = metric_names(ks)
     metrics = mean_metrics([{k: r[k] for k in keys} for r in rows])

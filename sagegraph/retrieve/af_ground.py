@@ -140,7 +140,7 @@ def filter_symbol(view: KBView, sym: Symbol, use_type: bool) -> Candidates:
     return c
 
 
-def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vectors: np.ndarray | None, search_vec: np.ndarray) -> Candidates:
+def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vectors: np.ndarray, search_vec: np.ndarray) -> Candidates:
     """Step 4, second half: exact normalised name/alias matches first, then the rest of the pool by
     cosine of name embeddings to the search string; l_max kept."""
     mask = c.allowed
@@ -158,8 +158,7 @@ def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vec
     need = l_max - len(exact)
     ranked = exact[:l_max]
     if need > 0 and len(pool):
-        vecs = name_vectors if name_vectors is not None else view.g.vectors
-        s = vecs[pool] @ search_vec
+        s = name_vectors[pool] @ search_vec
         top = np.argpartition(-s, min(len(s), need + len(exact)) - 1)[: need + len(exact)] if len(s) > need + len(exact) else np.arange(len(s))
         order = pool[top][np.lexsort((pool[top], -s[top]))]
         taken = set(exact)
@@ -169,7 +168,7 @@ def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vec
     return c
 
 
-def symbol_candidates(view: KBView, sym: Symbol, l_max: int, use_type: bool, name_vectors: np.ndarray | None, encode) -> Candidates:
+def symbol_candidates(view: KBView, sym: Symbol, l_max: int, use_type: bool, name_vectors: np.ndarray, encode) -> Candidates:
     """Step 4 for one symbol (`encode`: text -> vector)."""
     c = filter_symbol(view, sym, use_type)
     return rank_constant(view, sym, c, l_max, name_vectors, encode(c.search)) if c.constant else c

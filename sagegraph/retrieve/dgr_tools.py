@@ -100,6 +100,11 @@ def _as_int(value: Any, name: str) -> int:
     raise ToolError(f"{name} must be an integer node index, got {value!r}")
 
 
+def _arrow(relation: str, outgoing: bool) -> str:
+    """A relation as read from the node whose neighbours are listed."""
+    return f"-[{relation}]->" if outgoing else f"<-[{relation}]-"
+
+
 class GraphTools:
     """The tools for one graph and one parameter set; stateless between calls (the answer list
     lives in the agent), so n agents share one instance."""
@@ -217,7 +222,7 @@ class GraphTools:
         # One line per neighbour, with every relation that links it to the node.
         via: dict[int, list[str]] = {}
         for o, c, is_out in zip(other[keep].tolist(), codes[keep].tolist(), out[keep].tolist()):
-            via.setdefault(o, []).append(f"-[{rel_names[c]}]->" if is_out else f"<-[{rel_names[c]}]-")
+            via.setdefault(o, []).append(_arrow(rel_names[c], is_out))
         rows = np.fromiter(via, dtype=np.int64, count=len(via))
         q = query.strip() if isinstance(query, str) else ""
         if q and self.neighbour_ranking != "none":
@@ -240,8 +245,7 @@ class GraphTools:
         rel_names = self.view.relation_types
         kinds: dict[tuple[str, str], int] = {}
         for o, c, is_out in zip(other.tolist(), codes.tolist(), out.tolist()):
-            arrow = f"-[{rel_names[c]}]->" if is_out else f"<-[{rel_names[c]}]-"
-            key = (str(self.g.types[o]), arrow)
+            key = (str(self.g.types[o]), _arrow(rel_names[c], is_out))
             kinds[key] = kinds.get(key, 0) + 1
         ranked = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         parts = [f"{n} {t} {arrow}" for (t, arrow), n in ranked[:most]]
