@@ -191,7 +191,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         res = open_resources(g, llm)
         stack.callback(res.close)
         make_retriever(res, cfg)  # validate names and parameters before any work
-        metrics = evaluate_one(res, cfg, questions, Path(out), args.concurrency, args.timeout)
+        metrics = evaluate_one(res, cfg, questions, Path(out), args.concurrency, args.timeout,
+                               report=lambda line: print(f"sagegraph: {line}", file=sys.stderr))
     print(f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec, traces.jsonl and metrics.json in {out}", file=sys.stderr)
     print(json.dumps(metrics))
     return 0

@@ -36,7 +36,8 @@ def evaluate_configs(graph_dir: str, questions_path: str, qvec_path: str, cfgs: 
     configs = [EvalConfig(**c) for c in cfgs]
     res = open_resources(g, LLMConfig.model_validate(llm) if llm else None)
     try:
-        results = evaluate_group(res, configs, read_questions(Path(questions_path)), Path(out_root), concurrency, timeout_s)
+        results = evaluate_group(res, configs, read_questions(Path(questions_path)), Path(out_root), concurrency, timeout_s,
+                                 report=get_run_logger().info)  # progress of long runs, in the flow's log and UI
     finally:
         res.close()
     for c, m in zip(configs, results):

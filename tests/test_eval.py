@@ -128,3 +128,38 @@ def test_group_reuses_seeds_across_k_prime(g, questions, tmp_path, monkeypatch):
     single = evaluate_one(g, cfgs[2], questions, tmp_path / "one")
     assert grouped[2]["recall@100"] == single["recall@100"] and grouped[2]["mrr"] == single["mrr"]
     assert grouped[0]["recall@100"] <= grouped[1]["recall@100"] <= grouped[2]["recall@100"]
+
+
+def test_progress_says_how_far_and_how_long_at_most_every_interval():
+    from sagegraph.eval.progress import Progress, duration
+
+    now = [0.0]
+    p = Progress("dgr[k=20]", total=10, resumed=4, every_s=30, clock=lambda: now[0])
+    assert p.start_line() == "dgr[k=20]: 6 of 10 questions to run (4 done before, resumed)"
+    now[0] = 20.0
+    assert p.tick() is None  # within the interval
+    now[0] = 300.0
+    assert p.tick() == "dgr[k=20]: 6/10 questions, 2.5 min a question, about 10.0 min left"  # pace from this process's 2
+    now[0] = 301.0
+    assert p.tick() is None
+    for t in (302.0, 303.0):
+        now[0] = t
+        p.tick()
+    now[0] = 360.0
+    assert p.tick().endswith("10/10 questions, 60 s a question, done")  # the last always says so
+    assert Progress("x", total=3, resumed=3).start_line() is None
+    assert (duration(42), duration(450), duration(4.1 * 3600)) == ("42 s", "7.5 min", "4.1 h")
+
+
+def test_a_run_logs_its_progress(g, questions, tmp_path, caplog):
+    from sagegraph.retrieve import get_retriever
+
+    r = get_retriever("bm25", g)
+    with caplog.at_level("INFO", logger="sagegraph.eval"):
+        run_eval(g, questions, EvalConfig("bm25", k=5), lambda q: r.search(q.text, 5), tmp_path / "run")
+    lines = [m for m in caplog.messages if m.startswith("bm25[k=5]")]
+    assert lines[0] == "bm25[k=5]: 12 of 12 questions to run" and lines[-1].startswith("bm25[k=5]: 12/12 questions")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="sagegraph.eval"):
+        run_eval(g, questions, EvalConfig("bm25", k=5), lambda q: r.search(q.text, 5), tmp_path / "run")
+    assert not [m for m in caplog.messages if m.startswith("bm25[k=5]")]  # nothing to run: nothing said

@@ -98,6 +98,7 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
     first = sagegraph("sweep", str(p))
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
+    assert "bm25[k=2]: 12 of 12 questions to run" in first.stderr and "bm25[k=2]: 12/12 questions" in first.stderr  # progress, in the task's log
     assert summary["configurations"] == 8  # 3 hybrid + bm25, and 2 sage splits on each of 2 edge variants
     assert {(r["k"], r["edges"]) for r in summary["figure4"]} == {(k, f"percentile={p}") for k in (2, 4) for p in (60, 95)}
     assert all("extended_bl" in r for r in summary["figure4"])

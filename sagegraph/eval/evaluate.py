@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +74,11 @@ def provenance(res: Resources, cfg: EvalConfig) -> dict[str, Any]:
 
 
 def evaluate_one(res: Resources | GraphIndex, cfg: EvalConfig, questions: list[Question], out_dir: Path,
-                 concurrency: int = 1, timeout_s: float | None = None) -> dict[str, Any]:
+                 concurrency: int = 1, timeout_s: float | None = None, report: Callable[[str], None] | None = None) -> dict[str, Any]:
     res = _resources(res)
     retriever = make_retriever(res, cfg)
     res.graph.encode_queries([q.text for q in questions])
-    return run_eval(res.graph, questions, cfg, lambda q: retriever.search(q.text, cfg.k), out_dir, concurrency, timeout_s, provenance(res, cfg))
+    return run_eval(res.graph, questions, cfg, lambda q: retriever.search(q.text, cfg.k), out_dir, concurrency, timeout_s, provenance(res, cfg), report)
 
 
 def group_key(c: EvalConfig) -> tuple:
@@ -86,7 +87,7 @@ def group_key(c: EvalConfig) -> tuple:
 
 
 def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], questions: list[Question], out_root: Path,
-                   concurrency: int = 1, timeout_s: float | None = None) -> list[dict[str, Any]]:
+                   concurrency: int = 1, timeout_s: float | None = None, report: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Configurations that differ only in k' (same seed retriever, k, alpha, policy, params): one
     seed retrieval per question, memoised, then one cheap expansion per k'."""
     res = _resources(res)
@@ -96,7 +97,7 @@ def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], question
         raise ValueError("evaluate_group needs configurations that differ only in k'")
     g.encode_queries([q.text for q in questions])
     if base.retriever != "sage":
-        return [evaluate_one(res, c, questions, out_root / c.key(), concurrency, timeout_s) for c in cfgs]
+        return [evaluate_one(res, c, questions, out_root / c.key(), concurrency, timeout_s, report) for c in cfgs]
     sage = make_retriever(res, base)
     assert isinstance(sage, SageRetriever)
     seeds: dict[str, tuple[Any, float]] = {}
@@ -112,4 +113,4 @@ def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], question
         seeds[q.id] = (r, (time.perf_counter() - t0) * 1000)
         return sage.expand(q.text, r, k_prime)
 
-    return [run_eval(g, questions, c, lambda q, c=c: search(q, c.k_prime), out_root / c.key(), concurrency, timeout_s, provenance(res, c)) for c in cfgs]
+    return [run_eval(g, questions, c, lambda q, c=c: search(q, c.k_prime), out_root / c.key(), concurrency, timeout_s, provenance(res, c), report) for c in cfgs]

@@ -27,6 +27,7 @@ from sagegraph.eval.metrics import (
     query_metrics,
     stage_diagnostics,
 )
+from sagegraph.eval.progress import Progress
 from sagegraph.eval.runfiles import write_metrics, write_per_query_csv, write_trec
 from sagegraph.retrieve.base import Retrieval
 from sagegraph.retrieve.graph_index import GraphIndex
@@ -148,7 +149,8 @@ def read_done(log_path: Path) -> dict[str, dict[str, Any]]:
 
 
 def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: Callable[[Question], Retrieval], out_dir: Path,
-             concurrency: int = 1, timeout_s: float | None = None, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+             concurrency: int = 1, timeout_s: float | None = None, provenance: dict[str, Any] | None = None,
+             report: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run `search` over the questions and score it; resumable, and honest about failures.
 
     Contract: finished questions are appended to per_query.jsonl as they finish (in completion
@@ -160,7 +162,8 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
     finished so far are kept, the failed ones are not written, and the error is re-raised, so a
     rerun finishes them instead of scoring an outage as empty retrievals. metrics.json is written
     only for a complete run. `provenance` (the LLM model, endpoint and reply cache) goes into
-    config.json, so a run directory names the model behind its numbers."""
+    config.json, so a run directory names the model behind its numbers. `report` receives the
+    progress lines (this module's log by default; a Prefect task passes its run logger)."""
     stamp = inputs_stamp(g, questions)
     _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -172,6 +175,10 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
     todo = [q for q in scorable if q.id not in done]
     ks = recall_ks(cfg)
     lock = threading.Lock()
+    report = report or log.info
+    progress = Progress(cfg.label(), total=len(scorable), resumed=len(scorable) - len(todo))
+    if todo and (line := progress.start_line()):
+        report(line)
 
     def timed(q: Question) -> tuple[Retrieval, float]:
         started[q.id] = time.monotonic()
@@ -201,6 +208,8 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
                 traces.write(json.dumps({**head, **r.trace}, default=str) + "\n")
                 traces.flush()
             done[q.id] = row
+            if line := progress.tick():
+                report(line)
 
     started: dict[str, float] = {}  # monotonic, for the timeout
     began: dict[str, float] = {}  # wall clock, for the trace
