@@ -177,7 +177,7 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
     lock = threading.Lock()
     report = report or log.info
     progress = Progress(cfg.label(), total=len(scorable), resumed=len(scorable) - len(todo))
-    if todo and (line := progress.start_line()):
+    if line := progress.start_line():  # None when nothing is left to run
         report(line)
 
     def timed(q: Question) -> tuple[Retrieval, float]:
