@@ -105,3 +105,12 @@ def test_a_run_still_going_is_compared_only_when_asked_and_on_the_questions_it_h
     assert main(["compare", str(tmp_path), "--partial"]) == 0
     labels = {json.loads(x)["config"] for x in capsys.readouterr().out.strip().splitlines()[:-1]}
     assert {"dgr[k=20] (dgr-1) (partial: 1 q)", f"dgr[k=20] ({going.key()}) (partial: 2 q)"} <= labels
+
+
+def test_configurations_are_listed_with_their_numbers_in_numeric_order(tmp_path):
+    runs = tmp_path / "runs"
+    for t in (20, 5, 10):
+        _run(runs, EvalConfig(retriever="dgr", k=20, params={"t_max": t}), [0.0, 1.0], [0.5, 0.5])
+    _run(runs, EvalConfig(retriever="bm25", k=20), [0.0, 1.0], [0.5, 0.5])
+    labels = [c.label() for c, _ in load_results(runs)]
+    assert labels == ["bm25[k=20]", "dgr[k=20,t_max=5]", "dgr[k=20,t_max=10]", "dgr[k=20,t_max=20]"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,14 @@ def load_results(runs: Path, partial: bool = False) -> list[tuple[EvalConfig, di
 
 def ordered(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[tuple[EvalConfig, dict[str, Any]]]:
     """Configurations in the order tables and plots show them (a sweep's and `compare`'s alike, not
-    the run keys' hash order): by retriever, edge variant, total k, seed k, then label."""
-    return sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k, cm[0].label()))
+    the run keys' hash order): by retriever, edge variant, total k, seed k, then label, its numbers
+    compared as numbers so that a t_max or n axis reads 5, 10, 20 and not 10, 20, 5."""
+    return sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k, natural_key(cm[0].label())))
+
+
+def natural_key(text: str) -> tuple[str | int, ...]:
+    # re.split with a captured group alternates text and digits, so equal positions compare like types
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", text)))
 
 
 def per_query(run_dir: Path, metric: str) -> dict[str, float]:
