@@ -160,7 +160,7 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     (out / "figure4.json").write_text(json.dumps(rows, indent=1))
     plot = plot_figure4(rows, out / "recall_at_k.png")
     table = write_summary(out / "summary.csv", results)
-    files = [table, plot, out / "figure4.json", graph.parent / "stats" / "graph_stats.json"]
+    files = [table, *([plot] if plot else []), out / "figure4.json", graph.parent / "stats" / "graph_stats.json"]
     files += compare_files(ordered(results), out / "runs", out)  # several retrievers: side by side, CIs against hybrid
     if cfg.edges:
         files.append(out / "edge_variants.json")
@@ -168,5 +168,5 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     gains = {f"bl_graph_gain@{r['k']}" + (f"/{r['edges']}" if r["edges"] else ""): r["gain"] for r in rows if r.get("gain") is not None}
     tracker.log_summary(files, gains)
     tracker.finish()
-    return {"configurations": len(results), "summary": str(table), "table": brief_table(results), "plot": str(plot), "figure4": rows, "seconds": round(time.perf_counter() - t0, 1),
+    return {"configurations": len(results), "summary": str(table), "table": brief_table(results), "plot": str(plot) if plot else None, "figure4": rows, "seconds": round(time.perf_counter() - t0, 1),
             "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": cfg.mlflow.experiment, "parent_run_id": tracker.parent_id}}

@@ -75,7 +75,7 @@ def _sweep(args: argparse.Namespace) -> int:
         result = sweep.with_options(task_runner=dask_runner(runner))(cfg)
     ml = result["mlflow"]
     print(f"\nsummary table:   {result['summary']}")
-    print(f"Recall@k plot:   {result['plot']}")
+    print(f"Recall@k plot:   {result['plot'] or 'none (no hybrid or sage configuration at plot_totals)'}")
     print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
     print(f"                 view: .venv/bin/mlflow ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
     for i, row in enumerate(result["table"]):

@@ -5,7 +5,7 @@ import yaml
 
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig
-from sagegraph.eval.sweep import GridBlock, expand, figure4, groups, load_sweep
+from sagegraph.eval.sweep import GridBlock, expand, figure4, groups, load_sweep, plot_figure4
 from tests.fixtures import sagegraph
 
 
@@ -35,6 +35,14 @@ def test_figure4_picks_the_best_split_per_k():
     res.append((EvalConfig("sage", 5, 5, edges="percentile=80"), {"recall@10": 0.60}))
     (row80,) = figure4(res, [10], "percentile=80")
     assert row80["bl_graph"] == 0.60 and row80["extended_bl"] == 0.50 and row80["edges"] == "percentile=80"
+
+
+def test_the_recall_at_k_plot_is_drawn_only_when_it_has_a_line(tmp_path):
+    rows = figure4([(EvalConfig("hybrid", 10), {"recall@10": 0.5}), (EvalConfig("sage", 5, 5), {"recall@10": 0.6})], [10])
+    path = plot_figure4(rows, tmp_path / "fig.png")
+    assert path == tmp_path / "fig.png" and path.stat().st_size > 0
+    only_bm25 = figure4([(EvalConfig("bm25", 10), {"recall@10": 0.5})], [10])
+    assert plot_figure4(only_bm25, tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
 
 
 def test_bad_sweep_file_is_a_clear_error(tmp_path):

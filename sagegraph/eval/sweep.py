@@ -215,7 +215,11 @@ def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int],
     return rows
 
 
-def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path:
+def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path | None:
+    """None when the sweep has nothing to draw (no hybrid or sage configuration at its plot totals):
+    an empty figure would pass for a result."""
+    if not any(r.get(key) is not None for r in rows for key in ("bl", "extended_bl", "bl_graph")):
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
