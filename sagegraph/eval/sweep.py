@@ -218,7 +218,16 @@ def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int],
 def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path | None:
     """None when the sweep has nothing to draw (no hybrid or sage configuration at its plot totals):
     an empty figure would pass for a result."""
-    if not any(r.get(key) is not None for r in rows for key in ("bl", "extended_bl", "bl_graph")):
+    variants = list(dict.fromkeys(r.get("edges", "") for r in rows))
+    first = [r for r in rows if r.get("edges", "") == variants[0]] if variants else []
+    lines = [(first, "extended_bl", "Extended BL (k)", "s--")]
+    if len(variants) == 1:  # BL is the seeds of the best split, which differs per edge variant
+        lines.insert(0, (first, "bl", "BL (k1 seeds only)", "o:"))
+    for v in variants:
+        lines.append(([r for r in rows if r.get("edges", "") == v], "bl_graph", f"BL+Graph (k1 + k2){' ' + v if v else ''}", "^-"))
+    series = [(label, style, pts) for subset, key, label, style in lines
+              if (pts := [(r["k"], 100 * r[key]) for r in subset if r.get(key) is not None])]
+    if not series:
         return None
     import matplotlib
 
@@ -226,18 +235,9 @@ def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    variants = list(dict.fromkeys(r.get("edges", "") for r in rows))
-    first = [r for r in rows if r.get("edges", "") == variants[0]]
     ks = sorted({r["k"] for r in rows})
-    lines = [(first, "extended_bl", "Extended BL (k)", "s--")]
-    if len(variants) == 1:  # BL is the seeds of the best split, which differs per edge variant
-        lines.insert(0, (first, "bl", "BL (k1 seeds only)", "o:"))
-    for v in variants:
-        lines.append(([r for r in rows if r.get("edges", "") == v], "bl_graph", f"BL+Graph (k1 + k2){' ' + v if v else ''}", "^-"))
-    for subset, key, label, style in lines:
-        pts = [(r["k"], 100 * r[key]) for r in subset if r.get(key) is not None]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+    for label, style, pts in series:
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
     ax.set_xscale("log")
     ax.set_xticks(ks)
     ax.set_xticklabels([str(k) for k in ks])
