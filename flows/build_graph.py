@@ -11,12 +11,18 @@ from prefect import flow, unmapped
 
 from sagegraph.construct.stages import modalities_of, preflight, present_pairs
 from sagegraph.config import BuildConfig
+from sagegraph.runlock import hold
 from tasks import build as T
 
 
 @flow(name="build_graph", log_prints=True)
 def build_graph(cfg: BuildConfig) -> dict[str, Any]:
     preflight(cfg)  # deployments and sweeps start here, not in the CLI that checked already
+    with hold(cfg.out, "build"):  # the CLI holds it already; a scheduled deployment run takes it here
+        return _build(cfg)
+
+
+def _build(cfg: BuildConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     stage_wall: dict[str, float] = {}
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
+import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -37,6 +39,30 @@ def apply_env_defaults(work_dir: Path) -> None:
 
 
 @contextlib.contextmanager
+def reaped() -> Iterator[None]:
+    """While the block runs, a watcher (`flows.reaper`) stands ready to stop this process's helper
+    processes (the API server, Dask workers) if this process is killed before it can. One watcher
+    a process: nested blocks share it."""
+    global _watching
+    if _watching:
+        yield
+        return
+    _watching = True
+    watcher = subprocess.Popen([sys.executable, "-m", "flows.reaper", str(os.getpid())], start_new_session=True,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        _watching = False
+        watcher.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            watcher.wait(timeout=5)
+
+
+_watching = False
+
+
+@contextlib.contextmanager
 def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> Iterator[str | None]:
     """Use the user's server when PREFECT_API_URL is set; otherwise start one local server for the
     run, so that Dask workers share it (each would otherwise start its own temporary server).
@@ -56,19 +82,20 @@ def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> 
     server = SubprocessASGIServer()
     server.port = server.port or server.find_available_port()
     os.environ["PREFECT_API_URL"] = server.api_url  # inherited by Dask worker processes
-    try:
-        if on_url:
-            on_url(server.api_url)
-        server.start(timeout=int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
-        os.environ["PREFECT_API_URL"] = server.api_url  # start() moves to another port if that one got taken
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            yield server.api_url
-    finally:
-        from prefect.logging.handlers import APILogWorker
+    with reaped():
+        try:
+            if on_url:
+                on_url(server.api_url)
+            server.start(timeout=int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+            os.environ["PREFECT_API_URL"] = server.api_url  # start() moves to another port if that one got taken
+            with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+                yield server.api_url
+        finally:
+            from prefect.logging.handlers import APILogWorker
 
-        APILogWorker.drain_all(timeout=5)  # ship the last log lines before the server goes away
-        os.environ.pop("PREFECT_API_URL", None)
-        server.stop()
+            APILogWorker.drain_all(timeout=5)  # ship the last log lines before the server goes away
+            os.environ.pop("PREFECT_API_URL", None)
+            server.stop()
 
 
 def _local_cluster_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
@@ -113,6 +140,11 @@ def flow_runtime(work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | No
     An existing scheduler (runner.dask_address) is used as it is.
     """
     apply_env_defaults(work_dir)  # before Dask is imported: it reads its logging settings then
+    with reaped():
+        yield from _flow_runtime(work_dir, cfg, warm)
+
+
+def _flow_runtime(work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | None) -> Iterator[tuple[str | None, Any]]:
     from prefect_dask import DaskTaskRunner
 
     if cfg.dask_address:

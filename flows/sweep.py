@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
+from prefect.futures import as_completed
 
 from sagegraph.construct.variants import base_config_of, label
 from sagegraph.config import BuildConfig
@@ -125,7 +126,6 @@ def variant_summary(graphs: dict[str, Path]) -> dict[str, Any]:
 
 @flow(name="sweep", log_prints=True)
 def sweep(cfg: SweepConfig) -> dict[str, Any]:
-    log = get_run_logger()
     t0 = time.perf_counter()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -142,19 +142,28 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
     if llm:
         params.update({"llm.model": llm.model, "llm.base_url": resolved_base_url(llm) or "(openai default)", "llm.cache_mode": llm.cache_mode})
     tracker = SweepTracker(cfg.mlflow.tracking_uri or default_tracking_uri(out), cfg.mlflow.experiment, out / "mlflow_parent.json", cfg.name, params=params)
+    try:
+        return _run(cfg, tracker, graph, questions, cfgs, llm_dict, t0)
+    except BaseException as exc:
+        tracker.fail(exc)
+        raise
+
+
+def _run(cfg: SweepConfig, tracker: SweepTracker, graph: Path, questions: Path, cfgs: list[EvalConfig], llm_dict: dict[str, Any] | None,
+         t0: float) -> dict[str, Any]:
+    log = get_run_logger()
+    out = Path(cfg.out)
     qvec = T.prepare(str(graph), str(questions), str(out))  # BM25 is built before variants link it
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
     log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
     futures = T.evaluate_configs.map([str(graphs[grp[0].edges]) for grp in grouped], unmapped(str(questions)), unmapped(qvec), [[c.__dict__ for c in grp] for grp in grouped],
                                      unmapped(str(out / "runs")), unmapped(llm_dict), unmapped(cfg.concurrency), unmapped(cfg.timeout_s))
-    results: list[tuple[EvalConfig, dict[str, Any]]] = []
-    for batch in futures.result():
-        results.extend((EvalConfig(**r["config"]), r["metrics"]) for r in batch)
-    logged = tracker.finished_children()
-    for c, m in results:
-        if f"{c.key()}:{m.get('inputs')}" not in logged:
-            tracker.log_child(c, m, out / "runs" / c.key(), llm=llm_dict, traces=cfg.mlflow_traces)
+
+    def outcome(future):
+        return lambda: [(EvalConfig(**r["config"]), r["metrics"]) for r in future.result()]
+
+    results = tracker.log_as_finished((outcome(f) for f in as_completed(futures)), out / "runs", llm=llm_dict, traces=cfg.mlflow_traces)
     rows = [row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)]
     rows = [r for r in rows if r["edges"] or not cfg.edges] or rows
     (out / "figure4.json").write_text(json.dumps(rows, indent=1))

@@ -27,8 +27,10 @@ def _build(args: argparse.Namespace) -> int:
     from flows.build_graph import build_graph
     from flows.runtime import flow_runtime
     from sagegraph.construct.stages import warm_up
+    from sagegraph.runlock import hold
 
-    with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
+    # A second build into this out dir refuses here, before a server starts, naming this one.
+    with hold(cfg.out, "build"), flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
         print(f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in the Prefect UI if you run a server)", flush=True)
         result = build_graph.with_options(task_runner=runner)(cfg)
     print(f"\ngraph (Parquet): {result['graph']}/nodes.parquet, edges.parquet, vectors/")
@@ -68,8 +70,10 @@ def _sweep(args: argparse.Namespace) -> int:
     if (build_cfg := graph_to_build(cfg)) is not None:
         preflight(build_cfg)  # so are the inputs of a graph that must be built first
 
+    from sagegraph.runlock import hold
+
     runner = RunnerConfig(n_workers=args.workers or 2, dask_address=args.dask_address)
-    with prefect_api(cfg.out) as api:
+    with hold(cfg.out, "sweep"), prefect_api(cfg.out) as api:
         print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
         ensure_graph(cfg)
         result = sweep.with_options(task_runner=dask_runner(runner))(cfg)
@@ -180,6 +184,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     llm = _llm_config(args, _needs_llm(cfg))
     with contextlib.ExitStack() as stack:
         out = args.out or graph_dir.parent / "runs" / cfg.key()
+        from sagegraph.runlock import hold
+
+        stack.enter_context(hold(Path(out), "evaluation"))  # before the store and the model are opened
         if args.oracle:
             from sagegraph.config import LLMConfig
             from sagegraph.eval.oracle import ORACLE_MODEL, oracle_endpoint
@@ -229,7 +236,7 @@ def _llm_fetch_model(args: argparse.Namespace) -> int:
 def _llm_serve(args: argparse.Namespace) -> int:
     import os
 
-    from sagegraph.local_model import default_model_path, serve_command, server_available, verify
+    from sagegraph.local_model import default_model_path, serve_command, server_available, server_env, verify
 
     if not server_available():
         raise SageGraphError("llama-cpp-python[server] is not installed: run `make llm` (builds it from source, ~13 min on 2 cores)")
@@ -238,7 +245,11 @@ def _llm_serve(args: argparse.Namespace) -> int:
         verify(model)
     cmd = serve_command(model, port=args.port, n_ctx=args.n_ctx, threads=args.threads)
     print(f"sagegraph: serving {model.name} on http://127.0.0.1:{args.port}/v1 (prompt cache on); point the client at it with --llm conf/llm_local.yaml", file=sys.stderr, flush=True)
-    os.execv(cmd[0], cmd)  # the server is the process: signals and exit codes reach it directly
+    env = server_env(dict(os.environ))
+    dropped = sorted(set(os.environ) - set(env))
+    if dropped:
+        print(f"sagegraph: not passed to the server (its settings come from the command line only): {', '.join(dropped)}", file=sys.stderr, flush=True)
+    os.execve(cmd[0], cmd, env)  # the server is the process: signals and exit codes reach it directly
     return 0
 
 

@@ -31,6 +31,7 @@ class CorpusConfig(_Strict):
     tables: Path | None = Field(None, description="generic: a dir of CSV files or a JSONL of {id, title, header, rows}")
     questions: Path | None = None
     on_error: Literal["raise", "skip"] = "raise"
+    on_duplicate: Literal["error", "last"] = Field("error", description="a second record under an id already read: an error naming both lines, or the last one wins (counted)")
 
     def resolved_path(self) -> Path:
         if self.path is not None:
@@ -199,11 +200,13 @@ def read_yaml_mapping(path: str | Path, what: str = "config") -> dict:
     if not path.exists():
         raise ConfigError(f"{path}: {what} file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:  # an empty file is more often a mistake than a wish for every default
+        raise ConfigError(f"{path}: the {what} file is empty (write at least the settings that differ from the defaults, e.g. corpus:)")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data

@@ -55,6 +55,10 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries: int = 0
+    # Replies not cached because they are not whole: cut by the token limit (finish_reason other
+    # than stop/tool_calls), or with no message at all (empty `choices`).
+    truncated: int = 0
+    malformed: int = 0
     cost_usd: float = 0.0
     llm_seconds: float = 0.0
     # What the calls cost when they were made, cached or not: a method's cost per query, the same
@@ -64,9 +68,12 @@ class Usage:
     work_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, prompt: int, completion: int, cost: float, cached: bool, seconds: float = 0.0, retries: int = 0) -> None:
+    def add(self, prompt: int, completion: int, cost: float, cached: bool, seconds: float = 0.0, retries: int = 0,
+            finish: str = "stop") -> None:
         with self._lock:
             self.calls += 1
+            self.truncated += int(finish not in GOOD_FINISH and finish != EMPTY)
+            self.malformed += int(finish == EMPTY)
             self.cached += int(cached)
             self.retries += retries
             self.work_prompt_tokens += prompt
@@ -98,6 +105,12 @@ def usage_scope() -> Iterator[Usage]:
         _SCOPE.reset(token)
 
 
+# A reply is whole when the model stopped by itself (or to call tools). "length" (cut by the token
+# limit), "content_filter" and the rest are not, and are never cached: a rerun asks again.
+GOOD_FINISH = {"stop", "tool_calls", "function_call", "eos", None}
+EMPTY = "empty"  # our mark for a completion with no choice or no message
+
+
 @dataclass
 class Reply:
     text: str
@@ -107,6 +120,11 @@ class Reply:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{"id", "name", "arguments" (JSON text)}]
     seconds: float = 0.0
     key: str = ""
+    finish_reason: str | None = "stop"
+
+    @property
+    def whole(self) -> bool:
+        return self.finish_reason in GOOD_FINISH
 
 
 def estimate_tokens(text: str) -> int:
@@ -136,7 +154,7 @@ class ReplyCache:
         if not row:
             return None
         extra = json.loads(row[3]) if row[3] else {}
-        return Reply(row[0], row[1], row[2], True, extra.get("tool_calls", []), extra.get("seconds", 0.0), key)
+        return Reply(row[0], row[1], row[2], True, extra.get("tool_calls", []), extra.get("seconds", 0.0), key, extra.get("finish_reason", "stop"))
 
     def inflight(self, key: str):
         """A cross-process lock for requests whose keys share a 3-hex-digit bucket (4,096 files at
@@ -148,7 +166,10 @@ class ReplyCache:
         return FileLock(str(folder / f"{key[:3]}.lock"))
 
     def put(self, key: str, reply: Reply) -> None:
-        extra = json.dumps({"tool_calls": reply.tool_calls, "seconds": reply.seconds})
+        extra = {"tool_calls": reply.tool_calls, "seconds": reply.seconds}
+        if not reply.whole:
+            extra["finish_reason"] = reply.finish_reason
+        extra = json.dumps(extra)
         with self._db() as db:
             db.execute("INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra) VALUES (?,?,?,?,?,?)",
                        (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time(), extra))
@@ -324,14 +345,19 @@ class LLMClient:
         """A paid reply into the client's usage and the current question's."""
         for u in (self.usage, _SCOPE.get()):
             if u is not None:
-                u.add(reply.prompt_tokens, reply.completion_tokens, cost, cached=False, seconds=reply.seconds, retries=retries)
+                u.add(reply.prompt_tokens, reply.completion_tokens, cost, cached=False, seconds=reply.seconds, retries=retries,
+                      finish=reply.finish_reason)
 
     def _cached(self, key: str) -> Reply | None:
+        """The recorded reply, if it is whole or this is a replay: a cut-off or empty reply is
+        replayed as it was, never served to a live run as if it were good."""
         hit = self.cache.get(key)
+        if hit is not None and not hit.whole and self.cfg.cache_mode != "replay":
+            return None
         if hit is not None:
             for u in (self.usage, _SCOPE.get()):
                 if u is not None:
-                    u.add(hit.prompt_tokens, hit.completion_tokens, 0.0, cached=True, seconds=hit.seconds)
+                    u.add(hit.prompt_tokens, hit.completion_tokens, 0.0, cached=True, seconds=hit.seconds, finish=hit.finish_reason)
         return hit
 
     def _fetch(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None, sample: int,
@@ -343,6 +369,13 @@ class LLMClient:
         reply, retries = self._call(messages, params)
         reply.key = key
         self._count(reply, self.cost(reply.prompt_tokens, reply.completion_tokens), retries)
+        if not reply.whole:
+            # Cut off or empty: handed to the caller, whose parsing falls back (counted there and
+            # in usage.truncated / usage.malformed). Recorded with its finish_reason so a replay
+            # of this run reproduces it, but a live run asks again (`_cached`).
+            log.warning("%s reply not whole (finish_reason %r); a live rerun asks again", self.cfg.model, reply.finish_reason)
+            self.cache.put(key, reply)
+            return reply
         if accept is not None:
             try:
                 accept(reply.text)  # raises on a bad reply: nothing is cached, the caller decides
@@ -372,38 +405,84 @@ class LLMClient:
                     where = self.base_url or "the OpenAI API"
                     failure = LLMUnavailable(f"LLM endpoint {where} failed ({name}) after {attempt} retries: {exc}")
                 else:
-                    wait = delay
                     headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-                    if headers.get("retry-after"):
-                        try:
-                            wait = float(headers["retry-after"])
-                        except ValueError:
-                            pass
-                    wait = min(60.0, wait) * (1 + 0.1 * random.random())
+                    wait = retry_wait(headers.get("retry-after"), delay)
                     log.warning("LLM %s, retry %d/%d in %.1fs", name, attempt + 1, self.cfg.max_retries, wait)
                     self._sleep(wait)
                     delay *= 2
                     continue
-            if failure is not None:
-                # Raised outside the handler, so the openai exception does not ride along as its
-                # context: a sweep's Dask worker sends this error back to the flow's process, where
-                # openai's exceptions cannot be unpickled (their __init__ takes keywords only) and the
-                # one clear line would become a TypeError.
-                raise failure
-            seconds = time.perf_counter() - t0
-            usage = getattr(resp, "usage", None)
-            msg = resp.choices[0].message
-            text = msg.content or ""
-            calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments or "{}"} for c in (getattr(msg, "tool_calls", None) or [])]
-            return Reply(
-                text=text,
-                prompt_tokens=getattr(usage, "prompt_tokens", None) or estimate_tokens(json.dumps(messages)),
-                completion_tokens=getattr(usage, "completion_tokens", None) or estimate_tokens(text + json.dumps(calls)),
-                cached=False,
-                tool_calls=calls,
-                seconds=seconds,
-            ), attempt
+            if failure is None:
+                try:
+                    return read_completion(resp, messages, time.perf_counter() - t0), attempt
+                except NotACompletion as exc:
+                    # A proxy's error page with status 200, a body of another API: the endpoint
+                    # is at fault, not the model. Retried, then the run stops with one line.
+                    if attempt == self.cfg.max_retries:
+                        failure = LLMUnavailable(f"LLM endpoint {self.base_url or 'the OpenAI API'} answered {attempt + 1} times with something "
+                                                 f"that is not a chat completion: {exc}")
+                    else:
+                        log.warning("LLM endpoint answered with no chat completion (%s), retry %d/%d", exc, attempt + 1, self.cfg.max_retries)
+                        self._sleep(retry_wait(None, delay))
+                        delay *= 2
+                        continue
+            # Raised outside the handler, so the openai exception does not ride along as its
+            # context: a sweep's Dask worker sends this error back to the flow's process, where
+            # openai's exceptions cannot be unpickled (their __init__ takes keywords only) and the
+            # one clear line would become a TypeError.
+            raise failure
         raise LLMError("unreachable")
+
+
+MAX_RETRY_WAIT_S = 60.0
+
+
+def retry_wait(header: str | None, delay: float) -> float:
+    """Seconds to wait before a retry: the server's Retry-After when it is a sane number of
+    seconds (negative, non-finite or unparseable ones are ignored), capped at a minute, else the
+    backoff delay; with 10% jitter."""
+    wait = delay
+    if header:
+        try:
+            asked = float(header)
+        except (TypeError, ValueError):
+            asked = float("nan")
+        if asked == asked and 0.0 <= asked < float("inf"):
+            wait = asked
+    return min(MAX_RETRY_WAIT_S, max(0.0, wait)) * (1 + 0.1 * random.random())
+
+
+class NotACompletion(Exception):
+    """The body is not a chat completion at all (HTML, a string, another API's JSON)."""
+
+
+def read_completion(resp: Any, messages: list[dict[str, Any]], seconds: float) -> Reply:
+    """A Reply from the SDK's response object. No choice or no message is the model's fault (a
+    Reply with finish_reason 'empty': the caller falls back, nothing is cached); a body that is
+    not a completion at all is the endpoint's (NotACompletion)."""
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list):
+        shown = resp if isinstance(resp, (str, bytes)) else type(resp).__name__
+        raise NotACompletion(repr(shown)[:120])
+    usage = getattr(resp, "usage", None)
+    msg = getattr(choices[0], "message", None) if choices else None
+    if msg is None:
+        return Reply(text="", prompt_tokens=getattr(usage, "prompt_tokens", None) or estimate_tokens(json.dumps(messages)),
+                     completion_tokens=getattr(usage, "completion_tokens", None) or 0, cached=False, seconds=seconds, finish_reason=EMPTY)
+    text = getattr(msg, "content", None) or ""
+    calls = []
+    for c in getattr(msg, "tool_calls", None) or []:
+        fn = getattr(c, "function", None)
+        if fn is not None and getattr(fn, "name", None):
+            calls.append({"id": getattr(c, "id", None) or "", "name": fn.name, "arguments": getattr(fn, "arguments", None) or "{}"})
+    return Reply(
+        text=text if isinstance(text, str) else str(text),
+        prompt_tokens=getattr(usage, "prompt_tokens", None) or estimate_tokens(json.dumps(messages)),
+        completion_tokens=getattr(usage, "completion_tokens", None) or estimate_tokens(str(text) + json.dumps(calls)),
+        cached=False,
+        tool_calls=calls,
+        seconds=seconds,
+        finish_reason=getattr(choices[0], "finish_reason", "stop"),
+    )
 
 
 def parse_json_reply(text: str) -> dict[str, Any]:

@@ -147,6 +147,30 @@ def serve_command(model: Path, host: str = "127.0.0.1", port: int = 8080, n_ctx:
     return cmd
 
 
+# llama-cpp-python's server reads its settings from the environment too (pydantic-settings, names
+# matched case-insensitively), and there they win over the command line: a stray HOST=0.0.0.0
+# bound an unauthenticated model server to every interface while we printed 127.0.0.1.
+_SERVER_ENV_FALLBACK = {"host", "port", "config_file", "model", "model_alias", "ssl_keyfile", "ssl_certfile", "api_key",
+                        "interrupt_requests", "root_path", "n_ctx", "cache", "cache_type", "cache_size"}
+
+
+def server_settings_names() -> set[str]:
+    """Lower-case names of every setting the server would read from the environment."""
+    try:
+        from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+        return {n.lower() for cls in (ServerSettings, ModelSettings) for n in cls.model_fields} | _SERVER_ENV_FALLBACK
+    except Exception:
+        return set(_SERVER_ENV_FALLBACK)
+
+
+def server_env(environ: dict[str, str]) -> dict[str, str]:
+    """The environment for `llama_cpp.server` with none of its settings in it: the command line
+    (`serve_command`) is then the only source of its bind address and model."""
+    names = server_settings_names()
+    return {k: v for k, v in environ.items() if k.lower() not in names}
+
+
 def server_available() -> bool:
     import importlib.util
 

@@ -10,7 +10,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-Responder = Callable[[dict], tuple[int, dict]]
+# (status, body) or (status, body, headers); a str or bytes body is sent as it is (an HTML error
+# page from a proxy), a dict as JSON.
+Responder = Callable[[dict], tuple]
 
 
 def completion(content: str, prompt_tokens: int = 100, completion_tokens: int = 50, tool_calls: list[dict] | None = None) -> dict:
@@ -40,13 +42,16 @@ class FakeOpenAI:
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
-                status, payload = outer.responder(body)
-                data = json.dumps(payload).encode()
+                status, payload, *extra = outer.responder(body)
+                headers = {"retry-after": "0"} if status == 429 else {}
+                headers.update(extra[0] if extra else {})
+                raw = isinstance(payload, (str, bytes))
+                data = payload.encode() if isinstance(payload, str) else payload if raw else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                if status == 429:
-                    self.send_header("retry-after", "0")
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 

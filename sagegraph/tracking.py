@@ -12,7 +12,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from sagegraph.construct.variants import parse_label
 from sagegraph.eval.runfiles import read_traces
@@ -111,6 +111,39 @@ class SweepTracker:
 
     def finish(self) -> None:
         self.client.set_terminated(self.parent_id, "FINISHED")
+
+    def fail(self, exc: BaseException) -> None:
+        """The parent run of a sweep that stopped: KILLED when interrupted, else FAILED, with the
+        reason as a tag (`sagegraph.failure`), so the MLflow UI does not show it RUNNING forever.
+        A resumed sweep reopens this same run."""
+        killed = isinstance(exc, (KeyboardInterrupt, SystemExit)) or type(exc).__name__ in ("CancelledError", "TerminationSignal")
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+        with contextlib.suppress(Exception):  # the reason must not hide the failure it reports
+            self.client.set_tag(self.parent_id, "sagegraph.failure", f"{type(exc).__name__}: {reason}")
+            self.client.set_terminated(self.parent_id, "KILLED" if killed else "FAILED")
+
+    def log_as_finished(self, finished: Iterable[Callable[[], list[tuple[EvalConfig, dict[str, Any]]]]], runs: Path,
+                        llm: dict[str, Any] | None = None, traces: bool = True) -> list[tuple[EvalConfig, dict[str, Any]]]:
+        """Each group's configurations logged as a child run as soon as the group finishes (not
+        at the end of the sweep: a sweep that stopped used to leave only its parent run). A group
+        that raised does not stop the others from being logged; the first such error is raised
+        once every group is done."""
+        logged = self.finished_children()
+        results: list[tuple[EvalConfig, dict[str, Any]]] = []
+        failure: BaseException | None = None
+        for outcome in finished:
+            try:
+                batch = outcome()
+            except Exception as exc:
+                failure = failure or exc
+                continue
+            for c, m in batch:
+                results.append((c, m))
+                if f"{c.key()}:{m.get('inputs')}" not in logged:
+                    self.log_child(c, m, runs / c.key(), llm=llm, traces=traces)
+        if failure is not None:
+            raise failure
+        return results
 
 
 @contextlib.contextmanager

@@ -6,8 +6,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from sagegraph.corpus.jsonl import ErrorPolicy, read_jsonl, require
-from sagegraph.corpus.ottqa import load_records
+from sagegraph.corpus.jsonl import ErrorPolicy, load_records, read_jsonl, require
 from sagegraph.corpus.records import Document, Table
 from sagegraph.errors import InputError
 
@@ -57,7 +56,7 @@ def read_csv_table(path: Path, policy: ErrorPolicy) -> Table | None:
 
 
 def load_generic(documents: Path | None, tables: Path | None, policy: ErrorPolicy) -> tuple[list[Table], list[Document]]:
-    docs = load_records(documents, parse_document, policy) if documents else []
+    docs = load_records(documents, parse_document, policy, key=lambda d: d.id) if documents else []
     tabs: list[Table] = []
     if tables is not None:
         if tables.is_dir():
@@ -66,7 +65,7 @@ def load_generic(documents: Path | None, tables: Path | None, policy: ErrorPolic
                 if t is not None:
                     tabs.append(t)
         else:
-            tabs = load_records(tables, parse_table_record, policy)
+            tabs = load_records(tables, parse_table_record, policy, key=lambda t: t.id)
     return tabs, docs
 
 

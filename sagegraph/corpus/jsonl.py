@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal, TypeVar
 
 from sagegraph.errors import InputError
 
 OnError = Literal["raise", "skip"]
+OnDuplicate = Literal["error", "last"]
+T = TypeVar("T")
+INT64 = (-(2**63), 2**63 - 1)
+_SUSPECT = re.compile(rb"NaN|Infinity|\d{19,}")
 
 
 @dataclass
 class ErrorPolicy:
-    """Raise on the first bad record, or skip it and count why (the build reports the counts)."""
+    """Raise on the first bad record, or skip it and count why (the build reports the counts).
+    A second record under an id already read is an error naming both lines (`on_duplicate:
+    error`, which `on_error: skip` turns into skipping the later one), or replaces the first
+    (`last`), counted as `duplicate` either way."""
 
     on_error: OnError = "raise"
+    on_duplicate: OnDuplicate = "error"
     skipped: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
 
@@ -43,14 +52,76 @@ def read_jsonl(path: Path, policy: ErrorPolicy) -> Iterator[tuple[int, dict[str,
                 policy.handle(InputError(path, lineno, None, f"not valid UTF-8 (byte {exc.start})"))
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, parse_constant=_NonFinite)
             except json.JSONDecodeError as exc:
                 policy.handle(InputError(path, lineno, None, f"malformed JSON: {exc.msg} at column {exc.colno}"))
                 continue
             if not isinstance(obj, dict):
                 policy.handle(InputError(path, lineno, None, "expected a JSON object"))
                 continue
+            if _SUSPECT.search(raw) and (bad := unstorable_value(obj)) is not None:
+                policy.handle(InputError(path, lineno, bad[0], bad[1]))
+                continue
             yield lineno, obj
+
+
+class _NonFinite(str):
+    """What json's NaN, Infinity and -Infinity parse to here, so the field holding one is found."""
+
+
+def unstorable_value(obj: Any, where: str = "") -> tuple[str, str] | None:
+    """(field path, why) of the first value no graph store keeps as written: NaN or an infinity
+    (a FalkorDB load failed on one after every stage had run) or an integer beyond 64 bits (one
+    was stored as 9223372036854775807)."""
+    if isinstance(obj, _NonFinite):
+        return where or "(value)", f"{obj} is not a finite number"
+    if isinstance(obj, int) and not isinstance(obj, bool) and not INT64[0] <= obj <= INT64[1]:
+        return where or "(value)", f"integer {obj} does not fit in 64 bits (write it as a string)"
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, list):
+        items = ((f"[{i}]", v) for i, v in enumerate(obj))
+    else:
+        return None
+    for k, v in items:
+        sub = f"{where}{k}" if str(k).startswith("[") else (f"{where}.{k}" if where else str(k))
+        if (bad := unstorable_value(v, sub)) is not None:
+            return bad
+    return None
+
+
+def load_numbered(path: Path, parse: Callable[[dict[str, Any], Path, int], T], policy: ErrorPolicy, limit: int | None = None,
+                  key: Callable[[T], str] | None = None, key_field: str = "id") -> list[tuple[int, T]]:
+    """(line, record) for every record `parse` accepts; with `key`, at most one record per key."""
+    out: list[tuple[int, T]] = []
+    first: dict[str, int] = {}  # key -> index in out
+    for lineno, obj in read_jsonl(path, policy):
+        try:
+            rec = parse(obj, path, lineno)
+        except InputError as err:
+            policy.handle(err)
+            continue
+        if key is not None:
+            k = key(rec)
+            if k in first:
+                seen = out[first[k]][0]
+                policy.skipped["duplicate"] = policy.skipped.get("duplicate", 0) + 1
+                if policy.on_duplicate == "last":
+                    out[first[k]] = (lineno, rec)
+                else:
+                    policy.skipped["duplicate"] -= 1  # counted once, by handle, if skipped
+                    policy.handle(InputError(path, lineno, key_field, f"duplicate {key_field} {k!r}: line {seen} has it too"))
+                continue
+            first[k] = len(out)
+        out.append((lineno, rec))
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def load_records(path: Path, parse: Callable[[dict[str, Any], Path, int], T], policy: ErrorPolicy, limit: int | None = None,
+                 key: Callable[[T], str] | None = None, key_field: str = "id") -> list[T]:
+    return [rec for _, rec in load_numbered(path, parse, policy, limit, key, key_field)]
 
 
 def require(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path, lineno: int, *, nonempty: bool = True) -> Any:

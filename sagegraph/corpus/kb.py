@@ -15,8 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sagegraph.corpus.jsonl import ErrorPolicy, require
-from sagegraph.corpus.ottqa import load_records
+from sagegraph.corpus.jsonl import ErrorPolicy, load_numbered, load_records, require
 from sagegraph.corpus.records import KBObject, KBRelation
 from sagegraph.errors import InputError
 
@@ -55,13 +54,12 @@ def parse_kb_edge(obj: dict[str, Any], path: Path, lineno: int) -> KBRelation:
 
 
 def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], list[KBRelation]]:
-    nodes = load_records(root / NODES, parse_kb_node, policy)
+    nodes = load_records(root / NODES, parse_kb_node, policy, key=lambda n: n.id)
     known = {n.id for n in nodes}
     edges_path = root / EDGES
-    edges = load_records(edges_path, parse_kb_edge, policy) if edges_path.exists() else []
-    for i, e in enumerate(edges):
+    numbered = load_numbered(edges_path, parse_kb_edge, policy) if edges_path.exists() else []
+    for lineno, e in numbered:
         if e.src not in known or e.dst not in known:
             missing = e.src if e.src not in known else e.dst
-            policy.handle(InputError(edges_path, None, "src" if e.src == missing else "dst", f"edge {i} names unknown node {missing!r}"))
-    edges = [e for e in edges if e.src in known and e.dst in known]
-    return nodes, edges
+            policy.handle(InputError(edges_path, lineno, "src" if e.src == missing else "dst", f"names unknown node {missing!r} (not in {NODES})"))
+    return nodes, [e for _, e in numbered if e.src in known and e.dst in known]

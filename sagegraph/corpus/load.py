@@ -34,7 +34,7 @@ def check_corpus(cfg: CorpusConfig) -> None:
 
 
 def load_corpus(cfg: CorpusConfig, max_sources: int | None = None, subset: str = "prefix") -> Corpus:
-    policy = ErrorPolicy(cfg.on_error)
+    policy = ErrorPolicy(cfg.on_error, cfg.on_duplicate)
     corpus = Corpus()
     if cfg.kind == "ottqa":
         around = None

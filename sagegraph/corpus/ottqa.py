@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from sagegraph.corpus.jsonl import ErrorPolicy, read_jsonl, require
+from sagegraph.corpus.jsonl import ErrorPolicy, load_records, require
 from sagegraph.corpus.records import Document, Question, Table
 from sagegraph.errors import InputError
 
@@ -71,23 +71,11 @@ def parse_question(obj: dict[str, Any], path: Path, lineno: int) -> Question:
     )
 
 
-def load_records(path: Path, parse, policy: ErrorPolicy, limit: int | None = None) -> list:
-    out = []
-    for lineno, obj in read_jsonl(path, policy):
-        try:
-            out.append(parse(obj, path, lineno))
-        except InputError as err:
-            policy.handle(err)
-        if limit is not None and len(out) >= limit:
-            break
-    return out
-
-
 def load_ottqa(root: Path, policy: ErrorPolicy, max_sources: int | None = None, around: list[str] | None = None) -> tuple[list[Table], list[Document]]:
     """Tables first, then passages; a --max-sources subset keeps tables and the passages they link,
     taken from the start of the files, or, with `around` (the questions' table ids), around them."""
-    tables = load_records(root / TABLES, parse_table, policy)
-    passages = load_records(root / PASSAGES, parse_passage, policy)
+    tables = load_records(root / TABLES, parse_table, policy, key=lambda t: t.id, key_field="uid")
+    passages = load_records(root / PASSAGES, parse_passage, policy, key=lambda p: p.id)
     if max_sources is None or max_sources >= len(tables) + len(passages):
         return tables, passages
     if around is not None:
@@ -151,4 +139,4 @@ def subset_around(tables: list[Table], passages: list[Document], around: list[st
 
 
 def load_questions(path: Path, policy: ErrorPolicy | None = None) -> list[Question]:
-    return load_records(path, parse_question, policy or ErrorPolicy())
+    return load_records(path, parse_question, policy or ErrorPolicy(), key=lambda q: q.id, key_field="question_id")

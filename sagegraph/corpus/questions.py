@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sagegraph.corpus.jsonl import ErrorPolicy, require
-from sagegraph.corpus.ottqa import load_records
+from sagegraph.corpus.jsonl import ErrorPolicy, load_records, require
 from sagegraph.corpus.ottqa import parse_question as parse_ottqa_question
 from sagegraph.corpus.records import Question
 from sagegraph.errors import InputError
@@ -40,13 +39,7 @@ def load_questions(path: Path, policy: ErrorPolicy | None = None) -> list[Questi
     path = Path(path)
     if not path.exists():
         raise InputError(path, None, None, "questions file not found")
-    qs = load_records(path, parse_question, policy or ErrorPolicy())
-    seen: set[str] = set()
-    for q in qs:
-        if q.id in seen:
-            raise InputError(path, None, "id", f"question id {q.id!r} appears twice")
-        seen.add(q.id)
-    return qs
+    return load_records(path, parse_question, policy or ErrorPolicy(), key=lambda q: q.id)
 
 
 def sample_questions(questions: list[Question], n: int, by: str | None = None, seed: int = 0) -> list[Question]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import IO, Any, Iterable
 
 
 def write_trec(path: Path, rows: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
@@ -35,7 +35,7 @@ def read_traces(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     rows: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in complete_lines(path):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
@@ -43,3 +43,41 @@ def read_traces(path: Path) -> list[dict[str, Any]]:
         if row.get("events"):
             rows[row["qid"]] = row
     return list(rows.values())
+
+
+def cut_to_last_line(path: Path) -> int:
+    """Truncate `path` after its last newline: a line a crash cut short is dropped, so the next row
+    appended starts a line of its own instead of being glued onto the fragment (and lost with it
+    when the file is read back). Returns the number of bytes dropped."""
+    if not path.exists():
+        return 0
+    with path.open("rb+") as fh:
+        end = fh.seek(0, 2)
+        pos = end
+        while pos > 0:
+            step = min(65536, pos)
+            fh.seek(pos - step)
+            block = fh.read(step)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                keep = pos - step + nl + 1
+                break
+            pos -= step
+        else:
+            keep = 0
+        if keep < end:
+            fh.truncate(keep)
+        return end - keep
+
+
+def open_for_append(path: Path) -> IO[str]:
+    """`path` opened to append whole lines, after dropping a cut last line (`cut_to_last_line`)."""
+    cut_to_last_line(path)
+    return path.open("a", encoding="utf-8")
+
+
+def complete_lines(path: Path) -> list[str]:
+    """The lines of `path` that end in a newline: one still being written (or cut by a crash) is
+    not read."""
+    text = path.read_text(encoding="utf-8")
+    return text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]

@@ -28,8 +28,9 @@ from sagegraph.eval.metrics import (
     stage_diagnostics,
 )
 from sagegraph.eval.progress import Progress
-from sagegraph.eval.runfiles import write_metrics, write_per_query_csv, write_trec
+from sagegraph.eval.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_trec
 from sagegraph.retrieve.base import Retrieval
+from sagegraph.runlock import hold
 from sagegraph.retrieve.graph_index import GraphIndex
 
 log = logging.getLogger("sagegraph.eval")
@@ -121,7 +122,7 @@ def _set_aside_if_stale(out_dir: Path, stamp: str) -> None:
     log.warning("%s: made on another graph or question set; moved to %s.stale-%d and run again", out_dir, out_dir.name, n)
 
 
-USAGE_KEYS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "llm_seconds", "retries",
+USAGE_KEYS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "llm_seconds", "retries", "truncated", "malformed",
               "work_prompt_tokens", "work_completion_tokens", "work_seconds")
 
 
@@ -135,11 +136,12 @@ def usage_columns(r: Retrieval) -> dict[str, Any]:
 
 
 def read_done(log_path: Path) -> dict[str, dict[str, Any]]:
-    """A run's per_query.jsonl by question: the last row of each wins, and a line cut by a crash
+    """A run's per_query.jsonl by question: the last row of each wins; a last line without its
+    newline (still being written, or cut by a crash) is not read, and a line that does not parse
     ends the reading (what follows it is redone on resume)."""
     done: dict[str, dict[str, Any]] = {}
     if log_path.exists():
-        for line in log_path.read_text(encoding="utf-8").splitlines():
+        for line in complete_lines(log_path):
             try:
                 row = json.loads(line)
                 done[row["qid"]] = row
@@ -164,6 +166,13 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
     only for a complete run. `provenance` (the LLM model, endpoint and reply cache) goes into
     config.json, so a run directory names the model behind its numbers. `report` receives the
     progress lines (this module's log by default; a Prefect task passes its run logger)."""
+    with hold(out_dir, "evaluation"):  # a second run into this directory refuses, naming this one
+        return _run_eval(g, questions, cfg, search, out_dir, concurrency, timeout_s, provenance, report)
+
+
+def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: Callable[[Question], Retrieval], out_dir: Path,
+              concurrency: int, timeout_s: float | None, provenance: dict[str, Any] | None,
+              report: Callable[[str], None] | None) -> dict[str, Any]:
     stamp = inputs_stamp(g, questions)
     _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +222,7 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
 
     started: dict[str, float] = {}  # monotonic, for the timeout
     began: dict[str, float] = {}  # wall clock, for the trace
-    with log_path.open("a", encoding="utf-8") as fh, (out_dir / "traces.jsonl").open("a", encoding="utf-8") as traces:
+    with open_for_append(log_path) as fh, open_for_append(out_dir / "traces.jsonl") as traces:
         if concurrency <= 1 and timeout_s is None:
             for q in todo:
                 r, ms = timed(q)

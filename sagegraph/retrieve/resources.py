@@ -10,10 +10,12 @@ from sagegraph.config import LLMConfig, StoreConfig
 from sagegraph.llm import LLMClient
 from sagegraph.retrieve.base import Resources
 from sagegraph.retrieve.graph_index import GraphIndex
+from sagegraph.store.loaded import check_loaded, loaded_marker
 
 
 def store_factory(g: GraphIndex):
-    """Opens the store named in the graph's manifest; None when the build loaded none."""
+    """Opens the store named in the graph's manifest, checked to hold this graph; None when the
+    build loaded none."""
     cfg = (g.manifest.get("config") or {})
     store = StoreConfig.model_validate(cfg.get("store") or {})
     if store.backend == "none":
@@ -24,7 +26,14 @@ def store_factory(g: GraphIndex):
     def open_it():
         from sagegraph.store import open_store
 
-        return open_store(store.backend, path, store.graph)
+        marker = loaded_marker(store.backend, out, path, store.graph)
+        opened = open_store(store.backend, path, store.graph)
+        try:
+            check_loaded(opened, marker, g.manifest)
+        except BaseException:
+            opened.close()
+            raise
+        return opened
 
     return open_it
 

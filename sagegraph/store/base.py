@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node, edges_to_table
-from sagegraph.store.readonly import assert_read_only
+from sagegraph.store.readonly import assert_read_only, guard_untrusted
 
 NODE_LABEL = "Node"
 MODALITY_LABELS = {DOC_CHUNK: "DocChunk", TABLE_CHUNK: "TableChunk", ENTITY: "Entity"}
@@ -329,18 +329,20 @@ class GraphStore(ABC):
 
     def read_capped(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000) -> tuple[list[dict[str, Any]], bool]:
         """(rows, truncated)."""
-        assert_read_only(query)
-        return self._read(query, params or {}, timeout_ms, max_rows)
+        return self._read(assert_read_only(query), params or {}, timeout_ms, max_rows)
 
     def read_untrusted(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 1_000) -> tuple[list[dict[str, Any]], bool]:
         """The only path for Cypher a model or a user wrote: refused before the database sees it
-        when it writes, calls a procedure off the allow-list, loads files or holds several
-        statements (ReadOnlyViolation); then planned by the engine (CypherInvalid with the engine's
-        message, which a planner may repair once); then run through the engine's read-only path
-        with a timeout and a row cap. Returns (rows, truncated)."""
-        assert_read_only(query)
-        self.explain(query, params or {})
-        return self._read(query, params or {}, timeout_ms, max_rows)
+        when it writes, calls a procedure or function off the allow-list, loads files or holds
+        several statements (ReadOnlyViolation); then planned by the engine (CypherInvalid with the
+        engine's message, which a planner may repair once); then run through the engine's
+        read-only path with its timeout, and a LIMIT of max_rows + 1 written into the query, so
+        the engine stops at the cap instead of this process receiving every row. What runs is
+        the guard's rewrite (`guard_untrusted`), never the text as the model wrote it.
+        Returns (rows, truncated)."""
+        text = guard_untrusted(query, max_rows + 1)
+        self.explain(text, params or {})
+        return self._read(text, params or {}, timeout_ms, max_rows)
 
     def __enter__(self):
         return self

@@ -178,7 +178,7 @@ class FalkorStore(GraphStore):
         try:
             self.db = FalkorDB(str(self.path / DB_FILE), serverconfig=SERVER_CONFIG)
         except Exception as exc:
-            raise StoreError(f"could not start embedded FalkorDB in {self.path}: {exc}") from exc
+            raise StoreUnavailable(f"could not start embedded FalkorDB in {self.path}: {exc}") from exc
         self.graph_name = graph
         self.g = self.db.select_graph(graph)
 

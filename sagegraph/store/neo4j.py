@@ -66,7 +66,9 @@ class Neo4jStore(GraphStore):
         rows: list[dict[str, Any]] = []
         truncated = False
         try:
-            with self.driver.session(database=self.database, default_access_mode=neo4j.READ_ACCESS) as session:
+            # The transaction timeout is the server's; fetch_size keeps the driver from pulling
+            # more than the cap before this loop stops reading.
+            with self.driver.session(database=self.database, default_access_mode=neo4j.READ_ACCESS, fetch_size=max_rows + 1) as session:
                 result = session.run(neo4j.Query(query, timeout=timeout_ms / 1000), params)
                 for record in result:
                     if len(rows) >= max_rows:

@@ -1,0 +1,54 @@
+"""Stops a run's helper processes when the run itself dies without stopping them.
+
+A `sagegraph build` killed with -9 left its temporary Prefect API server (and the Dask workers)
+running as orphans: the kernel does not take a process's children with it, and Prefect starts the
+server with a plain Popen that this code cannot give a parent-death signal. So each run starts
+this watcher in a session of its own: it notes the run's descendants every half second and, once
+the run is gone, terminates the ones still alive (SIGKILL after 5 s). A run that ends normally
+stops the watcher first (`flows.runtime.reaped`).
+
+    python -m flows.reaper PARENT_PID
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import psutil
+
+
+def watch(parent_pid: int, interval_s: float = 0.5) -> int:
+    try:
+        parent = psutil.Process(parent_pid)
+    except psutil.NoSuchProcess:
+        return 0
+    known: dict[int, psutil.Process] = {}
+    while True:
+        try:
+            if not parent.is_running() or parent.status() == psutil.STATUS_ZOMBIE:
+                break
+            for child in parent.children(recursive=True):
+                if child.pid != os.getpid():
+                    known.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(interval_s)
+    alive = [p for p in known.values() if p.is_running()]  # is_running also checks the start time: no pid reuse
+    for p in alive:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, left = psutil.wait_procs(alive, timeout=5)
+    for p in left:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    return len(alive)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if watch(int(sys.argv[1])) >= 0 else 1)

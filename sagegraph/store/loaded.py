@@ -1,0 +1,36 @@
+"""What a build loaded into a store, and the check that a store opened for reading holds it.
+
+An evaluation against a store that could not be opened, or that a crashed build left half
+loaded, used to score every question as an empty retrieval and exit 0."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sagegraph.errors import StoreUnavailable
+
+
+def loaded_marker(backend: str, out: Path, store_path: Path, graph: str) -> Path:
+    """Where a build records what it loaded into a store (its counts and the graph's fingerprint)."""
+    return store_path / f"loaded-{graph}.json" if backend == "falkordb" else out / f"loaded-{backend}-{graph}.json"
+
+
+def check_loaded(store, marker: Path, manifest: dict) -> None:
+    """The store holds the graph of this manifest, whole: its load finished (the marker), for
+    this graph (the fingerprint), and the counts the load wrote are there now. Anything else is an
+    outage of the store, not an empty answer: scoring a half-loaded store would turn it into a
+    result."""
+    if not marker.exists():
+        raise StoreUnavailable(f"{marker.parent}: the store holds no finished load of {manifest.get('config', {}).get('name', 'this graph')} "
+                               f"({marker.name} missing: a build stopped while loading it); rerun `sagegraph build`")
+    loaded = json.loads(marker.read_text(encoding="utf-8"))
+    want = loaded.get("graph_fingerprint")
+    if want is not None and manifest.get("fingerprint") and want != manifest["fingerprint"]:
+        raise StoreUnavailable(f"{marker.parent}: the store holds another build of the graph than {manifest.get('config', {}).get('out', 'this one')} "
+                               "(fingerprints differ); rerun `sagegraph build`")
+    have = {"nodes": store.count_nodes(), "edges": store.count_edges()}
+    expected = {k: loaded.get(k) for k in have}
+    if have != expected:
+        raise StoreUnavailable(f"{marker.parent}: the store holds {have['nodes']} nodes and {have['edges']} edges, its load wrote "
+                               f"{expected['nodes']} and {expected['edges']}; rerun `sagegraph build`")

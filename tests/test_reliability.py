@@ -1,0 +1,410 @@
+"""What a careless user, a hostile reply or a crash did to sagegraph, one test a finding (the
+README's reliability table). The Cypher guard's findings are in test_cypher_guard.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sagegraph.config import LLMConfig, load_config
+from sagegraph.corpus.records import Question
+from sagegraph.errors import ConfigError, InputError, StoreUnavailable
+from sagegraph.eval.runner import EvalConfig, read_done, run_eval
+from sagegraph.eval.runfiles import cut_to_last_line
+from sagegraph.llm import LLMClient, retry_wait, usage_scope
+from sagegraph.retrieve.base import Retrieval
+from sagegraph.runlock import DirectoryLocked, hold
+from tests.fake_openai import FakeOpenAI, completion
+from tests.fixtures import ROOT, run_all, write_config
+
+
+# ---- locks: two runs into one directory (findings 3 and 6) ----
+def _hold_in_child(directory: Path) -> subprocess.Popen:
+    code = ("import sys, time; from sagegraph.runlock import hold\n"
+            f"with hold({str(directory)!r}, 'build'):\n    print('held', flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+def test_a_second_writer_is_refused_naming_the_first_and_a_dead_ones_lock_is_taken_over(tmp_path, caplog):
+    out = tmp_path / "out"
+    child = _hold_in_child(out)
+    try:
+        with pytest.raises(DirectoryLocked, match=rf"another build is writing here: pid {child.pid} \(.*-c"):
+            with hold(out, "build"):
+                pass
+    finally:
+        child.kill()
+        child.wait()
+    with hold(out, "evaluation"):  # the holder was killed: its lock is the next run's, and the log says so
+        with hold(out, "evaluation"):  # re-entrant in the holding process (the CLI, then its flow)
+            pass
+    assert "taking over the lock of pid" in caplog.text and str(child.pid) in caplog.text
+
+
+def test_a_second_build_into_one_out_dir_stops_before_any_server(tmp_path):
+    from tests.fixtures import sagegraph
+
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"id": "d1", "text": "One document."}) + "\n")
+    cfg = write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(tmp_path / "docs.jsonl")}, tmp_path / "out")
+    child = _hold_in_child(tmp_path / "out")
+    try:
+        t0 = time.monotonic()
+        done = sagegraph("build", str(cfg))
+    finally:
+        child.kill()
+        child.wait()
+    assert done.returncode == 2 and f"pid {child.pid}" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Prefect" not in done.stdout + done.stderr and time.monotonic() - t0 < 60
+
+
+def _graph_with_questions(graph_dir: Path):
+    from sagegraph.retrieve.graph_index import GraphIndex
+
+    g = GraphIndex(graph_dir)
+    sources = list(dict.fromkeys(g.source_ids.tolist()))[:6]
+    return g, [Question(id=f"q{i}", text=f"question {i}", gold_sources=[s]) for i, s in enumerate(sources)]
+
+
+def _first_rows(g, q: Question) -> Retrieval:
+    return Retrieval(np.arange(3, dtype=np.int64), np.ones(3, np.float32), ["x"] * 3, {})
+
+
+def test_a_second_evaluation_into_one_run_dir_is_refused(graph_dir, tmp_path):
+    g, qs = _graph_with_questions(graph_dir)
+    child = _hold_in_child(tmp_path / "run")
+    try:
+        with pytest.raises(DirectoryLocked, match=f"another evaluation is writing here: pid {child.pid}"):
+            run_eval(g, qs, EvalConfig("hybrid", k=3), lambda q: _first_rows(g, q), tmp_path / "run")
+    finally:
+        child.kill()
+        child.wait()
+    assert not (tmp_path / "run" / "per_query.jsonl").exists()
+
+
+# ---- run files cut by a crash (finding 5) ----
+def test_a_per_query_file_cut_at_any_byte_of_its_last_line_resumes_exactly(graph_dir, tmp_path):
+    g, qs = _graph_with_questions(graph_dir)
+    calls: list[str] = []
+
+    def search(q):
+        calls.append(q.id)
+        return _first_rows(g, q)
+
+    run = tmp_path / "run"
+    full = run_eval(g, qs, EvalConfig("hybrid", k=3), search, run)
+    whole = (run / "per_query.jsonl").read_bytes()
+    last_start = whole.rstrip(b"\n").rfind(b"\n") + 1
+    last_qid = json.loads(whole[last_start:])["qid"]
+    for cut in range(last_start, len(whole)):  # every byte offset of the last line, newline excluded
+        (run / "per_query.jsonl").write_bytes(whole[:cut])
+        calls.clear()
+        again = run_eval(g, qs, EvalConfig("hybrid", k=3), search, run)
+        lines = (run / "per_query.jsonl").read_text().splitlines()
+        assert calls == [last_qid]  # only the question whose row was cut runs again
+        assert len(lines) == len(qs) and all(json.loads(x)["qid"] for x in lines)
+        assert sorted(read_done(run / "per_query.jsonl")) == sorted(q.id for q in qs)
+        assert again["recall@5"] == full["recall@5"]
+
+
+def test_cut_to_last_line_keeps_whole_lines_only(tmp_path):
+    p = tmp_path / "f.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c"')
+    assert cut_to_last_line(p) == 4 and p.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+    p.write_bytes(b'{"c"')
+    assert cut_to_last_line(p) == 4 and p.read_bytes() == b""
+    p.write_bytes(b"x" * 200_000 + b"\n" + b"y" * 70_000)  # the last newline further back than one read block
+    assert cut_to_last_line(p) == 70_000 and p.stat().st_size == 200_001
+
+
+# ---- store health (finding 4, and the reused-store check of finding 3) ----
+@pytest.fixture(scope="module")
+def kb_built(kb_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("health")
+    cfg = load_config(write_config(tmp / "c.yaml", {"kind": "kb", "path": str(kb_dir)}, tmp / "out"))
+    run_all(cfg)
+    return cfg
+
+
+def _copy_of(built_out: Path, out: Path) -> Path:
+    """A copy of a built graph and its store whose manifest points at the copy."""
+    import shutil
+
+    shutil.copytree(built_out, out)
+    manifest = json.loads((out / "graph" / "manifest.json").read_text())
+    manifest["config"]["out"] = str(out)
+    (out / "graph" / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+@pytest.mark.e2e
+def test_a_store_without_its_finished_load_is_an_outage_not_empty_results(kb_built, tmp_path):
+    from sagegraph.retrieve.graph_index import GraphIndex
+    from sagegraph.retrieve.resources import open_resources
+
+    out = _copy_of(kb_built.out, tmp_path / "out")
+    res = open_resources(GraphIndex(out / "graph"))
+    assert res.store.count_nodes() > 0  # whole: opens
+    res.close()
+    marker = out / "store" / f"loaded-{kb_built.store.graph}.json"
+    loaded = json.loads(marker.read_text())
+    marker.write_text(json.dumps({**loaded, "nodes": loaded["nodes"] + 5}))  # the load wrote more than is there
+    with pytest.raises(StoreUnavailable, match="holds .* nodes .* its load wrote"):
+        open_resources(GraphIndex(out / "graph")).store
+    marker.unlink()  # a load that never finished
+    with pytest.raises(StoreUnavailable, match="no finished load"):
+        open_resources(GraphIndex(out / "graph")).store
+
+
+@pytest.mark.e2e
+def test_evaluate_on_a_half_loaded_store_exits_with_one_line_and_no_metrics(kb_built, tmp_path):
+    from tests.fixtures import sagegraph
+
+    out = _copy_of(kb_built.out, tmp_path / "out")
+    (out / "store" / f"loaded-{kb_built.store.graph}.json").unlink()
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(json.dumps({"id": "q1", "question": "Which papers cite dense retrieval?", "answer_ids": ["p2"]}) + "\n")
+    done = sagegraph("evaluate", str(out / "graph"), "--retriever", "spark", "--questions", str(qfile), "--out", str(tmp_path / "run"), "--oracle")
+    assert done.returncode == 2, done.stderr
+    assert "no finished load" in done.stderr and not (tmp_path / "run" / "metrics.json").exists()
+
+
+@pytest.mark.e2e
+def test_a_reused_store_is_checked_and_reloaded_when_it_lost_its_data(kb_built):
+    from sagegraph.construct import stages as S
+    from sagegraph.store import open_store
+
+    first = S.load_store(kb_built)
+    assert first["resumed"]
+    with open_store("falkordb", kb_built.out / "store", kb_built.store.graph) as s:
+        s.write("MATCH (n:Node) WITH n LIMIT 2 DETACH DELETE n")
+    again = S.load_store(kb_built)
+    assert not again["resumed"] and (again["nodes"], again["edges"]) == (first["nodes"], first["edges"])
+
+
+# ---- the local model server's bind address (finding 7) ----
+def test_llm_serve_passes_no_bind_address_from_the_environment(monkeypatch, tmp_path):
+    from sagegraph import cli, local_model
+
+    seen = {}
+    monkeypatch.setattr(local_model, "server_available", lambda: True)
+    monkeypatch.setattr(local_model, "verify", lambda model: None)
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: seen.update(argv=argv, env=env))
+    for name, value in {"HOST": "0.0.0.0", "PORT": "9999", "host": "0.0.0.0", "Model": "/tmp/x.gguf", "KEEP_ME": "1"}.items():
+        monkeypatch.setenv(name, value)
+    cli.main(["llm", "serve", "--model", str(tmp_path / "m.gguf"), "--skip-check"])
+    assert seen["argv"][seen["argv"].index("--host") + 1] == "127.0.0.1"
+    assert not {"HOST", "PORT", "host", "Model"} & set(seen["env"]) and seen["env"]["KEEP_ME"] == "1"
+
+
+@pytest.mark.e2e
+def test_a_server_reading_host_from_its_environment_listens_on_loopback(tmp_path):
+    """A stand-in for llama_cpp.server that, like it, lets HOST/PORT in its environment win, run
+    with the environment `sagegraph llm serve` gives it while HOST=0.0.0.0 is exported."""
+    import psutil
+
+    from sagegraph.local_model import server_env
+
+    standin = ("import os, socket, time\ns = socket.socket(); s.bind((os.environ.get('HOST', '127.0.0.1'), 0)); s.listen(1)\n"
+               "print(s.getsockname()[1], flush=True); time.sleep(30)")
+    env = server_env({**os.environ, "HOST": "0.0.0.0"})
+    child = subprocess.Popen([sys.executable, "-c", standin], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(child.stdout.readline())
+        listening = [c.laddr for c in psutil.Process(child.pid).net_connections() if c.status == psutil.CONN_LISTEN]
+        assert [(a.ip, a.port) for a in listening] == [("127.0.0.1", port)]
+    finally:
+        child.kill()
+        child.wait()
+
+
+# ---- odd endpoint replies (findings 8 and 9) ----
+def _client(server, tmp_path, **kw) -> LLMClient:
+    return LLMClient(LLMConfig(base_url=server.base_url, model="m", max_retries=2, **kw), tmp_path / "llm.sqlite", sleep=lambda s: None)
+
+
+@pytest.mark.parametrize("header,expected", [("-5", (1.0, 1.1)), ("nan", (1.0, 1.1)), ("inf", (1.0, 1.1)), ("1e9", (60.0, 66.0)),
+                                             ("soon", (1.0, 1.1)), ("3", (3.0, 3.3)), (None, (1.0, 1.1))])
+def test_retry_after_is_clamped(header, expected):
+    assert expected[0] <= retry_wait(header, 1.0) <= expected[1]
+
+
+def test_a_negative_retry_after_is_a_retry_not_a_traceback(tmp_path):
+    answers = iter([(429, {"error": {"message": "slow down"}}, {"retry-after": "-5"}), (200, completion("fine"))])
+    with FakeOpenAI(lambda body: next(answers)) as server:
+        reply = _client(server, tmp_path).chat([{"role": "user", "content": "hi"}])
+    assert reply.text == "fine"
+
+
+def test_an_html_page_with_status_200_is_retried_then_stops_the_run_with_one_line(tmp_path):
+    from sagegraph.errors import LLMUnavailable
+
+    with FakeOpenAI(lambda body: (200, "<html><body>Bad gateway</body></html>")) as server:
+        with pytest.raises(LLMUnavailable, match="not a chat completion") as caught:
+            _client(server, tmp_path).chat([{"role": "user", "content": "hi"}])
+        assert len(server.requests) == 3  # the first try and two retries
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("body,counter", [
+    ({**completion("x"), "choices": []}, "malformed"),
+    ({**completion("x"), "choices": [{"index": 0, "finish_reason": "stop"}]}, "malformed"),
+    ({**completion('{"cypher": "MATCH (n) RET'), "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"cypher": "MATCH (n) RET'}, "finish_reason": "length"}]}, "truncated"),
+])
+def test_an_empty_or_cut_reply_is_counted_and_never_served_again_as_good(tmp_path, body, counter):
+    answers = [body, completion('{"cypher": "MATCH (n) RETURN n"}')]
+    with FakeOpenAI(lambda b: (200, answers[min(len(server.requests), 2) - 1])) as server:
+        client = _client(server, tmp_path)
+        with usage_scope() as u:
+            first = client.chat([{"role": "user", "content": "plan"}])
+        assert getattr(u, counter) == 1 and not first.whole
+        # A replay of this run reproduces the reply it recorded, and counts it again ...
+        replay = LLMClient(LLMConfig(base_url=server.base_url, model="m", cache_mode="replay"), tmp_path / "other.sqlite")
+        assert replay.cache.insert(next(client.cache.rows([first.key])))
+        with usage_scope() as u:
+            assert replay.chat([{"role": "user", "content": "plan"}]).whole is False
+        assert getattr(u, counter) == 1 and len(server.requests) == 1
+        # ... but a live rerun asks again instead of serving it as a good reply.
+        second = client.chat([{"role": "user", "content": "plan"}])
+        assert second.whole and second.text.endswith("RETURN n\"}") and len(server.requests) == 2
+
+
+def test_a_completion_without_a_message_reads_as_empty():
+    from sagegraph.llm import read_completion
+
+    class R:
+        choices = [type("C", (), {"message": None, "finish_reason": "stop"})()]
+        usage = None
+
+    assert read_completion(R(), [{"role": "user", "content": "x"}], 0.1).finish_reason == "empty"
+
+
+# ---- inputs (findings 10 to 14) ----
+def _kb(tmp_path: Path, nodes: list[str], edges: list[str] | None = None) -> Path:
+    root = tmp_path / "kb"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nodes.jsonl").write_text("\n".join(nodes) + "\n")
+    if edges is not None:
+        (root / "edges.jsonl").write_text("\n".join(edges) + "\n")
+    return root
+
+
+def _load_kb(root: Path, **policy):
+    from sagegraph.corpus.jsonl import ErrorPolicy
+    from sagegraph.corpus.kb import load_kb
+
+    p = ErrorPolicy(**policy)
+    return load_kb(root, p), p
+
+
+def test_two_objects_under_one_id_name_both_lines_or_the_last_wins_counted(tmp_path):
+    root = _kb(tmp_path, ['{"id": "a", "type": "T", "name": "first"}', '{"id": "b", "type": "T", "name": "x"}', '{"id": "a", "type": "T", "name": "second"}'])
+    with pytest.raises(InputError, match=r"nodes.jsonl:3: field 'id': duplicate id 'a': line 1 has it too"):
+        _load_kb(root)
+    (nodes, _), policy = _load_kb(root, on_duplicate="last")
+    assert [n.fields["name"] for n in nodes if n.id == "a"] == ["second"] and policy.skipped == {"duplicate": 1}
+
+
+@pytest.mark.parametrize("value,field", [("NaN", "fields.score"), ("Infinity", "fields.score"), ("-Infinity", "fields.score"),
+                                         (str(2**70), "fields.score"), (f"[1, {2**64}]", "fields.score[1]")])
+def test_non_finite_numbers_and_integers_beyond_64_bits_name_file_line_and_field(tmp_path, value, field):
+    root = _kb(tmp_path, ['{"id": "a", "type": "T", "fields": {"name": "ok"}}', '{"id": "b", "type": "T", "fields": {"name": "x", "score": ' + value + "}}"])
+    with pytest.raises(InputError) as caught:
+        _load_kb(root)
+    assert caught.value.line == 2 and caught.value.field == field and "nodes.jsonl" in caught.value.path
+    ok = _kb(tmp_path / "ok", ['{"id": "a", "type": "T", "fields": {"name": "NaN and Infinity are words", "n": 9223372036854775807}}'])
+    (nodes, _), _ = _load_kb(ok)
+    assert nodes[0].fields["n"] == 2**63 - 1
+
+
+def test_an_empty_config_file_is_an_error(tmp_path):
+    (tmp_path / "c.yaml").write_text("# nothing yet\n")
+    with pytest.raises(ConfigError, match="c.yaml: the config file is empty"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_an_edge_naming_an_unknown_node_names_its_line(tmp_path):
+    root = _kb(tmp_path, ['{"id": "a", "type": "T", "name": "x"}', '{"id": "b", "type": "T", "name": "y"}'],
+               ['{"src": "a", "dst": "b", "type": "R"}', '{"src": "a", "dst": "zz", "type": "R"}'])
+    with pytest.raises(InputError, match=r"edges.jsonl:2: field 'dst': names unknown node 'zz'"):
+        _load_kb(root)
+
+
+def test_a_bad_node_line_stops_the_build_before_prefect_and_dask_start(tmp_path):
+    from tests.fixtures import sagegraph
+
+    root = _kb(tmp_path, ['{"id": "a", "type": "T", "name": "x"}', '{"id": "b", "type": "T", "fields": {"score": NaN}}'])
+    cfg = write_config(tmp_path / "c.yaml", {"kind": "kb", "path": str(root)}, tmp_path / "out")
+    done = sagegraph("build", str(cfg))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"sagegraph: error: {root / 'nodes.jsonl'}:2: field 'fields.score': NaN is not a finite number"
+    assert "Prefect" not in done.stdout and not (tmp_path / ".prefect").exists()
+
+
+# ---- a killed build leaves no server behind (finding 15) ----
+@pytest.mark.e2e
+def test_kill_9_of_a_build_leaves_no_orphan_server_or_worker(tmp_path):
+    import psutil
+
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "text": f"Document {i} about rivers."}) + "\n" for i in range(4)))
+    cfg = write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(tmp_path / "docs.jsonl")}, tmp_path / "out")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    build = subprocess.Popen([sys.executable, "-m", "sagegraph.cli", "build", str(cfg)], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = psutil.Process(build.pid)
+    deadline, helpers = time.monotonic() + 120, []
+    while time.monotonic() < deadline:  # until the API server and the workers are up
+        kids = parent.children(recursive=True)
+        if any("uvicorn" in " ".join(p.cmdline()) for p in kids if p.is_running()) and len(kids) >= 3:
+            helpers = kids
+            break
+        time.sleep(0.2)
+    assert helpers, "the build never started its server"
+    build.kill()
+    build.wait()
+    gone, alive = psutil.wait_procs(helpers, timeout=20)
+    assert not alive, [" ".join(p.cmdline())[:80] for p in alive]
+
+
+# ---- MLflow as work finishes (finding 16) ----
+def test_finished_configurations_reach_mlflow_before_a_later_one_fails_and_the_parent_says_why(graph_dir, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from sagegraph.tracking import SweepTracker, default_tracking_uri
+
+    g, qs = _graph_with_questions(graph_dir)
+    runs = tmp_path / "runs"
+    done = []
+    for k in (3, 5):
+        c = EvalConfig("hybrid", k=k)
+        done.append((c, run_eval(g, qs, c, lambda q: _first_rows(g, q), runs / c.key())))
+    seen_at_failure = []
+
+    def third():
+        seen_at_failure.extend(r.info.run_name for r in client.search_runs([tracker.experiment_id], "tags.mlflow.parentRunId != ''"))
+        raise RuntimeError("retriever exploded on its third configuration\nsecond line")
+
+    uri = default_tracking_uri(tmp_path)
+    tracker = SweepTracker(uri, "exp", tmp_path / "mlflow_parent.json", "sweep")
+    client = MlflowClient(uri)
+    with pytest.raises(RuntimeError):
+        try:
+            tracker.log_as_finished([lambda: [done[0]], lambda: [done[1]], third], runs)
+        except RuntimeError as exc:
+            tracker.fail(exc)
+            raise
+    assert sorted(seen_at_failure) == sorted(c.label() for c, _ in done)  # logged as they finished
+    parent = client.get_run(tracker.parent_id)
+    assert parent.info.status == "FAILED" and parent.data.tags["sagegraph.failure"] == "RuntimeError: retriever exploded on its third configuration"
+    again = SweepTracker(uri, "exp", tmp_path / "mlflow_parent.json", "sweep")  # the resumed sweep: the same parent, nothing logged twice
+    assert again.parent_id == tracker.parent_id and client.get_run(again.parent_id).info.status == "RUNNING"
+    assert again.log_as_finished([lambda: done], runs) == done
+    assert len(client.search_runs([again.experiment_id], "tags.mlflow.parentRunId != ''")) == 2
