@@ -48,12 +48,23 @@ def reaped() -> Iterator[None]:
         yield
         return
     _watching = True
-    watcher = subprocess.Popen([sys.executable, "-m", "flows.reaper", str(os.getpid())], start_new_session=True,
+    import uuid
+
+    from flows.reaper import TOKEN_VAR
+
+    token = uuid.uuid4().hex
+    before = os.environ.get(TOKEN_VAR)
+    os.environ[TOKEN_VAR] = token  # inherited by every helper started in the block
+    watcher = subprocess.Popen([sys.executable, "-m", "flows.reaper", str(os.getpid()), token], start_new_session=True,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield
     finally:
         _watching = False
+        if before is None:
+            os.environ.pop(TOKEN_VAR, None)
+        else:
+            os.environ[TOKEN_VAR] = before
         watcher.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             watcher.wait(timeout=5)

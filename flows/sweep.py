@@ -18,7 +18,7 @@ from sagegraph.config import BuildConfig
 from sagegraph.corpus.questions import sample_questions, write_question_subset
 from sagegraph.eval.evaluate import default_questions, read_questions
 from sagegraph.eval.metrics import metric_names
-from sagegraph.eval.runner import EvalConfig
+from sagegraph.eval.runner import EvalConfig, failed_questions, group_columns
 from sagegraph.eval.compare import compare_files, ordered
 from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, llm_settings, plot_figure4
 from sagegraph.llm import resolved_base_url
@@ -72,16 +72,18 @@ def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) 
     """One row per configuration: quality, latency, and (when any configuration called an LLM) what
     it cost per query, how often each method counter fired (plan parsed, fallback, ...), and the
     per-step diagnostics against gold that multi-step retrievers' traces allow."""
-    keys = metric_names() + ["latency_p50_ms", "questions"]
+    keys = metric_names() + ["latency_p50_ms", "questions", "errors"]
     if any(m.get("llm_calls") for _, m in results):
         keys += list(COST_KEYS) + sorted({k for _, m in results for k in m if k.startswith("rate_")})
     keys += sorted({k for _, m in results for k in m if k.startswith("diag_")})  # per-step diagnostics (AF)
+    groups = {k: None for _, m in results for k in group_columns(m)}  # per question group (hops, family, qtype)
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", "params", *keys])
+        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", "params", *keys, *groups])
         for c, m in ordered(results):
             params = json.dumps(c.params, sort_keys=True) if c.params else ""
-            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, c.edges, params, *[m.get(k) for k in keys]])
+            by = group_columns(m)
+            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, c.edges, params, *[m.get(k) for k in keys], *[by.get(k) for k in groups]])
     return path
 
 
@@ -177,5 +179,6 @@ def _run(cfg: SweepConfig, tracker: SweepTracker, graph: Path, questions: Path, 
     gains = {f"bl_graph_gain@{r['k']}" + (f"/{r['edges']}" if r["edges"] else ""): r["gain"] for r in rows if r.get("gain") is not None}
     tracker.log_summary(files, gains)
     tracker.finish()
-    return {"configurations": len(results), "summary": str(table), "table": brief_table(results), "plot": str(plot) if plot else None, "figure4": rows, "seconds": round(time.perf_counter() - t0, 1),
+    errored = {c.label(): failed_questions(m) for c, m in ordered(results) if failed_questions(m)}
+    return {"configurations": len(results), "summary": str(table), "table": brief_table(results), "errors": errored, "plot": str(plot) if plot else None, "figure4": rows, "seconds": round(time.perf_counter() - t0, 1),
             "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": cfg.mlflow.experiment, "parent_run_id": tracker.parent_id}}

@@ -90,6 +90,10 @@ def _sweep(args: argparse.Namespace) -> int:
         if row.get("bl_graph") is not None:
             print(f"  k={row['k']:>3}: Extended BL {100 * (row['extended_bl'] or 0):5.1f}  BL+Graph {100 * row['bl_graph']:5.1f} (k1={row['k1']}, k2={row['k2']})")
     print(json.dumps({k: result[k] for k in ("configurations", "seconds", "figure4")}))
+    if result.get("errors"):
+        named = ", ".join(f"{label} ({n} questions)" for label, n in result["errors"].items())
+        print(f"sagegraph: questions failed with errors in: {named}; tracebacks in {cfg.out}/runs/<key>/errors.jsonl", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -202,6 +206,11 @@ def _evaluate(args: argparse.Namespace) -> int:
                                report=lambda line: print(f"sagegraph: {line}", file=sys.stderr))
     print(f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec, traces.jsonl and metrics.json in {out}", file=sys.stderr)
     print(json.dumps(metrics))
+    from sagegraph.eval.runner import failed_questions
+
+    if failed_questions(metrics):
+        print(f"sagegraph: {failed_questions(metrics)} questions failed with errors (scored as retrieving nothing); tracebacks in {out}/errors.jsonl", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -81,7 +81,9 @@ class SweepTracker:
         params.update({f"edges.{k}": v for k, v in parse_label(cfg.edges).items()})  # filterable per setting
         if llm and metrics.get("llm_calls"):
             params.update({f"llm.{k}": llm.get(k) for k in ("model", "base_url", "temperature", "max_tokens") if llm.get(k) is not None})
-        numeric = {mlflow_key(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+        flat = {**metrics, **{f"{f}={v}/{m}": val for f, values in (metrics.get("by_group") or {}).items() for v, ms in values.items()
+                              for m, val in ms.items()}}
+        numeric = {mlflow_key(k): float(v) for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         self.client.log_batch(rid, metrics=[Metric(k, v, 0, 0) for k, v in numeric.items()], params=[Param(k, str(v)) for k, v in params.items()])
         for name in ("per_query.csv", "run.trec", "metrics.json", "config.json", "traces.jsonl"):
             if (run_dir / name).exists():

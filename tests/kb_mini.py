@@ -46,10 +46,10 @@ def mini_records():
     return nodes, edges
 
 
-def build_mini(d):
-    """Writes the graph under `d` and opens it."""
+def build_mini(d, records=None):
+    """Writes the graph (this KB, or the given (nodes, edges)) under `d` and opens it."""
     (d / "vectors").mkdir(parents=True)
-    nodes, edges = mini_records()
+    nodes, edges = records or mini_records()
     pq.write_table(nodes_to_table(nodes), d / "nodes.parquet")
     pq.write_table(edges_to_table(edges), d / "edges.parquet")
     enc = HashEncoder()

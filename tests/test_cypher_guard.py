@@ -152,7 +152,7 @@ def adversarial(draw) -> tuple[str, bool]:
     return f"{prefix} // {payload.replace(chr(10), ' ').replace(chr(13), ' ')}\n{SUFFIX}", False
 
 
-@settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(adversarial())
 def test_no_generated_adversarial_query_reaches_the_engine_with_its_payload(case):
     query, live = case

@@ -84,10 +84,10 @@ def test_evaluation_resumes_after_a_crash(g, questions, tmp_path):
     def crashing(q):
         seen.append(q.id)
         if len(seen) == 5:
-            raise RuntimeError("crash")
+            raise KeyboardInterrupt  # a crash: not a question's error, the run itself stops
         return r.search(q.text, 5)
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(KeyboardInterrupt):
         run_eval(g, questions, cfg, crashing, tmp_path / "run")
     seen.clear()
     m = run_eval(g, questions, cfg, lambda q: (seen.append(q.id), r.search(q.text, 5))[1], tmp_path / "run")
@@ -163,3 +163,28 @@ def test_a_run_logs_its_progress(g, questions, tmp_path, caplog):
     with caplog.at_level("INFO", logger="sagegraph.eval"):
         run_eval(g, questions, EvalConfig("bm25", k=5), lambda q: r.search(q.text, 5), tmp_path / "run")
     assert not [m for m in caplog.messages if m.startswith("bm25[k=5]")]  # nothing to run: nothing said
+
+
+def test_a_bug_met_by_one_question_is_its_error_with_its_traceback_and_the_run_goes_on(g, tmp_path):
+    import numpy as np
+
+    from sagegraph.eval.runner import failed_questions
+    from sagegraph.retrieve.base import Retrieval
+
+    sources = list(dict.fromkeys(g.source_ids.tolist()))[:4]
+    qs = [Question(id=f"q{i}", text=f"q {i}", gold_sources=[s], meta={"hops": 1 + i % 2}) for i, s in enumerate(sources)]
+
+    def search(q):
+        if q.id == "q2":
+            return np.array([], dtype=np.int64)[0]  # the IndexError a real KB raised out of GraphRAFT
+        return Retrieval(np.arange(3, dtype=np.int64), np.ones(3, np.float32), ["x"] * 3, {})
+
+    m = run_eval(g, qs, EvalConfig("hybrid", k=3), search, tmp_path / "run")
+    assert m["questions"] == 4 and m["errors"] == 1 and failed_questions(m) == 1
+    errors = [json.loads(x) for x in (tmp_path / "run" / "errors.jsonl").read_text().splitlines()]
+    assert [e["qid"] for e in errors] == ["q2"] and errors[0]["error"].startswith("IndexError") and "Traceback" in errors[0]["traceback"]
+    # per question group: hops 1 (q0, q2) and hops 2 (q1, q3), each with its own metrics
+    assert m["by_group"]["hops"]["1"]["questions"] == 2 and m["by_group"]["hops"]["2"]["questions"] == 2
+    assert set(m["by_group"]["hops"]["1"]) == {"questions", "hit@1", "hit@5", "recall@20", "mrr"}
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert saved["by_group"] == m["by_group"]

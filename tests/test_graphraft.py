@@ -252,3 +252,16 @@ def test_a_refused_selection_falls_back_to_the_no_model_order_counted(g, tmp_pat
         r = get_retriever("graphraft", res, ner="gazetteer", selector="listed", m=2).search("Which films did Ana Silva direct for Northlight?", 5)
     c = r.trace["counters"]
     assert c["llm_refused"] == 1 and c["picks_from_prior"] == 2 and g.source_ids[r.idx[0]] == "m1"
+
+
+def test_a_hop_whose_every_neighbour_is_the_topic_itself_gives_no_template_not_an_error(tmp_path):
+    """The shape that crashed GraphRAFT on a real KB: the second hop from a node leads only back
+    to the entity (X -R-> Y, and Y has no other neighbour), so the excluded set leaves nothing."""
+    from sagegraph.model import Edge, Node
+
+    nodes = [Node("nx", "entity", "Film", "name: X", "x", "X", 0, {"fields": {"name": "X"}}),
+             Node("ny", "entity", "Person", "name: Y", "y", "Y", 0, {"fields": {"name": "Y"}})]
+    g = build_mini(tmp_path / "graph", (nodes, [Edge("nx", "ny", "starred_actors")]))
+    view = kb_view(g)
+    templates = enumerate_templates(view, [g.rows_for_ids(["x"])])
+    assert [(t.kind, t.hops[0].rel, t.target_type) for t in templates] == [("1hop", "starred_actors", "Person")]

@@ -288,3 +288,23 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "af")
     assert child.data.params["prompt"] == "af-2" and child.data.params["params.reranker"] == "none"
     assert "diag_grounded_recall" in child.data.metrics and "rate_with_triplet" in child.data.metrics
+
+
+def test_grounding_turns_a_reversed_relationship_and_says_what_it_did(kb, tmp_path):
+    q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
+    name = q.meta["topic_entities"][0]["name"]
+    wrong = f"MATCH (m:Movie)-[:DIRECTED]->(p:Person {{name: '{name}'}}) RETURN DISTINCT m.id AS id"
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(wrong)))) as (server, res):
+        paper = get_retriever("spark", res, fill=False).search(q.text, 10)
+        grounded = get_retriever("spark", res, fill=False, ground=True, card_examples=True, link=True).search(q.text, 10)
+        prompt = server.requests[-1]["messages"][1]["content"]
+    assert paper.trace["counters"]["cypher_empty"] == 1 and paper.trace["counters"]["fallback"] == 1
+    c = grounded.trace["counters"]
+    assert c["grounded"] == 1 and c["ground_direction"] == 1 and c["cypher_empty"] == 0 and c["fallback"] == 0
+    assert grounded.trace["cypher_model"] == [wrong] and grounded.trace["cypher_executed"].startswith("MATCH (m:Movie)<-[:DIRECTED]-(p:Person")
+    assert grounded.trace["repairs"][0].startswith("direction:")
+    got = {res.graph.source_ids[i] for i in grounded.idx}
+    assert got == set(q.gold_sources)
+    # the prompt's grounding is read from this KB: a stored instance per pattern, the question's names linked
+    assert "(:Person)-[:DIRECTED]->(:Movie)   e.g. (:Person {name: '" in prompt
+    assert f"'{name}' is (:Person {{name: '{name}'}})" in prompt

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sagegraph.eval.runner import EvalConfig, read_done, read_partial
+from sagegraph.eval.runner import EvalConfig, group_columns, read_done, read_partial
 
 METRICS = ("hit@1", "recall@20")
 
@@ -105,12 +105,14 @@ def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, bas
     base_q = {metric: per_query(runs / base.key(), metric) for metric in METRICS} if base is not None else {}
     rows = []
     for c, m in results:
-        row: dict[str, Any] = {"config": row_label(c, m, results), "retriever": c.retriever, "questions": m.get("questions"), "partial": bool(m.get("partial"))}
+        row: dict[str, Any] = {"config": row_label(c, m, results), "retriever": c.retriever, "questions": m.get("questions"), "partial": bool(m.get("partial")),
+                               "errors": m.get("errors", 0)}
         for k in ("hit@1", "hit@5", "recall@20", "mrr"):
             row[k] = m.get(k)
         row.update({"llm_calls/q": m.get("llm_calls_per_query"), "llm_seconds/q": m.get("llm_work_seconds_per_query", m.get("llm_seconds_per_query")),
                     "usd/q": m.get("llm_cost_usd_per_query"), "prompt_tokens/q": m.get("llm_work_prompt_tokens_per_query"),
                     "latency_p50_ms": m.get("latency_p50_ms")})
+        row.update({k: v for k, v in group_columns(m).items() if not k.startswith("questions")})  # 'hit@1 hops=2', ...
         mine = {metric: per_query(runs / c.key(), metric) for metric in METRICS}
         for metric in METRICS:
             row[f"{metric} interval"] = interval(mine[metric])

@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -200,6 +201,10 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
         except SageGraphError as exc:  # one bad question is scored as retrieving nothing, and counted
             log.warning("question %s: %s", q.id, exc)
             r = Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [], {"error": str(exc)})
+        except Exception as exc:  # a bug met by one question: its error, with the traceback; the run goes on
+            log.warning("question %s: %s: %s (traceback in errors.jsonl)", q.id, type(exc).__name__, exc)
+            r = Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [],
+                          {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
         return r, (time.perf_counter() - t0) * 1000 + r.trace.get("reused_seed_ms", 0.0)
 
     def record(fh, traces, q: Question, r: Retrieval, ms: float) -> None:
@@ -210,6 +215,9 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
         if r.trace.get("stage_sets") or r.trace.get("predictions"):
             row["diagnostics"] = stage_diagnostics(r.trace, set(q.gold_sources), q.meta)
         with lock:
+            if row["error"]:
+                with open_for_append(out_dir / "errors.jsonl") as errors:
+                    errors.write(json.dumps({"qid": q.id, "error": row["error"], "traceback": r.trace.get("traceback")}) + "\n")
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             if r.trace:
@@ -230,7 +238,7 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
         else:
             _run_pool(todo, timed, lambda q, r, ms: record(fh, traces, q, r, ms), concurrency, timeout_s, started)
     rows = [done[q.id] for q in scorable]
-    return write_summary_files(out_dir, cfg, rows, missing, stamp, ks)
+    return write_summary_files(out_dir, cfg, rows, missing, stamp, ks, question_groups(scorable))
 
 
 def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: float | None, started: dict[str, float]) -> None:
@@ -268,8 +276,44 @@ def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: 
         raise failure
 
 
-def summarise(rows: list[dict[str, Any]], ks: list[int], missing: Sequence[str] = (), stamp: str = "") -> dict[str, Any]:
-    """metrics.json's content from per-query rows: quality means, latency, LLM usage, counters."""
+# Fields of a questions file that group its questions (PathQuestion's hops, the synthetic KB's
+# family, a qtype): each gets its own metrics per value, so a method's failure on one kind of
+# question is not averaged away.
+GROUP_FIELDS = ("hops", "qtype", "family")
+GROUP_METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
+
+
+def question_groups(questions: Sequence[Question]) -> dict[str, dict[str, str]]:
+    """qid -> {grouping field: value} for the fields of GROUP_FIELDS a question has."""
+    return {q.id: {f: str(q.meta[f]) for f in GROUP_FIELDS if q.meta.get(f) not in (None, "")} for q in questions}
+
+
+def group_metrics(rows: list[dict[str, Any]], groups: dict[str, dict[str, str]]) -> dict[str, dict[str, dict[str, float]]]:
+    """{field: {value: {"questions": n, metric: mean, ...}}} for every grouping field with at
+    least two values among the rows (one value is the whole set again)."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for f in GROUP_FIELDS:
+        by: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            if (v := groups.get(r["qid"], {}).get(f)) is not None:
+                by.setdefault(v, []).append(r)
+        if len(by) < 2:
+            continue
+        out[f] = {v: {"questions": len(rs), **{m: round(float(np.mean([r[m] for r in rs])), 6) for m in GROUP_METRICS if m in rs[0]}}
+                  for v, rs in sorted(by.items(), key=lambda kv: (len(kv[0]), kv[0]))}
+    return out
+
+
+def group_columns(summary: dict[str, Any]) -> dict[str, float]:
+    """metrics.json's per-group metrics as flat columns ('hit@1 hops=2'), for tables and MLflow."""
+    return {f"{m} {f}={v}": val for f, values in (summary.get("by_group") or {}).items() for v, ms in values.items()
+            for m, val in ms.items()}
+
+
+def summarise(rows: list[dict[str, Any]], ks: list[int], missing: Sequence[str] = (), stamp: str = "",
+              groups: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """metrics.json's content from per-query rows: quality means, latency, LLM usage, counters,
+    and per-group metrics when `groups` (`question_groups`) is given."""
     keys = metric_names(ks)
     metrics = mean_metrics([{k: r[k] for k in keys} for r in rows])
     lat = np.array([r["latency_ms"] for r in rows]) if rows else np.zeros(1)
@@ -296,7 +340,15 @@ def summarise(rows: list[dict[str, Any]], ks: list[int], missing: Sequence[str] 
         "mrr_convention": MRR_CONVENTION,
         "inputs": stamp,
     }
+    if groups and (by_group := group_metrics(rows, groups)):
+        summary["by_group"] = by_group
     return summary
+
+
+def failed_questions(summary: dict[str, Any]) -> int:
+    """Questions a configuration scored as empty because of an error (timeouts, which a user
+    asked for, not counted): a non-zero count makes the CLI exit non-zero."""
+    return int(summary.get("errors", 0) or 0) - int(summary.get("timeouts", 0) or 0)
 
 
 def read_partial(out_dir: Path, cfg: EvalConfig) -> dict[str, Any] | None:
@@ -306,8 +358,9 @@ def read_partial(out_dir: Path, cfg: EvalConfig) -> dict[str, Any] | None:
     return {**summarise(rows, recall_ks(cfg)), "partial": True} if rows else None
 
 
-def write_summary_files(out_dir: Path, cfg: EvalConfig, rows: list[dict[str, Any]], missing: list[str], stamp: str, ks: list[int]) -> dict[str, Any]:
-    summary = summarise(rows, ks, missing, stamp)
+def write_summary_files(out_dir: Path, cfg: EvalConfig, rows: list[dict[str, Any]], missing: list[str], stamp: str, ks: list[int],
+                        groups: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    summary = summarise(rows, ks, missing, stamp, groups)
     keys = metric_names(ks)
     usage_cols = [_col(k) for k in USAGE_KEYS]
     write_per_query_csv(out_dir / "per_query.csv", rows, keys + usage_cols)

@@ -96,6 +96,8 @@ def _groups(view: KBView, rows: np.ndarray, exclude: np.ndarray | None = None) -
     if exclude is not None:
         keep = ~np.isin(o, exclude)
         o, c, d = o[keep], c[keep], d[keep]
+        if not len(o):  # every neighbour excluded (a round trip back to the topic): np.split would yield one empty segment
+            return {}
     types = view.g.types[o]
     out_groups: dict[tuple[int, bool, str], np.ndarray] = {}
     tcodes, tinv = np.unique(types, return_inverse=True)

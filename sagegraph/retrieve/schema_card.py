@@ -11,7 +11,9 @@ from typing import Any
 import yaml
 
 from sagegraph.errors import ConfigError
-from sagegraph.store.base import GraphSchema
+from sagegraph.store.base import GraphSchema, GraphStore, safe_label
+
+NAME_KEYS = ("name", "title")
 
 
 def load_hints(path: Path | None) -> dict[str, Any]:
@@ -33,7 +35,33 @@ def _example(v: Any) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-def schema_card(schema: GraphSchema, hints: dict[str, Any] | None = None, max_examples: int = 2) -> str:
+def cypher_literal(v: Any) -> str:
+    if isinstance(v, str):
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(v)
+
+
+def node_literal(label: str, props: dict[str, Any]) -> str:
+    """`(:Label {name: 'X'})` with the node's own name property (name, else title), as stored."""
+    key = next((k for k in NAME_KEYS if props.get(k) not in (None, "")), None)
+    return f"(:{label} {{{key}: {cypher_literal(props[key])}}})" if key else f"(:{label})"
+
+
+def pattern_examples(store: GraphStore, patterns: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+    """One stored instance of every relationship pattern, read from this KB, so a small model sees
+    the direction in use, `(:Movie {name: 'Kismet'})-[:directed_by]->(:Person {name: '...'})`,
+    rather than only the pattern."""
+    out = {}
+    for a, r, b in patterns:
+        rows = store.read(f"MATCH (x:{safe_label(a)})-[:{safe_label(r)}]->(y:{safe_label(b)}) RETURN x, y LIMIT 1", max_rows=1, timeout_ms=10_000)
+        if rows:
+            out[(a, r, b)] = f"{node_literal(a, rows[0]['x'])}-[:{r}]->{node_literal(b, rows[0]['y'])}"
+    return out
+
+
+def schema_card(schema: GraphSchema, hints: dict[str, Any] | None = None, max_examples: int = 2,
+                examples: dict[tuple[str, str, str], str] | None = None) -> str:
+    """`examples` (`pattern_examples`) shows a stored instance beside each relationship pattern."""
     hints = hints or {}
     notes = hints.get("properties") or {}
     lines = ["Node labels (count) and their properties (type, example values):"]
@@ -44,15 +72,16 @@ def schema_card(schema: GraphSchema, hints: dict[str, Any] | None = None, max_ex
             note = notes.get(f"{label}.{key}")
             lines.append(f"  {key}: {info.type}" + (f" e.g. {ex}" if ex else "") + (f"  -- {note}" if note else ""))
     lines.append("Relationships (direction matters):")
-    lines += [f"  (:{a})-[:{r}]->(:{b})" for a, r, b in schema.patterns]
+    examples = examples or {}
+    lines += [f"  (:{a})-[:{r}]->(:{b})" + (f"   e.g. {examples[(a, r, b)]}" if (a, r, b) in examples else "") for a, r, b in schema.patterns]
     lines.append("Every node has a unique `id` property: return the answer nodes' ids (RETURN DISTINCT n.id AS id).")
     for key, note in notes.items():
         label, _, prop = key.partition(".")
         if label not in schema.properties or prop not in schema.properties[label]:
             lines.append(f"Note on {key}: {note}")
-    examples = hints.get("examples") or []
-    if examples:
+    worked = hints.get("examples") or []
+    if worked:
         lines.append("Examples:")
-        for ex in examples:
+        for ex in worked:
             lines.append(f"  Q: {ex['question']}\n  Cypher: {ex['cypher']}")
     return "\n".join(lines)

@@ -27,7 +27,10 @@ from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, Store
 from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.schema_card import load_hints, schema_card
+from sagegraph.retrieve.cypher_grounding import GROUND_KINDS, KBSchema, ground_query
+from sagegraph.retrieve.graphraft_entities import gazetteer_entities
+from sagegraph.retrieve.kb_view import kb_view, normalise
+from sagegraph.retrieve.schema_card import load_hints, node_literal, pattern_examples, schema_card
 from sagegraph.retrieve.timeline import Timeline
 
 PROMPT_VERSION = "spark-1"
@@ -107,6 +110,11 @@ class SparkParams(BaseModel):
     max_rows: int = Field(2000, ge=1, description="rows kept from the Cypher result (the store caps them)")
     timeout_ms: int = Field(5000, ge=1, description="Cypher time limit")
     fill: bool = Field(True, description="fill to k from hybrid over the target label")
+    # Grounding in the KB being queried (off: the paper's SPARK). Each is counted in the trace.
+    card_examples: bool = Field(False, description="the schema card shows one stored instance of every relationship pattern, read from this KB")
+    link: bool = Field(False, description="names in the question found in the KB's name index are listed in the prompt with their labels")
+    ground: bool = Field(False, description="before running, turn relationships the KB stores the other way, map unknown relationship types "
+                                            "to a close one (else any type) and move a name to the label that holds it")
 
 
 @register("spark")
@@ -126,8 +134,31 @@ class SparkRetriever(Retriever):
         """The schema card, introspected once per retriever (questions run on a pool share it)."""
         with self._card_lock:
             if self._card is None:
-                self._card = schema_card(self.res.store.introspect(), load_hints(self.p.hints or self._default_hints()))
+                schema = self.res.store.introspect()
+                examples = pattern_examples(self.res.store, schema.patterns) if self.p.card_examples else None
+                self._card = schema_card(schema, load_hints(self.p.hints or self._default_hints()), examples=examples)
+                self._patterns = set(schema.patterns)
             return self._card
+
+    def kb_schema(self) -> KBSchema:
+        """The stored patterns and the labels holding each name, for `ground_query`."""
+        _ = self.card
+        view = kb_view(self.g)
+
+        def labels_of_name(name: str) -> set[str]:
+            rows = view.name_index.get(normalise(name))
+            return {str(self.g.types[r]) for r in rows} if rows is not None else set()
+
+        return KBSchema(self._patterns, labels_of_name)
+
+    def linked(self, question: str) -> list[str]:
+        """`'span' is (:Label {name: 'Stored Name'})` for every KB name found in the question."""
+        view = kb_view(self.g)
+        lines = []
+        for span, _ in gazetteer_entities(view, question):
+            for r in view.name_index.get(normalise(span), [])[:3]:
+                lines.append(f"'{span}' is {node_literal(str(self.g.types[r]), view.fields[r])}")
+        return lines
 
     def _default_hints(self) -> Path | None:
         corpus = (self.g.manifest.get("config") or {}).get("corpus") or {}
@@ -137,7 +168,9 @@ class SparkRetriever(Retriever):
         return None
 
     def messages(self, question: str) -> list[dict[str, str]]:
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Schema:\n{self.card}\n\nQuestion: {question}"}]
+        linked = self.linked(question) if self.p.link else []
+        names = ("\n\nNames in the question found in the graph:\n" + "\n".join(f"  {x}" for x in linked)) if linked else ""
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Schema:\n{self.card}{names}\n\nQuestion: {question}"}]
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:
@@ -148,6 +181,8 @@ class SparkRetriever(Retriever):
     def _plan_and_run(self, query: str, k: int) -> Retrieval:
         counters = {"plan_parsed": 0, "fallback": 0, "cypher_ran": 0, "cypher_rejected": 0, "cypher_invalid": 0, "cypher_error": 0,
                     "cypher_empty": 0, "repair_calls": 0, "llm_refused": 0}
+        if self.p.ground:
+            counters.update(grounded=0, **{f"ground_{kind}": 0 for kind in GROUND_KINDS})
         timeline = Timeline()
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
         messages = self.messages(query)
@@ -191,6 +226,8 @@ class SparkRetriever(Retriever):
                     timeline: Timeline) -> tuple[np.ndarray | None, Plan]:
         for attempt in range(2):
             query = plan.cypher or ""
+            if self.p.ground:
+                query = self._ground(query, trace, counters)
             try:
                 with timeline.span("cypher", "cypher" if attempt == 0 else "cypher (repaired)", {"query": query}) as ev:
                     rows, truncated = self.res.store.read_untrusted(query, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
@@ -223,6 +260,17 @@ class SparkRetriever(Retriever):
                 counters["cypher_empty"] = 1
             return found, plan
         return None, plan
+
+    def _ground(self, query: str, trace: dict, counters: dict) -> str:
+        """The model's query repaired against the KB; what it wrote and each repair in the trace."""
+        grounded, repairs = ground_query(query, self.kb_schema())
+        if repairs:
+            counters["grounded"] = 1
+            for rep in repairs:
+                counters[f"ground_{rep.kind}"] += 1
+            trace.setdefault("cypher_model", []).append(query)
+            trace.setdefault("repairs", []).extend(f"{rep.kind}: {rep.detail}" for rep in repairs)
+        return grounded
 
     def _repair(self, messages, reply_text: str, error: str, trace: dict, counters: dict, timeline: Timeline) -> Plan | None:
         counters["repair_calls"] = 1

@@ -1,0 +1,204 @@
+"""Grounding a model-written Cypher query in the KB it runs on: deterministic repairs between the
+model and the store, each one named, so a trace shows what the model wrote and what ran.
+
+A 1.5B model on a KB it has never seen reverses stored directions, invents relationship types and
+puts a name on the wrong label (issue: real KBs). These repairs read only the store's own schema
+(its `(label)-[type]->(label)` patterns) and the names of its nodes; nothing here knows a KB.
+
+langchain-neo4j's `CypherQueryCorrector` (the Cypher direction competition's winner) does the
+direction part, but importing it pulls langchain-classic, langchain-core, langgraph and
+neo4j-graphrag, it reads raw text with regular expressions (the failure the read-only guard had),
+and it blanks a query it cannot validate instead of repairing it. This works on the guard's
+tokens (`sagegraph.store.readonly.tokenize`), so strings and comments cannot mislead it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from sagegraph.store.readonly import Token, render, tokenize
+
+
+GROUND_KINDS = ("direction", "type_mapped", "type_relaxed", "label_moved")
+
+
+@dataclass(frozen=True)
+class Repair:
+    kind: str  # direction, type_mapped, type_relaxed, label_moved
+    detail: str
+
+
+@dataclass
+class KBSchema:
+    """What the repairs may rely on: the stored patterns, and which labels hold a name."""
+
+    patterns: set[tuple[str, str, str]]
+    labels_of_name: Callable[[str], set[str]] = lambda name: set()
+    relationship_types: set[str] = field(init=False)
+    labels: set[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.relationship_types = {r for _, r, _ in self.patterns}
+        self.labels = {a for a, _, _ in self.patterns} | {b for _, _, b in self.patterns}
+
+    def connects(self, a: str | None, r: str, b: str | None) -> bool:
+        return any((a is None or a == x) and r == y and (b is None or b == z) for x, y, z in self.patterns)
+
+
+@dataclass
+class _Node:
+    start: int  # index of `(` in the code list
+    end: int  # index of `)`
+    var: str | None
+    label_at: int | None  # code index of the (first) label token
+    label: str | None
+    name: str | None  # a literal {name: '...'} or {title: '...'}
+
+
+@dataclass
+class _Rel:
+    start: int  # index of `[`
+    end: int  # index of `]`
+    left_arrow: int | None  # code index of `<` before `-[`
+    right_arrow: int | None  # code index of `>` after `]-`
+    type_at: int | None
+    rtype: str | None
+
+
+def _code(tokens: list[Token]) -> list[int]:
+    return [i for i, t in enumerate(tokens) if t.kind != "ws"]
+
+
+def _node_at(tokens: list[Token], code: list[int], k: int) -> _Node | None:
+    """A node pattern `(var:Label {name: '...'})` opening at code[k], or None."""
+    if tokens[code[k]].text != "(":
+        return None
+    j, depth = k + 1, 1
+    while j < len(code) and depth:
+        t = tokens[code[j]].text
+        depth += (t == "(") - (t == ")")
+        j += 1
+    end = j - 1
+    inner = [tokens[code[x]] for x in range(k + 1, end)]
+    if any(t.kind == "name" and t.word in ("MATCH", "WHERE", "RETURN", "WITH") for t in inner):
+        return None  # a subexpression, not a node pattern
+    var = label = name = None
+    label_at = None
+    x = k + 1
+    if x < end and tokens[code[x]].kind in ("name", "quoted") and tokens[code[x]].text != ":":
+        var = tokens[code[x]].value
+        x += 1
+    if x + 1 < end and tokens[code[x]].text == ":" and tokens[code[x + 1]].kind in ("name", "quoted"):
+        label, label_at = tokens[code[x + 1]].value, x + 1
+    for y in range(k + 1, end - 2):
+        a, b, c = tokens[code[y]], tokens[code[y + 1]], tokens[code[y + 2]]
+        if a.kind == "name" and a.value.lower() in ("name", "title") and b.text == ":" and c.kind == "string":
+            name = c.value
+    if var is None and label is None and end - k > 1 and tokens[code[k + 1]].text != ":" and tokens[code[k + 1]].text != "{":
+        return None  # `(x + 1)`, `(count(...))`: an expression
+    return _Node(k, end, var, label_at, label, name)
+
+
+def _rel_after(tokens: list[Token], code: list[int], k: int) -> tuple[_Rel, int] | None:
+    """A relationship `<-[r:TYPE]->` starting right after a node's `)` at code[k]; returns it and
+    the code index where the next node opens."""
+    x = k + 1
+    left = None
+    if x < len(code) and tokens[code[x]].text == "<":
+        left, x = x, x + 1
+    if x + 1 >= len(code) or tokens[code[x]].text != "-" or tokens[code[x + 1]].text != "[":
+        return None
+    start = x + 1
+    end = start
+    while end < len(code) and tokens[code[end]].text != "]":
+        end += 1
+    if end + 1 >= len(code) or tokens[code[end + 1]].text != "-":
+        return None
+    y = end + 2
+    right = None
+    if y < len(code) and tokens[code[y]].text == ">":
+        right, y = y, y + 1
+    rtype = type_at = None
+    inner = list(range(start + 1, end))
+    for z in inner:
+        if tokens[code[z]].text == ":" and z + 1 < end and tokens[code[z + 1]].kind in ("name", "quoted"):
+            if not any(tokens[code[w]].text in ("|", "*") for w in inner):
+                rtype, type_at = tokens[code[z + 1]].value, z + 1
+            break
+    return _Rel(start, end, left, right, type_at, rtype), y
+
+
+def ground_query(query: str, schema: KBSchema) -> tuple[str, list[Repair]]:
+    """The query with its relationship directions, unknown relationship types and misplaced name
+    labels repaired against `schema`, and the repairs made. A query that does not tokenise is
+    returned as it is (the read-only guard will refuse it with its reason)."""
+    try:
+        tokens = tokenize(query)
+    except Exception:
+        return query, []
+    code = _code(tokens)
+    nodes: list[_Node] = []
+    chains: list[tuple[_Node, _Rel, _Node]] = []
+    k = 0
+    while k < len(code):
+        node = _node_at(tokens, code, k)
+        if node is None:
+            k += 1
+            continue
+        nodes.append(node)
+        while (rel := _rel_after(tokens, code, node.end)) is not None:
+            r, nxt = rel
+            other = _node_at(tokens, code, nxt) if nxt < len(code) else None
+            if other is None:
+                break
+            chains.append((node, r, other))
+            nodes.append(other)
+            node = other
+        k = node.end + 1
+    out = list(tokens)
+    repairs: list[Repair] = []
+
+    def put(code_index: int, text: str, kind: str = "name") -> None:
+        out[code[code_index]] = Token(kind, text, text)
+
+    # a literal name on a label that holds no node of that name: the label that does
+    for n in nodes:
+        if n.name and n.label and n.label_at is not None and n.label in schema.labels:
+            holders = schema.labels_of_name(n.name)
+            if holders and n.label not in holders and len(holders) == 1:
+                new = next(iter(holders))
+                put(n.label_at, new)
+                repairs.append(Repair("label_moved", f"{n.name!r}: :{n.label} -> :{new}"))
+                n.label = new
+    labels = {n.var: n.label for n in nodes if n.var and n.label}
+    for a, r, b in chains:
+        la, lb = a.label or labels.get(a.var), b.label or labels.get(b.var)
+        if r.rtype is not None and r.rtype not in schema.relationship_types:
+            # the one type that joins the two labels, else a type spelled much like the model's
+            # (has_language -> in_language); a guess between several types is worse than all of them
+            near = sorted({y for x, y, z in schema.patterns if schema.connects(la, y, lb) or schema.connects(lb, y, la)})
+            close = near if len(near) == 1 and la and lb else difflib.get_close_matches(r.rtype, near or sorted(schema.relationship_types), n=1, cutoff=0.8)
+            if close:
+                put(r.type_at, close[0])
+                repairs.append(Repair("type_mapped", f"[:{r.rtype}] -> [:{close[0]}]"))
+                r.rtype = close[0]
+            else:  # no close type: any relationship between the two ends
+                put(r.type_at - 1, "", "ws")
+                put(r.type_at, "", "ws")
+                repairs.append(Repair("type_relaxed", f"[:{r.rtype}] -> [] (no such relationship type)"))
+                r.rtype = None
+        if r.rtype is None or (r.left_arrow is None) == (r.right_arrow is None):
+            continue  # untyped or undirected: nothing to turn
+        src, dst = (la, lb) if r.right_arrow is not None else (lb, la)
+        if schema.connects(src, r.rtype, dst) or not schema.connects(dst, r.rtype, src):
+            continue
+        if r.right_arrow is not None:
+            put(r.right_arrow, "", "ws")
+            out[code[r.start - 1]] = Token("sym", "<-", "<-")
+        else:
+            put(r.left_arrow, "", "ws")
+            out[code[r.end + 1]] = Token("sym", "->", "->")
+        repairs.append(Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way"))
+    return (render(out), repairs) if repairs else (query, [])
