@@ -41,3 +41,16 @@ def test_a_variable_labelled_elsewhere_still_decides_the_direction():
 
 def test_a_query_that_does_not_tokenise_is_left_for_the_guard_to_refuse():
     assert ground_query("MATCH (n {name: 'unterminated}) RETURN n", SCHEMA) == ("MATCH (n {name: 'unterminated}) RETURN n", [])
+
+
+@pytest.mark.parametrize("written,target,ran", [
+    ("MATCH (f:Film {name: 'Dhoom'}) RETURN f.id AS id", "Year",
+     "MATCH (f:Film {name: 'Dhoom'}) MATCH (f)-[:release_year]->(grounded_answer:Year) RETURN grounded_answer.id AS id"),
+    ("MATCH (p:Person {name: 'Uday Chopra'}) RETURN DISTINCT p.id AS id", "Film",  # stored Film -> Person, two types: any
+     "MATCH (p:Person {name: 'Uday Chopra'}) MATCH (p)--(grounded_answer:Film) RETURN DISTINCT grounded_answer.id AS id"),
+    ("MATCH (f:Film {name: 'Dhoom'}) RETURN f.id AS id", "Film", "MATCH (f:Film {name: 'Dhoom'}) RETURN f.id AS id"),
+    ("MATCH (f:Film) RETURN f.id AS id", "Year", "MATCH (f:Film) RETURN f.id AS id"),  # no named topic: a plain listing
+])
+def test_a_query_that_returns_its_named_topic_is_extended_to_the_target(written, target, ran):
+    out, repairs = ground_query(written, SCHEMA, target)
+    assert out == ran and [r.kind for r in repairs] == (["return_extended"] if out != written else [])

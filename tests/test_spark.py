@@ -308,3 +308,13 @@ def test_grounding_turns_a_reversed_relationship_and_says_what_it_did(kb, tmp_pa
     # the prompt's grounding is read from this KB: a stored instance per pattern, the question's names linked
     assert "(:Person)-[:DIRECTED]->(:Movie)   e.g. (:Person {name: '" in prompt
     assert f"'{name}' is (:Person {{name: '{name}'}})" in prompt
+
+
+def test_grounding_extends_a_plan_that_returns_its_topic_to_the_target_label(kb, tmp_path):
+    q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
+    name = q.meta["topic_entities"][0]["name"]
+    stops = f"MATCH (p:Person {{name: '{name}'}}) RETURN p.id AS id"  # named the topic and stopped
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(stops, target="Movie")))) as (_, res):
+        r = get_retriever("spark", res, fill=False, ground=True).search(q.text, 50)
+    assert r.trace["counters"]["ground_return_extended"] == 1 and r.trace["counters"]["fallback"] == 0
+    assert set(q.gold_sources) <= {res.graph.source_ids[i] for i in r.idx}  # every film the person is joined to, gold among them

@@ -21,7 +21,7 @@ from typing import Callable
 from sagegraph.store.readonly import Token, render, tokenize
 
 
-GROUND_KINDS = ("direction", "type_mapped", "type_relaxed", "label_moved")
+GROUND_KINDS = ("direction", "type_mapped", "type_relaxed", "label_moved", "return_extended")
 
 
 @dataclass(frozen=True)
@@ -130,10 +130,12 @@ def _rel_after(tokens: list[Token], code: list[int], k: int) -> tuple[_Rel, int]
     return _Rel(start, end, left, right, type_at, rtype), y
 
 
-def ground_query(query: str, schema: KBSchema) -> tuple[str, list[Repair]]:
+def ground_query(query: str, schema: KBSchema, target: str | None = None) -> tuple[str, list[Repair]]:
     """The query with its relationship directions, unknown relationship types and misplaced name
-    labels repaired against `schema`, and the repairs made. A query that does not tokenise is
-    returned as it is (the read-only guard will refuse it with its reason)."""
+    labels repaired against `schema`, and, when it returns the named topic node itself while the
+    plan's `target` is another label, extended from the topic to the target; with the repairs
+    made. A query that does not tokenise is returned as it is (the read-only guard will refuse it
+    with its reason)."""
     try:
         tokens = tokenize(query)
     except Exception:
@@ -201,4 +203,41 @@ def ground_query(query: str, schema: KBSchema) -> tuple[str, list[Repair]]:
             put(r.left_arrow, "", "ws")
             out[code[r.end + 1]] = Token("sym", "->", "->")
         repairs.append(Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way"))
+    if target and target in schema.labels and not chains:
+        _extend_return(tokens, code, nodes, schema, target, out, repairs)
     return (render(out), repairs) if repairs else (query, [])
+
+
+ANSWER_VAR = "grounded_answer"
+
+
+def _extend_return(tokens: list[Token], code: list[int], nodes: list[_Node], schema: KBSchema, target: str,
+                   out: list[Token], repairs: list[Repair]) -> None:
+    """`MATCH (n:Movie {name: 'X'}) RETURN n.id` for a question whose answers are Years: the
+    model named the topic and stopped. The topic is extended along the relationship joining its
+    label to the target (the one stored either way, else any), and that end is returned."""
+    returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
+    if len(returns) != 1:
+        return
+    k = returns[0] + 1
+    if k < len(code) and tokens[code[k]].word == "DISTINCT":
+        k += 1
+    if k + 2 >= len(code) or tokens[code[k + 1]].text != "." or tokens[code[k + 2]].value.lower() != "id":
+        return
+    var = tokens[code[k]].value
+    topic = next((n for n in nodes if n.var == var and n.name and n.label), None)
+    if topic is None or topic.label == target:
+        return
+    forward = sorted({r for a, r, b in schema.patterns if a == topic.label and b == target})
+    backward = sorted({r for a, r, b in schema.patterns if a == target and b == topic.label})
+    if len(forward) + len(backward) == 0:
+        return
+    if len(forward) == 1 and not backward:
+        hop, along = f"-[:{forward[0]}]->", forward[0]
+    elif len(backward) == 1 and not forward:
+        hop, along = f"<-[:{backward[0]}]-", backward[0]
+    else:
+        hop, along = "--", "any relationship"
+    out[code[returns[0]]] = Token("name", f"MATCH ({var}){hop}({ANSWER_VAR}:{target}) RETURN", "RETURN")
+    out[code[k]] = Token("name", ANSWER_VAR, ANSWER_VAR)
+    repairs.append(Repair("return_extended", f"RETURN of the topic {var} (:{topic.label}) extended to :{target} along {along}"))

@@ -227,7 +227,7 @@ class SparkRetriever(Retriever):
         for attempt in range(2):
             query = plan.cypher or ""
             if self.p.ground:
-                query = self._ground(query, trace, counters)
+                query = self._ground(query, plan.target, trace, counters)
             try:
                 with timeline.span("cypher", "cypher" if attempt == 0 else "cypher (repaired)", {"query": query}) as ev:
                     rows, truncated = self.res.store.read_untrusted(query, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
@@ -261,9 +261,9 @@ class SparkRetriever(Retriever):
             return found, plan
         return None, plan
 
-    def _ground(self, query: str, trace: dict, counters: dict) -> str:
+    def _ground(self, query: str, target: str | None, trace: dict, counters: dict) -> str:
         """The model's query repaired against the KB; what it wrote and each repair in the trace."""
-        grounded, repairs = ground_query(query, self.kb_schema())
+        grounded, repairs = ground_query(query, self.kb_schema(), target)
         if repairs:
             counters["grounded"] = 1
             for rep in repairs:
