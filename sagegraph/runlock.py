@@ -26,6 +26,7 @@ import psutil
 from sagegraph.errors import SageGraphError
 
 log = logging.getLogger("sagegraph.lock")
+_HELD: set[str] = set()  # lock files this process holds: a nested hold of one of them is a no-op
 
 
 class DirectoryLocked(SageGraphError):
@@ -78,9 +79,6 @@ def hold(directory: Path, what: str = "run") -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-
-
-_HELD: set[str] = set()
 
 
 def lock_path(directory: Path) -> Path:

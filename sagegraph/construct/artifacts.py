@@ -79,6 +79,14 @@ def write_json(path: Path, obj: Any, indent: int | None = 1) -> Path:
     return path
 
 
+def move_aside(path: Path, tag: str) -> Path:
+    """Rename `path` to the first free `<name>.<tag>-N` beside it (kept, never deleted)."""
+    n = 1
+    while path.with_name(f"{path.name}.{tag}-{n}").exists():
+        n += 1
+    return path.rename(path.with_name(f"{path.name}.{tag}-{n}"))
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from sagegraph.construct import edges as E
-from sagegraph.construct.artifacts import Layout, read_json, save_npz, versioned, write_json
+from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
 from sagegraph.construct.edge_records import extra_for, pair_edge_table
 from sagegraph.construct.fields import FIELDS, entity_set, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
@@ -29,7 +29,7 @@ from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, make_encoder
 from sagegraph.errors import InputError
-from sagegraph.store.loaded import loaded_marker
+from sagegraph.store.loaded import load_mismatch, loaded_marker
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.construct")
@@ -372,33 +372,27 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
 
 
 def _verified_reuse(cfg: BuildConfig, path: Path, marker: Path) -> dict[str, Any] | None:
-    """The marker's summary when the store opens and holds what the marker says was loaded; None
-    (and the marker removed, so the load below starts over) when it does not: a dead store was
-    once reported as reused."""
+    """The marker's summary when the store opens and holds what the marker says was loaded
+    (`load_mismatch`, as a reader checks it); None (and the marker removed, so the load below
+    starts over) when it does not: a dead store was once reported as reused."""
     from sagegraph.errors import StoreError
     from sagegraph.store import open_store
 
     summary = read_json(marker)
     try:
         with open_store(cfg.store.backend, path, cfg.store.graph) as store:
-            have = {"nodes": store.count_nodes(), "edges": store.count_edges()}
+            mismatch = load_mismatch(store, marker, {"fingerprint": Layout.of(cfg).cfg_fp["edges"]})
     except StoreError as exc:
         log.warning("store at %s does not open (%s); loading it again", path, exc)
-        have = None
-    if have is not None and have == {k: summary.get(k) for k in have}:
-        return {**summary, "resumed": True, "seconds": 0.0}
-    if have is not None:
-        log.warning("store at %s holds %s, its load wrote %s nodes and %s edges; loading it again", path, have, summary.get("nodes"), summary.get("edges"))
-    marker.unlink(missing_ok=True)
-    if cfg.store.backend == "falkordb":  # a store that does not open is moved aside whole, never deleted
-        db = path / "graph.db"
-        if have is None and db.exists():
-            n = 1
-            while path.with_name(f"{path.name}.broken-{n}").exists():
-                n += 1
-            path.rename(path.with_name(f"{path.name}.broken-{n}"))
-            log.warning("moved the store that does not open to %s", path.with_name(f"{path.name}.broken-{n}"))
-    return None
+        marker.unlink(missing_ok=True)
+        if cfg.store.backend == "falkordb" and (path / "graph.db").exists():  # moved aside whole, never deleted
+            log.warning("moved the store that does not open to %s", move_aside(path, "broken"))
+        return None
+    if mismatch is not None:
+        log.warning("%s; loading it again", mismatch)
+        marker.unlink(missing_ok=True)
+        return None
+    return {**summary, "resumed": True, "seconds": 0.0}
 
 
 __all__ = [

@@ -21,8 +21,8 @@ _SUSPECT = re.compile(rb"NaN|Infinity|\d{19,}")
 class ErrorPolicy:
     """Raise on the first bad record, or skip it and count why (the build reports the counts).
     A second record under an id already read is an error naming both lines (`on_duplicate:
-    error`, which `on_error: skip` turns into skipping the later one), or replaces the first
-    (`last`), counted as `duplicate` either way."""
+    error`, which `on_error: skip` turns into skipping the later one, counted under its id
+    field), or replaces the first (`last`, counted as `duplicate`)."""
 
     on_error: OnError = "raise"
     on_duplicate: OnDuplicate = "error"
@@ -104,13 +104,11 @@ def load_numbered(path: Path, parse: Callable[[dict[str, Any], Path, int], T], p
         if key is not None:
             k = key(rec)
             if k in first:
-                seen = out[first[k]][0]
-                policy.skipped["duplicate"] = policy.skipped.get("duplicate", 0) + 1
                 if policy.on_duplicate == "last":
+                    policy.skipped["duplicate"] = policy.skipped.get("duplicate", 0) + 1
                     out[first[k]] = (lineno, rec)
                 else:
-                    policy.skipped["duplicate"] -= 1  # counted once, by handle, if skipped
-                    policy.handle(InputError(path, lineno, key_field, f"duplicate {key_field} {k!r}: line {seen} has it too"))
+                    policy.handle(InputError(path, lineno, key_field, f"duplicate {key_field} {k!r}: line {out[first[k]][0]} has it too"))
                 continue
             first[k] = len(out)
         out.append((lineno, rec))

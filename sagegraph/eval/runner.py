@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from sagegraph.construct.artifacts import move_aside
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError, InfraError, SageGraphError
 from sagegraph.eval.metrics import (
@@ -116,11 +117,8 @@ def _set_aside_if_stale(out_dir: Path, stamp: str) -> None:
     seen = out_dir / "inputs.txt"
     if seen.exists() and seen.read_text().strip() == stamp:
         return
-    n = 1
-    while out_dir.with_name(f"{out_dir.name}.stale-{n}").exists():
-        n += 1
-    out_dir.rename(out_dir.with_name(f"{out_dir.name}.stale-{n}"))
-    log.warning("%s: made on another graph or question set; moved to %s.stale-%d and run again", out_dir, out_dir.name, n)
+    moved = move_aside(out_dir, "stale")
+    log.warning("%s: made on another graph or question set; moved to %s and run again", out_dir, moved.name)
 
 
 USAGE_KEYS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "llm_seconds", "retries", "truncated", "malformed",

@@ -128,6 +128,8 @@ class SparkRetriever(Retriever):
         self.hybrid = HybridRetriever.over(res, alpha=params.alpha)
         self._card: str | None = None
         self._card_lock = threading.Lock()
+        self._patterns: set[tuple[str, str, str]] = set()
+        self._kb_schema: KBSchema | None = None
 
     @property
     def card(self) -> str:
@@ -141,15 +143,18 @@ class SparkRetriever(Retriever):
             return self._card
 
     def kb_schema(self) -> KBSchema:
-        """The stored patterns and the labels holding each name, for `ground_query`."""
-        _ = self.card
-        view = kb_view(self.g)
+        """The stored patterns and the labels holding each name, for `ground_query`; made once
+        (questions on a pool may make it twice at first, the same both times)."""
+        if self._kb_schema is None:
+            _ = self.card
+            view = kb_view(self.g)
 
-        def labels_of_name(name: str) -> set[str]:
-            rows = view.name_index.get(normalise(name))
-            return {str(self.g.types[r]) for r in rows} if rows is not None else set()
+            def labels_of_name(name: str) -> set[str]:
+                rows = view.name_index.get(normalise(name))
+                return {str(self.g.types[r]) for r in rows} if rows is not None else set()
 
-        return KBSchema(self._patterns, labels_of_name)
+            self._kb_schema = KBSchema(self._patterns, labels_of_name)
+        return self._kb_schema
 
     def linked(self, question: str) -> list[str]:
         """`'span' is (:Label {name: 'Stored Name'})` for every KB name found in the question."""

@@ -42,6 +42,7 @@ ALLOWED_FUNCTION_NAMESPACES = {"date", "datetime", "localdatetime", "time", "loc
 
 _WS = " \t\n\r"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIGITS = re.compile(r"\d+")
 _NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 
@@ -134,7 +135,7 @@ def tokenize(query: str) -> list[Token]:
             tok, i = _quoted(query, i)
             tokens.append(tok)
         elif c == "$":
-            m = _NAME.match(query, i + 1) or re.compile(r"\d+").match(query, i + 1)
+            m = _NAME.match(query, i + 1) or _DIGITS.match(query, i + 1)
             if not m:
                 raise ReadOnlyViolation(f"a '$' without a parameter name at offset {i}")
             tokens.append(Token("param", "$" + m.group(0), m.group(0)))
