@@ -15,12 +15,13 @@ from prefect.futures import as_completed
 
 from sagegraph.construct.variants import base_config_of, label
 from sagegraph.config import BuildConfig
-from sagegraph.corpus.questions import sample_questions, write_question_subset
+from sagegraph.corpus.questions import matching_questions, sample_questions, write_question_subset
 from sagegraph.eval.evaluate import default_questions, read_questions
 from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig, failed_questions, group_columns
 from sagegraph.eval.compare import compare_files, ordered
 from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, llm_settings, plot_figure4
+from sagegraph.errors import InputError
 from sagegraph.llm import resolved_base_url
 from sagegraph.tracking import SweepTracker, default_tracking_uri
 from tasks import build as TB
@@ -103,7 +104,10 @@ def sweep_questions(cfg: SweepConfig, graph: Path, out: Path) -> Path:
     questions = cfg.questions or default_questions(graph)
     if cfg.sample is None:
         return questions
-    picked = sample_questions(read_questions(questions), cfg.sample.n, cfg.sample.by, cfg.sample.seed)
+    kept = matching_questions(read_questions(questions), cfg.sample.where)
+    if not kept:
+        raise InputError(questions, None, "sample.where", f"no question matches {cfg.sample.where}")
+    picked = sample_questions(kept, cfg.sample.n or len(kept), cfg.sample.by, cfg.sample.seed)
     return write_question_subset(questions, {q.id for q in picked}, out / "questions.sample.jsonl")
 
 

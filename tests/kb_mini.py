@@ -56,3 +56,17 @@ def build_mini(d, records=None):
     np.save(d / "vectors" / "content.npy", enc.encode([n.text for n in nodes]))
     np.save(d / "vectors" / "title.npy", enc.encode([n.title for n in nodes]))
     return GraphIndex(d, encoder=enc)
+
+
+# A second, unrelated KB (genealogy and places, lower-case relation names stored child -> parent,
+# as PathQuestion stores them): prompts built on it must show its own names and types, never the
+# film KB's.
+FAMILY = [("h1", "Håkon Ørsted", "Human"), ("h2", "Ingrid Ørsted", "Human"), ("h3", "Jonas Berg", "Human"),
+          ("c1", "Tromsø", "Town"), ("c2", "Bergen", "Town"), ("r1", "The Fjord Guild", "Guild")]
+FAMILY_RELS = [("h2", "child_of", "h1"), ("h3", "child_of", "h1"), ("h1", "born_in", "c1"), ("h2", "born_in", "c2"),
+               ("h3", "born_in", "c2"), ("h1", "member_of", "r1")]
+
+
+def family_records():
+    nodes = [Node(f"n{nid}", "entity", label, f"name: {name}", nid, name, 0, {"fields": {"name": name}}) for nid, name, label in FAMILY]
+    return nodes, [Edge(f"n{a}", f"n{b}", r) for a, r, b in FAMILY_RELS]

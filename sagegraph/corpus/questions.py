@@ -42,6 +42,17 @@ def load_questions(path: Path, policy: ErrorPolicy | None = None) -> list[Questi
     return load_records(path, parse_question, policy or ErrorPolicy(), key=lambda q: q.id)
 
 
+def matching_questions(questions: list[Question], where: dict[str, Any]) -> list[Question]:
+    """The questions whose metadata field equals the stated value (or one of the listed values),
+    for every field of `where`, e.g. `{"split": "test"}` for a file that holds every split.
+    Compared as text, so `hops: 2` matches a file's `"hops": 2` and `"2"` alike."""
+    def wanted(v: Any) -> set[str]:
+        return {str(x) for x in v} if isinstance(v, (list, tuple, set)) else {str(v)}
+
+    wants = {k: wanted(v) for k, v in where.items()}
+    return [q for q in questions if all(str(q.meta.get(k)) in vals for k, vals in wants.items())]
+
+
 def sample_questions(questions: list[Question], n: int, by: str | None = None, seed: int = 0) -> list[Question]:
     """`n` questions drawn with `seed`, spread as evenly as possible over the values of `meta[by]`
     (round robin over the groups, each shuffled), returned in file order. Depends on nothing but

@@ -56,7 +56,8 @@ class SampleConfig(BaseModel):
     Never chosen by gold labels or by how a retriever did."""
 
     model_config = ConfigDict(extra="forbid")
-    n: int = Field(ge=1)
+    n: int | None = Field(None, ge=1, description="questions drawn (None: every question `where` keeps)")
+    where: dict[str, Any] = Field(default_factory=dict, description="keep only questions whose field has this value or one of these values, e.g. {split: test}")
     by: str | None = Field("family", description="a question field to stratify by (None: a plain random sample)")
     seed: int = 0
 

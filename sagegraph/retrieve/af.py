@@ -30,18 +30,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, usage_scope
 from sagegraph.retrieve.af_ground import Candidates, filter_symbol, ground, rank_constant
-from sagegraph.retrieve.af_parse import NAME_KEYS, ParsedQuery, parse_cypher, return_names
+from sagegraph.retrieve.af_parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
 from sagegraph.retrieve.af_rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
+from sagegraph.retrieve.cypher_grounding import GROUND_KINDS, ground_query, view_schema
 from sagegraph.retrieve.kb_view import KBView, kb_view
-from sagegraph.retrieve.schema_card import load_hints
+from sagegraph.retrieve.schema_card import cypher_literal, load_hints
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "af-2"
+PROMPT_VERSION = "af-3"
 
 # af-1 asked "Which type must a node have to answer the question below?"; the 1.5B local model then
 # named the type of the entity the question mentions in 19% of 70 questions ("Which films were
 # directed by X?" -> Person), so af-2 says that the question mentions nodes it does not ask for.
+# af-3: the name example in the Cypher rules is a node of the KB being queried (af-2 showed a film
+# KB's person, which a small model copied into questions about other KBs).
 TARGET_TYPE = """A knowledge base holds nodes of these types: {types}.
 The question below asks for some nodes and may mention others. Which type are the nodes it asks for?
 Reply with the type name only.
@@ -54,7 +57,7 @@ DERIVE_CYPHER = """Write one Cypher query that captures what the question below 
   cannot express exactly.
 - No quantifiers, no negation (no NOT, no <>), no OR.
 - Keywords: MATCH, WHERE, RETURN, AND, CONTAINS only.
-- Put names into the node pattern, e.g. (p:Person {{name: 'Ana Silva'}}); dates as 'YYYY-MM-DD'.
+- Put names into the node pattern, e.g. {name_example}; dates as 'YYYY-MM-DD'.
 - Mind each relationship's direction.
 
 Node labels (example names) and their properties:
@@ -93,6 +96,20 @@ class AFParams(BaseModel):
     rerank_relations: int = Field(4, ge=0, description="relations shown per candidate to the reranker")
     rerank_text_chars: int = Field(160, ge=20, description="characters of each long text field (a plot) shown to the reranker")
     hints: Path | None = Field(None, description="hints YAML whose first two examples the Cypher prompt shows; default: hints.yaml beside the KB")
+    ground: bool = Field(False, description="before parsing, turn relationships the KB stores the other way, map unknown relationship types "
+                                            "to a close one (else any type) and move a name to the label that holds it (counted)")
+
+
+def name_example(view: KBView) -> str:
+    """`(x:Label {name: 'Stored Name'})` for the head of the KB's most frequent pattern: the
+    example is this KB's, not one a prompt was written for."""
+    for head, relation, tail, _ in view.patterns:
+        pair = view.instance(head, relation, tail)
+        if pair is not None and view.names[pair[0]].strip():
+            key = _return_key(view, head)
+            var = (head[:1] or "x").lower() if head[:1].isalpha() else "x"
+            return f"({var}:{head} {{{key}: {cypher_literal(view.names[pair[0]])}}})"
+    return "(x:Label {name: 'Exact Name'})"
 
 
 def _return_key(view: KBView, node_type: str | None) -> str:
@@ -110,8 +127,9 @@ class AFRetriever(Retriever):
     def __init__(self, res: Resources, params: AFParams):
         super().__init__(res, params)
         self.view = kb_view(self.g)
-        self._card: tuple[str, str, str] | None = None
+        self._card: tuple[str, str, str, str] | None = None
         self._lock = threading.Lock()
+        self._schema = view_schema(self.view) if params.ground else None
 
     # -- prompts --------------------------------------------------------------------------------
     def _hints_path(self) -> Path | None:
@@ -121,8 +139,9 @@ class AFRetriever(Retriever):
         path = Path(corpus["path"]) / "hints.yaml" if corpus.get("path") else None
         return path if path and path.exists() else None
 
-    def card(self) -> tuple[str, str, str]:
-        """(labels, relationship patterns, examples), built once per retriever from the graph."""
+    def card(self) -> tuple[str, str, str, str]:
+        """(labels, relationship patterns, examples, a name example), built once per retriever from
+        the graph."""
         with self._lock:
             if self._card is None:
                 v = self.view
@@ -139,19 +158,20 @@ class AFRetriever(Retriever):
                     for ex in shown:
                         lines += [f"Question: {ex['question']}", f"Cypher: {return_names(ex['cypher'], lambda label: _return_key(self.view, label))}"]
                     examples = "\n".join(lines) + "\n"
-                self._card = ("\n".join(labels), patterns, examples)
+                self._card = ("\n".join(labels), patterns, examples, name_example(v))
             return self._card
 
     def type_messages(self, question: str) -> list[dict[str, str]]:
         return [{"role": "user", "content": TARGET_TYPE.format(types=", ".join(self.g.node_types()), question=question)}]
 
     def cypher_messages(self, question: str, target_type: str | None) -> list[dict[str, str]]:
-        labels, patterns, examples = self.card()
+        labels, patterns, examples, named = self.card()
         if target_type:
             rule = f"The answer is a {target_type}: end with RETURN y.{_return_key(self.view, target_type)} for the answer node (y:{target_type})."
         else:
             rule = "End with RETURN y.name for the answer node y."
-        return [{"role": "user", "content": DERIVE_CYPHER.format(labels=labels, patterns=patterns, examples=examples, question=question, return_rule=rule)}]
+        return [{"role": "user", "content": DERIVE_CYPHER.format(labels=labels, patterns=patterns, examples=examples, question=question, return_rule=rule,
+                                                                      name_example=named)}]
 
     # -- pipeline -------------------------------------------------------------------------------
     def _search(self, query: str, k: int) -> Retrieval:
@@ -189,6 +209,8 @@ class AFRetriever(Retriever):
         # 2. Cypher derivation
         text = self._ask(timeline, "derive cypher", self.cypher_messages(query, y_type), counters)
         steps["cypher"] = text
+        if self._schema is not None and text:
+            text = self._ground(text, y_type, counters, steps)
         out = self.steps_3_to_7(query, k, y_type, text or "", counters, steps)
         # 8. rerank
         candidates = out.candidates
@@ -202,6 +224,22 @@ class AFRetriever(Retriever):
         n = len(ranked)
         return Retrieval(np.array(ranked, dtype=np.int64), np.linspace(1.0, 1.0 / max(n, 1), n).astype(np.float32) if n else np.zeros(0, np.float32),
                          [out.found_by[r] for r in ranked], trace)
+
+    def _ground(self, text: str, y_type: str | None, counters: dict[str, int], steps: dict[str, Any]) -> str:
+        """The derived query repaired against the KB before it is parsed; the model's text stays
+        in steps["cypher"], what was parsed and each repair beside it."""
+        assert self._schema is not None
+        counters.update({"grounded": 0, **{f"ground_{kind}": 0 for kind in GROUND_KINDS}})
+        query = cypher_text(text)
+        grounded, repairs = ground_query(query, self._schema, y_type)
+        if repairs:
+            counters["grounded"] = 1
+            for rep in repairs:
+                counters[f"ground_{rep.kind}"] += 1
+            steps["cypher_grounded"] = grounded
+            steps["repairs"] = [f"{rep.kind}: {rep.detail}" for rep in repairs]
+            return grounded
+        return text
 
     def steps_3_to_7(self, query: str, k: int, y_type: str | None, text: str, counters: dict[str, int], steps: dict[str, Any]) -> Steps37:
         """Everything between the LLM calls: parse, candidates, grounding, VSS keep and fill. Pure

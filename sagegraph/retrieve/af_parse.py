@@ -85,7 +85,7 @@ def _literal(raw: str) -> Any:
         return float(raw)
 
 
-def _cypher_text(reply: str) -> str:
+def cypher_text(reply: str) -> str:
     m = _FENCE.search(reply)
     text = m.group(1) if m else reply
     text = re.sub(r"</?think>.*?(?=MATCH)", "", text, flags=re.DOTALL | re.IGNORECASE).strip()
@@ -95,7 +95,7 @@ def _cypher_text(reply: str) -> str:
 def parse_cypher(reply: str, node_types: set[str], rel_types: set[str]) -> ParsedQuery:
     """The model's Cypher as symbols and triplets. Direction is kept as written (h -> t)."""
     counters = {"parsed": 0, "no_single_return": 0, "unknown_type": 0, "unknown_relation": 0, "forbidden_syntax": 0, "no_triplet": 0}
-    text = _cypher_text(reply)
+    text = cypher_text(reply)
     if _FORBIDDEN.search(text):
         counters["forbidden_syntax"] = 1  # OR / NOT / <> are outside the grammar: parsed anyway, counted
     returns = _RETURN.findall(text)

@@ -15,9 +15,11 @@ tokens (`sagegraph.store.readonly.tokenize`), so strings and comments cannot mis
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
+from sagegraph.retrieve.kb_view import KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
 
@@ -45,6 +47,19 @@ class KBSchema:
 
     def connects(self, a: str | None, r: str, b: str | None) -> bool:
         return any((a is None or a == x) and r == y and (b is None or b == z) for x, y, z in self.patterns)
+
+
+def view_schema(view: KBView, patterns: Iterable[tuple[str, str, str]] | None = None) -> KBSchema:
+    """The KB's patterns (the store's introspected ones where given, else the in-memory graph's)
+    and, for a name, the labels of the nodes whose normalised name or alias it is."""
+    types = view.g.types
+
+    def labels_of_name(name: str) -> set[str]:
+        rows = view.name_index.get(normalise(name))
+        return {str(types[r]) for r in rows} if rows is not None else set()
+
+    stored = set(patterns) if patterns is not None else {(h, r, t) for h, r, t, _ in view.patterns}
+    return KBSchema(stored, labels_of_name)
 
 
 @dataclass

@@ -32,9 +32,10 @@ from sagegraph.llm import LLMClient, LLMRequestRefused, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.dgr_agent import AgentRun, Mode, TokenBudget, fuse_votes, run_agent
 from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
+from sagegraph.retrieve.kb_view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-3"
+PROMPT_VERSION = "dgr-4"
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 
@@ -50,18 +51,23 @@ Nodes are shown as [index] Type: Name | summary. Use the index in brackets to re
 How to search:
 - If the question names no entity, search_in_graph with its key words and size {max_size}, then add the
   results that fit (often about half of them).
-- If it names entities (a person, a film, a studio), first find each with search_in_graph(name), then
+- If it names entities, first find each with search_in_graph(name), then
   explore around the right one with search_in_neighborhood, filtered by node_type or edge_type and
   ranked by the question's other key words, and add the neighbours that satisfy every condition.
 - Several conditions: explore from each named entity and prefer nodes that satisfy all of them.
 - Add answers as soon as you find them, best first, and call finish when done.
 - Use only node indices from results you have already received: a call that needs a search's
-  result goes in your next reply, after you have read it.
+  result goes in your next reply, after you have read it.{example}{json_rule}"""
 
-Example. Question: "Which films did Ana Silva direct after 1990?"
-1. search_in_graph(query="Ana Silva") shows [812] Person: Ana Silva | a director born in 1950
-2. search_in_neighborhood(node_index=812, node_type="Movie", edge_type="DIRECTED") lists her films with their years
-3. add_to_answer(answer_nodes=[{{"node_index": 4410, "reasoning": "directed by Ana Silva in 1994"}}]), then finish(){json_rule}"""
+# The worked example is read from the graph being queried (its most frequent relationship pattern
+# and one stored instance): a small model copies a prompt's example names and types, so an example
+# written for one KB misleads it on every other.
+EXAMPLE = """
+
+Example from this graph. To find the {tail_type} nodes that {head_name} is linked to by {relation}:
+1. search_in_graph(query="{head_name}") shows [{head}] {head_type}: {head_name}
+2. search_in_neighborhood(node_index={head}, node_type="{tail_type}", edge_type="{relation}") lists [{tail}] {tail_type}: {tail_name}  -[{relation}]->
+3. add_to_answer(answer_nodes=[{{"node_index": {tail}, "reasoning": "{head_name} -[{relation}]-> {tail_name}"}}]), then finish()"""
 
 NEIGHBOUR_TOOL = ("- search_in_neighborhood(node_index, query, node_type, edge_type): the node's direct neighbours with each edge's relation and "
                   "direction, ranked by keyword match to query; only node_index is required; {k} shown.\n")
@@ -69,7 +75,7 @@ NEIGHBOUR_TOOL = ("- search_in_neighborhood(node_index, query, node_type, edge_t
 JSON_RULE = """
 
 Reply with one JSON object and nothing else, listing the tool calls to make now, e.g.
-{"calls": [{"tool": "search_in_graph", "args": {"query": "Ana Silva", "size": 5}}]}"""
+{{"calls": [{{"tool": "search_in_graph", "args": {{"query": "{name}", "size": 5}}}}]}}"""
 
 
 class DGRParams(BaseModel):
@@ -91,6 +97,10 @@ class DGRParams(BaseModel):
     shown_only: bool = Field(True, description="refuse node indices the agent has not been shown in a result (a small model invents them)")
     stop_repeats: int = Field(2, ge=0, description="stop an agent after this many steps in a row that only repeat earlier searches (0: never)")
     constrain: bool = Field(True, description="JSON mode: send the action schema in response_format (llama.cpp servers decode by it; set false for endpoints that refuse it)")
+    # Tools that forgive a small model (off: the paper's tools); each use is counted.
+    relax_filters: bool = Field(False, description="a neighbourhood filter that matches nothing (the explored node's own type, a type and relation that never meet, an unknown name) is dropped, said in the observation")
+    answer_by_name: bool = Field(False, description="add_to_answer accepts the name of a node shown earlier as well as its index")
+    steps_left: bool = Field(False, description="each observation says how many steps the agent has left")
 
 
 _PROBE_TOOL = [{"type": "function", "function": {"name": "ping", "description": "Answer the ping.",
@@ -124,15 +134,17 @@ class DGRRetriever(Retriever):
         super().__init__(res, params)
         self.tools = GraphTools(self.g, default_size=params.search_size, max_size=params.max_search_size, neighbour_k=params.neighbour_k,
                                 neighbour_ranking=params.neighbour_ranking, type_filters=params.type_filters,
-                                neighbourhood=params.neighbourhood, summary_chars=params.summary_chars)
+                                neighbourhood=params.neighbourhood, summary_chars=params.summary_chars,
+                                relax_filters=params.relax_filters, answer_by_name=params.answer_by_name)
 
     def system_prompt(self, mode: Mode) -> str:
         view = self.tools.view
         patterns = "; ".join(f"({h})-[{r}]->({t})" for h, r, t, _ in view.patterns)
+        example, name = worked_example(view, self.p.neighbourhood)
         return SYSTEM.format(types=", ".join(self.g.node_types()), patterns=patterns or "none", size=self.p.search_size,
                              max_size=self.p.max_search_size,
                              neighbour_tool=NEIGHBOUR_TOOL.format(k=self.p.neighbour_k) if self.p.neighbourhood else "",
-                             json_rule=JSON_RULE if mode == "json" else "")
+                             example=example, json_rule=JSON_RULE.format(name=name.replace('"', "'")) if mode == "json" else "")
 
     def _search(self, query: str, k: int) -> Retrieval:
         mode: Mode = detect_mode(self.res.llm) if self.p.mode == "auto" else self.p.mode  # type: ignore[assignment]
@@ -150,7 +162,7 @@ class DGRRetriever(Retriever):
             return run_agent(self.res.llm, self.tools, system, query, mode=mode, t_max=self.p.t_max, agent=agent,
                              temperature=self.p.temperature, max_tokens=self.p.max_tokens, budget=budget, timeline=timeline,
                              max_calls_per_step=self.p.max_calls_per_step, constrain=self.p.constrain,
-                             shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats)
+                             shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats, steps_left=self.p.steps_left)
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
@@ -175,11 +187,27 @@ class DGRRetriever(Retriever):
         return Retrieval(rows, scores, found_by, trace)
 
 
+def worked_example(view: KBView, neighbourhood: bool = True) -> tuple[str, str]:
+    """The prompt's example walk and the name its JSON sample searches for, both from the most
+    frequent relationship pattern whose head has a name; no example for a graph without one."""
+    for head_type, relation, tail_type, _ in view.patterns:
+        pair = view.instance(head_type, relation, tail_type)
+        if pair is None or not view.names[pair[0]].strip():
+            continue
+        head, tail = pair
+        if not neighbourhood:
+            return "", view.names[head]
+        return EXAMPLE.format(head=head, tail=tail, head_type=head_type, tail_type=tail_type, relation=relation,
+                              head_name=view.names[head].replace('"', "'"), tail_name=view.names[tail]), view.names[head]
+    return "", "keywords"
+
+
 def counters(runs: list[AgentRun]) -> dict[str, float]:
     """Per-question counts; the run's metrics hold their sums (count_*) and means (rate_*)."""
     c: dict[str, float] = {"agents": len(runs), "steps": 0, "global_calls": 0, "neighbour_calls": 0, "answer_calls": 0, "finish_calls": 0,
                            "invalid_calls": 0, "parse_errors": 0, "text_tool_calls": 0, "repeated_calls": 0, "stop_finish": 0, "stop_t_max": 0, "stop_budget": 0,
-                           "stop_refused": 0, "stop_repeats": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0}
+                           "stop_refused": 0, "stop_repeats": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0,
+                           "relaxed_filters": 0, "answers_by_name": 0}
     for r in runs:
         c["steps"] += r.steps
         c["global_calls"] += r.tools[GLOBAL]
@@ -194,4 +222,6 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
         c["fallback_answers"] += int(r.fallback)
         c["agents_without_neighbourhood"] += int(r.tools[NEIGHBOURS] == 0)
         c["tool_ms"] += sum(r.tool_ms)
+        c["relaxed_filters"] += r.tools["relaxed_filter"]
+        c["answers_by_name"] += r.tools["answer_by_name"]
     return c

@@ -185,12 +185,14 @@ def _assistant_native(reply: Reply) -> dict[str, Any]:
 def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, mode: Mode, t_max: int, agent: int = 0,
               temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
               timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
-              shown_only: bool = False, stop_repeats: int = 0) -> AgentRun:
+              shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False) -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
     `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
     `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
     agent after that many steps in a row whose every call repeats an earlier search (a small model
-    that loops would otherwise spend its whole T_max resending one history)."""
+    that loops would otherwise spend its whole T_max resending one history); `steps_left` tells the
+    agent under each observation how many steps it has left (a small model that never answers is
+    otherwise not told that its time runs out)."""
     run = AgentRun(agent=agent, sample=agent + 1)
     budget = budget or TokenBudget(None)
     timeline = timeline or Timeline()
@@ -250,13 +252,18 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             observations.append((action, text))
         # Progress is a new search or a new answer; re-adding the same nodes is not.
         stale = 0 if fresh or len(run.answer) > answered else stale + 1
+        left = ""
+        if steps_left and not finished:
+            n_left = t_max - step
+            left = (f"\n{n_left} step{'s' if n_left != 1 else ''} left." + (" Add the answers you have found now." if n_left <= 2 else "")) if n_left else ""
         if native_ids:
-            run.messages += [{"role": "tool", "tool_call_id": a.call_id, "content": text} for a, text in observations]
+            run.messages += [{"role": "tool", "tool_call_id": a.call_id, "content": text + (left if i == len(observations) - 1 else "")}
+                             for i, (a, text) in enumerate(observations)]
         else:
             # The question is restated under the results: a small model otherwise loses it in a
             # long history and repeats its last call.
             results = "\n\n".join(f"{a.tool} result:\n{text}" for a, text in observations)
-            run.messages.append({"role": "user", "content": f"{results}\n\nQuestion: {question}\nNext tool calls?"})
+            run.messages.append({"role": "user", "content": f"{results}\n\nQuestion: {question}{left}\nNext tool calls?"})
         if finished:
             run.stop = "finish"
             break
@@ -274,7 +281,7 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
     error = None
     with timeline.span("tool", action.tool, action.args, group=group) as ev:
         try:
-            out = tools.call(action.tool, action.args, shown=set(run.seen) if shown_only else None)
+            out = tools.call(action.tool, action.args, shown=set(run.seen) if shown_only else None, seen=run.seen)
             ev["outputs"] = out.text
         except ToolError as exc:
             error = ev["outputs"] = f"Error: {exc}"
@@ -283,6 +290,10 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
         run.tools["invalid"] += 1
         return error, False
     run.tools[action.tool] += 1
+    if out.relaxed:
+        run.tools["relaxed_filter"] += len(out.relaxed)
+    if out.by_name:
+        run.tools["answer_by_name"] += out.by_name
     if action.tool in (GLOBAL, NEIGHBOURS):
         if out.shown:
             run.last_results = out.shown

@@ -23,7 +23,7 @@ import numpy as np
 
 from sagegraph.index.bm25 import BM25Index, top_k
 from sagegraph.retrieve.graph_index import GraphIndex
-from sagegraph.retrieve.kb_view import KBView, kb_view
+from sagegraph.retrieve.kb_view import KBView, kb_view, normalise
 
 NeighbourRanking = Literal["bm25", "substring", "none"]
 GLOBAL, NEIGHBOURS, ANSWER, FINISH = "search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"
@@ -42,6 +42,8 @@ class ToolOutput:
     added: list[int] = field(default_factory=list)  # rows add_to_answer accepted
     reasons: dict[int, str] = field(default_factory=dict)  # the agent's reasoning per added row
     finish: bool = False
+    relaxed: list[str] = field(default_factory=list)  # filters dropped because nothing matched them
+    by_name: int = 0  # answers given by a shown node's name rather than its index
 
 
 def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20) -> list[dict[str, Any]]:
@@ -111,12 +113,13 @@ class GraphTools:
 
     def __init__(self, g: GraphIndex, *, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
                  neighbour_ranking: NeighbourRanking = "bm25", type_filters: bool = True, neighbourhood: bool = True,
-                 summary_chars: int = 200):
+                 summary_chars: int = 200, relax_filters: bool = False, answer_by_name: bool = False):
         self.g = g
         self.view: KBView = kb_view(g)
         self.default_size, self.max_size, self.neighbour_k = default_size, max_size, neighbour_k
         self.neighbour_ranking, self.type_filters, self.neighbourhood = neighbour_ranking, type_filters, neighbourhood
         self.summary_chars = summary_chars
+        self.relax_filters, self.answer_by_name = relax_filters, answer_by_name
         self._types = {t.lower(): t for t in g.node_types()}
         self._relations = {r.lower(): c for c, r in enumerate(self.view.relation_types)}
 
@@ -155,9 +158,10 @@ class GraphTools:
         return f"{self.label(row)}{extra}" + (f" | {s}" if s else "")
 
     # -- tools ------------------------------------------------------------------------------------
-    def call(self, name: str, args: dict[str, Any], shown: Collection[int] | None = None) -> ToolOutput:
+    def call(self, name: str, args: dict[str, Any], shown: Collection[int] | None = None, seen: list[int] | None = None) -> ToolOutput:
         """`shown`: the nodes this agent has been shown; when given, a node_index outside it is
-        refused (a small model invents indices and plans calls on results it has not seen yet)."""
+        refused (a small model invents indices and plans calls on results it has not seen yet).
+        `seen`: the same nodes in the order they were shown, which answers by name resolve in."""
         if not isinstance(args, dict):
             raise ToolError(f"{name}: arguments must be a JSON object, got {type(args).__name__}")
         if name == GLOBAL:
@@ -173,7 +177,7 @@ class GraphTools:
                 raise ToolError(f"{NEIGHBOURS}: node_index is required")
             return self.search_in_neighborhood(args["node_index"], args.get("query"), args.get("node_type"), args.get("edge_type"), shown=shown)
         if name == ANSWER:
-            return self.add_to_answer(args.get("answer_nodes", args.get("nodes")), shown=shown)
+            return self.add_to_answer(args.get("answer_nodes", args.get("nodes")), shown=shown, seen=seen)
         if name == FINISH:
             return ToolOutput("Finished.", finish=True)
         names = [GLOBAL, *([NEIGHBOURS] if self.neighbourhood else []), ANSWER, FINISH]
@@ -205,20 +209,42 @@ class GraphTools:
         row = self._node(node_index, shown=shown)
         other, codes, out = self.view.incident(row)
         rel_names = self.view.relation_types
-        notes = []
-        keep = np.ones(len(other), dtype=bool)
+        notes, said, relaxed = [], [], []
+        filters: dict[str, tuple[str, np.ndarray]] = {}  # argument -> (what it kept, mask)
         if node_type and self.type_filters:
             t = self._types.get(str(node_type).strip().lower())
-            if t is None:
+            if t is not None:
+                filters["node_type"] = (f"node_type={t}", self.g.types[other] == t)
+            elif not self.relax_filters:
                 raise ToolError(f"unknown node_type {node_type!r}; node types: {', '.join(self.g.node_types())}")
-            keep &= self.g.types[other] == t
-            notes.append(f"node_type={t}")
+            else:
+                relaxed.append("node_type")
+                said.append(f"node_type {node_type!r} is not a node type (ignored; node types: {', '.join(self.g.node_types())})")
         if edge_type and self.type_filters:
             c = self._relations.get(str(edge_type).strip().lower())
-            if c is None:
+            if c is not None:
+                filters["edge_type"] = (f"edge_type={rel_names[c]}", codes == c)
+            elif not self.relax_filters:
                 raise ToolError(f"unknown edge_type {edge_type!r}; relation types: {', '.join(rel_names)}")
-            keep &= codes == c
-            notes.append(f"edge_type={rel_names[c]}")
+            else:
+                relaxed.append("edge_type")
+                said.append(f"edge_type {edge_type!r} is not a relation type (ignored; relation types: {', '.join(rel_names)})")
+        keep = np.ones(len(other), dtype=bool)
+        for _, mask in filters.values():
+            keep &= mask
+        if self.relax_filters and len(filters) and len(other) and not keep.any():
+            dropped = self._filter_to_drop(row, filters)
+            if dropped is not None:
+                asked = " and ".join(w for w, _ in filters.values())
+                what, _ = filters.pop(dropped)
+                keep = np.ones(len(other), dtype=bool)
+                for _, mask in filters.values():
+                    keep &= mask
+                relaxed.append(dropped)
+                own = f" ({self.g.types[row]} is the type of node {row} itself)" if what == f"node_type={self.g.types[row]}" else ""
+                said.append(f"no neighbour matches {asked}{own}; {what} dropped, showing the neighbours that match "
+                            f"{', '.join(w for w, _ in filters.values()) or 'any filter'}")
+        notes += [what for what, _ in filters.values()]
         # One line per neighbour, with every relation that links it to the node.
         via: dict[int, list[str]] = {}
         for o, c, is_out in zip(other[keep].tolist(), codes[keep].tolist(), out[keep].tolist()):
@@ -230,13 +256,28 @@ class GraphTools:
             notes.append(f'{"ranked" if self.neighbour_ranking == "bm25" else "filtered"} by "{q}"')
         shown = rows[: self.neighbour_k]
         head = f"Neighbours of {self.label(row)}" + (f" ({', '.join(notes)})" if notes else "")
+        note = "".join(f"\nNote: {x}." for x in said)
         if not len(shown):
             if not len(other):
-                return ToolOutput(f"{head}: none (the node has no neighbours).")
-            return ToolOutput(f"{head}: none match. {self._neighbour_kinds(row, other, codes, out)}")
+                return ToolOutput(f"{head}: none (the node has no neighbours).{note}", relaxed=relaxed)
+            return ToolOutput(f"{head}: none match. {self._neighbour_kinds(row, other, codes, out)}{note}", relaxed=relaxed)
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
         lines += [self._line(int(o), f"  {', '.join(via[int(o)])}") for o in shown]
-        return ToolOutput("\n".join(lines), shown=[int(o) for o in shown])
+        return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed)
+
+    def _filter_to_drop(self, row: int, filters: dict[str, tuple[str, np.ndarray]]) -> str | None:
+        """Which of two filters that together match nothing to drop: the node type when it is the
+        explored node's own (a small model names the source's type, the trajectories show), else
+        the one whose removal leaves neighbours, the node type first; a single filter that matches
+        nothing is dropped when it names the node's own type."""
+        if "node_type" in filters and filters["node_type"][0] == f"node_type={self.g.types[row]}":
+            return "node_type"
+        if len(filters) == 2:
+            for name in ("node_type", "edge_type"):
+                rest = next(mask for key, (_, mask) in filters.items() if key != name)
+                if rest.any():
+                    return name
+        return None
 
     def _neighbour_kinds(self, row: int, other: np.ndarray, codes: np.ndarray, out: np.ndarray, most: int = 8) -> str:
         """What the node's neighbours are, by type and relation, for a filter that matched none:
@@ -268,19 +309,22 @@ class GraphTools:
         rest = [r for n, r in sorted((t for t in rest if t[0] > 0), key=lambda t: -t[0])]
         return np.array(names + rest, dtype=np.int64)
 
-    def add_to_answer(self, answer_nodes: Any, shown: Collection[int] | None = None) -> ToolOutput:
+    def add_to_answer(self, answer_nodes: Any, shown: Collection[int] | None = None, seen: list[int] | None = None) -> ToolOutput:
         if isinstance(answer_nodes, dict):
             answer_nodes = [answer_nodes]
         if not isinstance(answer_nodes, list) or not answer_nodes:
             raise ToolError(f"{ANSWER}: answer_nodes must be a non-empty list of {{node_index, reasoning}}")
-        added, bad, unseen, reasons = [], [], [], {}
+        added, bad, unseen, reasons, by_name = [], [], [], {}, 0
         for item in answer_nodes:
-            value = item.get("node_index", item.get("index")) if isinstance(item, dict) else item
+            value = item.get("node_index", item.get("index", item.get("name"))) if isinstance(item, dict) else item
             try:
                 r = self._node(value)
             except ToolError:
-                bad.append(value)
-                continue
+                r = self._shown_named(value, seen) if self.answer_by_name else None
+                if r is None:
+                    bad.append(value)
+                    continue
+                by_name += 1
             if shown is not None and r not in shown:
                 unseen.append(r)
                 continue
@@ -292,7 +336,17 @@ class GraphTools:
             msg += f" Not node indexes (ignored): {bad[:10]}."
         if unseen:
             msg += f" Not in any result you were shown (ignored): {unseen[:10]}."
-        return ToolOutput(msg, added=added, reasons=reasons)
+        return ToolOutput(msg, added=added, reasons=reasons, by_name=by_name)
+
+    def _shown_named(self, value: Any, seen: list[int] | None) -> int | None:
+        """The node an answer names ("Ana Silva", "[812] Person: Ana Silva") among those the agent
+        was shown, earliest shown first; None when no shown node has that name."""
+        if not isinstance(value, str) or not seen:
+            return None
+        text = re.sub(r"^\s*\[\d+\]\s*", "", value)
+        text = text.split(":", 1)[1] if ":" in text and text.split(":", 1)[0].strip() in self._types.values() else text
+        key = normalise(text.split("|", 1)[0])
+        return next((r for r in seen if self.view.norm_names[r] == key), None) if key else None
 
 
 _LOCK = threading.Lock()

@@ -34,7 +34,7 @@ from sagegraph.retrieve.graphraft_templates import Template, enumerate_templates
 from sagegraph.retrieve.kb_view import KBView, kb_view
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "graphraft-1"
+PROMPT_VERSION = "graphraft-2"  # graphraft-2: the entity prompt's example of a non-name names no domain
 
 
 class GraphRAFTParams(BaseModel):

@@ -25,7 +25,7 @@ NER_SYSTEM = """You find the named entities in a question about a knowledge grap
 places, genres, awards or other named things the question mentions by name. Give each with its node type.
 Node types: {types}
 Reply with JSON only: {{"entities": [{{"name": "...", "type": "..."}}]}}. Copy names exactly as written in the question.
-Descriptions that are not names ("a film about a lighthouse") are not entities; if there are none, reply {{"entities": []}}."""
+Descriptions that are not names (a topic, a theme, a kind of thing) are not entities; if there are none, reply {{"entities": []}}."""
 
 Match = Literal["exact", "vector", "miss"]
 

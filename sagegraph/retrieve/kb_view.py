@@ -20,17 +20,23 @@ from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
+from anyascii import anyascii
 
 from sagegraph.model import SIMILAR_PREFIX
 from sagegraph.retrieve.graph_index import GraphIndex
 
 NAME_FIELDS = ("name", "title")
 _NORM = re.compile(r"[^\w]+")
+_ARTICLE = re.compile(r"^the\s+(?=\S)")
 
 
 def normalise(name: str) -> str:
-    """Case, punctuation and spacing do not distinguish names ('Dr. No' == 'dr no')."""
-    return " ".join(_NORM.sub(" ", str(name).lower()).split())
+    """Case, accents, punctuation, spacing and a leading "the" do not distinguish names: 'Dr. No' ==
+    'dr no', 'The Übermensch' == 'ubermensch'. Users and models write names the way they say
+    them, KBs the way their source spelled them; a real KB's questions drop accents and articles.
+    anyascii transliterates what Unicode decomposition leaves alone (ø, æ, ß, ł)."""
+    text = anyascii(str(name)).lower()
+    return _ARTICLE.sub("", " ".join(_NORM.sub(" ", text).split()))
 
 
 def node_name(fields: dict[str, Any], fallback: str = "") -> str:
@@ -139,6 +145,18 @@ class KBView:
         src, dst, rel, names = self._edges
         c = Counter(zip(self.g.types[src].tolist(), rel.tolist(), self.g.types[dst].tolist()))
         return sorted(((h, names[r], t, n) for (h, r, t), n in c.items()), key=lambda x: (-x[3], x[0], x[1], x[2]))
+
+    def instance(self, head: str, relation: str, tail: str) -> tuple[int, int] | None:
+        """One stored (head row, tail row) of a pattern, the best-connected head first: what a
+        prompt shows as a worked example, read from the KB being queried rather than written
+        for one."""
+        src, dst = self.edges(relation)
+        sel = (self.g.types[src] == head) & (self.g.types[dst] == tail)
+        if not sel.any():
+            return None
+        s, d = src[sel], dst[sel]
+        best = int(np.lexsort((s, -self.degree[s]))[0])
+        return int(s[best]), int(d[best])
 
     @cached_property
     def degree(self) -> np.ndarray:

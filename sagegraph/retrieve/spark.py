@@ -27,7 +27,7 @@ from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, Store
 from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.cypher_grounding import GROUND_KINDS, KBSchema, ground_query
+from sagegraph.retrieve.cypher_grounding import GROUND_KINDS, KBSchema, ground_query, view_schema
 from sagegraph.retrieve.graphraft_entities import gazetteer_entities
 from sagegraph.retrieve.kb_view import kb_view, normalise
 from sagegraph.retrieve.schema_card import load_hints, node_literal, pattern_examples, schema_card
@@ -147,13 +147,7 @@ class SparkRetriever(Retriever):
         (questions on a pool may make it twice at first, the same both times)."""
         if self._kb_schema is None:
             _ = self.card
-            view = kb_view(self.g)
-
-            def labels_of_name(name: str) -> set[str]:
-                rows = view.name_index.get(normalise(name))
-                return {str(self.g.types[r]) for r in rows} if rows is not None else set()
-
-            self._kb_schema = KBSchema(self._patterns, labels_of_name)
+            self._kb_schema = view_schema(kb_view(self.g), self._patterns)
         return self._kb_schema
 
     def linked(self, question: str) -> list[str]:
