@@ -54,3 +54,41 @@ def test_a_query_that_does_not_tokenise_is_left_for_the_guard_to_refuse():
 def test_a_query_that_returns_its_named_topic_is_extended_to_the_target(written, target, ran):
     out, repairs = ground_query(written, SCHEMA, target)
     assert out == ran and [r.kind for r in repairs] == (["return_extended"] if out != written else [])
+
+
+SPELLED = {"dhoom": {"Dhoom"}, "uday chopra": {"Uday Chopra"}, "o brien": {"O'Brien"}, "twins": {"Twins", "TWINS"}}
+SPELLING = KBSchema(PATTERNS, lambda name: NAMES.get(name.lower(), set()),
+                    lambda name: SPELLED.get(" ".join(name.lower().replace("'", " ").split()), set()))
+
+
+@pytest.mark.parametrize("written,ran,kinds", [
+    ("MATCH (f:Film {name: 'DHOOM'})-[:directed_by]->(p:Person) RETURN p.id AS id",
+     "MATCH (f:Film {name: 'Dhoom'})-[:directed_by]->(p:Person) RETURN p.id AS id", ["name_respelled"]),
+    ("MATCH (p:Person) WHERE p.name = 'uday chopra' RETURN p.id AS id", "MATCH (p:Person) WHERE p.name = 'Uday Chopra' RETURN p.id AS id", ["name_respelled"]),
+    ("MATCH (p:Person {name: 'o brien'}) RETURN p.id AS id", "MATCH (p:Person {name: 'O\\'Brien'}) RETURN p.id AS id", ["name_respelled"]),
+    ("MATCH (f:Film {name: 'twins'}) RETURN f.id AS id", "MATCH (f:Film {name: 'twins'}) RETURN f.id AS id", []),  # two spellings: no guess
+    ("MATCH (f:Film) WHERE f.plot = 'dhoom' RETURN f.id AS id", "MATCH (f:Film) WHERE f.plot = 'dhoom' RETURN f.id AS id", []),  # not a name
+])
+def test_a_name_is_respelled_the_one_way_the_kb_stores_it(written, ran, kinds):
+    out, repairs = ground_query(written, SPELLING)
+    assert out == ran and [r.kind for r in repairs] == kinds
+
+
+def test_a_returned_property_that_is_a_relationship_is_followed_to_its_end():
+    out, repairs = ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN DISTINCT f.release_year AS id", SCHEMA, target="Film")
+    assert out == "MATCH (f:Film {name: 'Dhoom'}) MATCH (f)-[:release_year]->(grounded_answer:Year) RETURN DISTINCT grounded_answer.id AS id"
+    assert [r.kind for r in repairs] == ["return_extended"] and "property 'release_year'" in repairs[0].detail
+    # a property the KB may really hold is left alone, and so is the topic's own name without a target
+    assert ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.budget AS id", SCHEMA, target="Film")[1] == []
+    assert ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.name AS id", SCHEMA)[1] == []
+    out, repairs = ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.name AS id", SCHEMA, target="Language")
+    assert out.endswith("MATCH (f)-[:in_language]->(grounded_answer:Language) RETURN grounded_answer.name AS id")
+
+
+def test_undirected_is_the_second_try_of_a_query_that_found_nothing():
+    from sagegraph.retrieve.cypher_grounding import undirected
+
+    out, repairs = undirected("MATCH (a:Person {name: 'X'})<-[:spouse]-(b:Person)-[:starred_actors]->(f) RETURN f.id AS id")
+    assert out == "MATCH (a:Person {name: 'X'})-[:spouse]-(b:Person)-[:starred_actors]-(f) RETURN f.id AS id"
+    assert [r.kind for r in repairs] == ["direction_relaxed", "direction_relaxed"]
+    assert undirected("MATCH (a)-[:spouse]-(b) RETURN b.id")[1] == []

@@ -286,7 +286,7 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
     assert all(float(r["diag_target_type_accuracy"]) == 1.0 and float(r["llm_work_completion_tokens_per_query"]) >= 0 for r in af)
     assert {float(r["llm_calls_per_query"]) for r in af} == {2.0}
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "af")
-    assert child.data.params["prompt"] == "af-2" and child.data.params["params.reranker"] == "none"
+    assert child.data.params["prompt"] == "af-3" and child.data.params["params.reranker"] == "none"
     assert "diag_grounded_recall" in child.data.metrics and "rate_with_triplet" in child.data.metrics
 
 
@@ -318,3 +318,25 @@ def test_grounding_extends_a_plan_that_returns_its_topic_to_the_target_label(kb,
         r = get_retriever("spark", res, fill=False, ground=True).search(q.text, 50)
     assert r.trace["counters"]["ground_return_extended"] == 1 and r.trace["counters"]["fallback"] == 0
     assert set(q.gold_sources) <= {res.graph.source_ids[i] for i in r.idx}  # every film the person is joined to, gold among them
+
+
+def test_a_grounded_query_that_finds_nothing_runs_once_more_either_way(kb, tmp_path):
+    """Movie -[SEQUEL_OF]-> Movie: the labels cannot say which way the model meant. A query that
+    asks for the films that are sequels of a film with none finds nothing; run undirected it finds
+    the film it continues, counted and in the trace. The paper's SPARK falls back."""
+    res = open_resources(GraphIndex(kb["graph"]))
+    try:
+        pair = res.store.read("MATCH (a:Movie)-[:SEQUEL_OF]->(b:Movie) WHERE NOT (:Movie)-[:SEQUEL_OF]->(a) RETURN a, b LIMIT 1", max_rows=1)[0]
+    finally:
+        res.close()
+    key = "title" if "title" in pair["a"] else "name"
+    name = pair["a"][key].replace("'", "\\'")
+    wrong = f"MATCH (a:Movie {{{key}: '{name}'}})<-[:SEQUEL_OF]-(b:Movie) RETURN DISTINCT b.id AS id"
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(wrong)))) as (_, res):
+        paper = get_retriever("spark", res, fill=False).search("Which film is this a sequel of?", 10)
+        grounded = get_retriever("spark", res, fill=False, ground=True).search("Which film is this a sequel of?", 10)
+    assert paper.trace["counters"]["cypher_empty"] == 1 and paper.trace["counters"]["fallback"] == 1
+    c = grounded.trace["counters"]
+    assert c["ground_direction_relaxed"] == 1 and c["ground_direction"] == 0 and c["cypher_empty"] == 0 and c["fallback"] == 0
+    assert grounded.trace["cypher_executed"] == wrong.replace("<-[:SEQUEL_OF]-", "-[:SEQUEL_OF]-")
+    assert int(res.graph.rows_for_ids([pair["b"]["id"]])[0]) in set(grounded.idx.tolist())

@@ -23,7 +23,7 @@ from sagegraph.retrieve.kb_view import KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
 
-GROUND_KINDS = ("direction", "type_mapped", "type_relaxed", "label_moved", "return_extended")
+GROUND_KINDS = ("name_respelled", "direction", "type_mapped", "type_relaxed", "label_moved", "return_extended", "direction_relaxed")
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class KBSchema:
 
     patterns: set[tuple[str, str, str]]
     labels_of_name: Callable[[str], set[str]] = lambda name: set()
+    spellings: Callable[[str], set[str]] = lambda name: set()  # the stored names a name normalises to
     relationship_types: set[str] = field(init=False)
     labels: set[str] = field(init=False)
 
@@ -58,8 +59,12 @@ def view_schema(view: KBView, patterns: Iterable[tuple[str, str, str]] | None = 
         rows = view.name_index.get(normalise(name))
         return {str(types[r]) for r in rows} if rows is not None else set()
 
+    def spellings(name: str) -> set[str]:
+        rows = view.name_index.get(normalise(name))
+        return {view.names[r] for r in rows} if rows is not None else set()
+
     stored = set(patterns) if patterns is not None else {(h, r, t) for h, r, t, _ in view.patterns}
-    return KBSchema(stored, labels_of_name)
+    return KBSchema(stored, labels_of_name, spellings)
 
 
 @dataclass
@@ -145,17 +150,8 @@ def _rel_after(tokens: list[Token], code: list[int], k: int) -> tuple[_Rel, int]
     return _Rel(start, end, left, right, type_at, rtype), y
 
 
-def ground_query(query: str, schema: KBSchema, target: str | None = None) -> tuple[str, list[Repair]]:
-    """The query with its relationship directions, unknown relationship types and misplaced name
-    labels repaired against `schema`, and, when it returns the named topic node itself while the
-    plan's `target` is another label, extended from the topic to the target; with the repairs
-    made. A query that does not tokenise is returned as it is (the read-only guard will refuse it
-    with its reason)."""
-    try:
-        tokens = tokenize(query)
-    except Exception:
-        return query, []
-    code = _code(tokens)
+def _chains(tokens: list[Token], code: list[int]) -> tuple[list[_Node], list[tuple[_Node, _Rel, _Node]]]:
+    """Every node pattern, and every (node, relationship, node) step of the query's paths."""
     nodes: list[_Node] = []
     chains: list[tuple[_Node, _Rel, _Node]] = []
     k = 0
@@ -174,11 +170,62 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None) -> tup
             nodes.append(other)
             node = other
         k = node.end + 1
+    return nodes, chains
+
+
+def undirected(query: str) -> tuple[str, list[Repair]]:
+    """The query with every directed relationship made undirected, for a second run when the
+    grounded query found nothing: where both ends have one label (a person's parents, children
+    or spouse) the schema cannot say which way the model meant, and a KB may store a symmetric
+    relation once. The labels still constrain both ends."""
+    try:
+        tokens = tokenize(query)
+    except Exception:
+        return query, []
+    code = _code(tokens)
+    out = list(tokens)
+    repairs = []
+    for _, r, _ in _chains(tokens, code)[1]:
+        if (r.left_arrow is None) == (r.right_arrow is None):
+            continue
+        out[code[r.left_arrow if r.left_arrow is not None else r.right_arrow]] = Token("ws", "", "")
+        repairs.append(Repair("direction_relaxed", f"[:{r.rtype or ''}] either way (the directed query found nothing)"))
+    return (render(out), repairs) if repairs else (query, [])
+
+
+def ground_query(query: str, schema: KBSchema, target: str | None = None) -> tuple[str, list[Repair]]:
+    """The query with its relationship directions, unknown relationship types and misplaced name
+    labels repaired against `schema`, and, when it returns the named topic node itself while the
+    plan's `target` is another label, extended from the topic to the target; with the repairs
+    made. A query that does not tokenise is returned as it is (the read-only guard will refuse it
+    with its reason)."""
+    try:
+        tokens = tokenize(query)
+    except Exception:
+        return query, []
+    code = _code(tokens)
+    nodes, chains = _chains(tokens, code)
     out = list(tokens)
     repairs: list[Repair] = []
 
     def put(code_index: int, text: str, kind: str = "name") -> None:
         out[code[code_index]] = Token(kind, text, text)
+
+    # a name written as people write it ('Augustus Keppel', 'Zoe Saldana') where the KB spells it
+    # otherwise ('augustus keppel', 'Zoë Saldaña'): the one stored spelling, so `=` matches
+    respelled: dict[str, str] = {}
+    for j in range(2, len(code)):
+        t, op, key = tokens[code[j]], tokens[code[j - 1]], tokens[code[j - 2]]
+        if t.kind != "string" or op.text not in (":", "=") or key.kind != "name" or key.value.lower() not in ("name", "title"):
+            continue
+        stored = schema.spellings(t.value)
+        if len(stored) == 1 and t.value not in stored:
+            new = next(iter(stored))
+            out[code[j]] = Token("string", "'" + new.replace("\\", "\\\\").replace("'", "\\'") + "'", new)
+            repairs.append(Repair("name_respelled", f"{t.value!r} -> {new!r}"))
+            respelled[t.value] = new
+    for n in nodes:
+        n.name = respelled.get(n.name or "", n.name)
 
     # a literal name on a label that holds no node of that name: the label that does
     for n in nodes:
@@ -218,33 +265,49 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None) -> tup
             put(r.left_arrow, "", "ws")
             out[code[r.end + 1]] = Token("sym", "->", "->")
         repairs.append(Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way"))
-    if target and target in schema.labels and not chains:
-        _extend_return(tokens, code, nodes, schema, target, out, repairs)
+    if not chains:
+        _extend_return(tokens, code, nodes, schema, target if target in schema.labels else None, out, repairs)
     return (render(out), repairs) if repairs else (query, [])
 
 
 ANSWER_VAR = "grounded_answer"
 
 
-def _extend_return(tokens: list[Token], code: list[int], nodes: list[_Node], schema: KBSchema, target: str,
+def _extend_return(tokens: list[Token], code: list[int], nodes: list[_Node], schema: KBSchema, target: str | None,
                    out: list[Token], repairs: list[Repair]) -> None:
     """`MATCH (n:Movie {name: 'X'}) RETURN n.id` for a question whose answers are Years: the
     model named the topic and stopped. The topic is extended along the relationship joining its
-    label to the target (the one stored either way, else any), and that end is returned."""
+    label to the target (the one stored either way, else any), and that end is returned. A
+    returned property that is really a relationship of the topic's label (`RETURN p.gender` where
+    the KB stores `(:Person)-[:gender]->(:Gender)`) is followed to that relationship's other end."""
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
     if len(returns) != 1:
         return
     k = returns[0] + 1
     if k < len(code) and tokens[code[k]].word == "DISTINCT":
         k += 1
-    if k + 2 >= len(code) or tokens[code[k + 1]].text != "." or tokens[code[k + 2]].value.lower() != "id":
+    if k + 2 >= len(code) or tokens[code[k + 1]].text != ".":
         return
-    var = tokens[code[k]].value
+    var, prop = tokens[code[k]].value, tokens[code[k + 2]].value
     topic = next((n for n in nodes if n.var == var and n.name and n.label), None)
-    if topic is None or topic.label == target:
+    if topic is None:
         return
-    forward = sorted({r for a, r, b in schema.patterns if a == topic.label and b == target})
-    backward = sorted({r for a, r, b in schema.patterns if a == target and b == topic.label})
+    itself = prop.lower() in ("id", "name", "title")  # the node, by its id or its name
+    if not itself:
+        joined = {(a, r, b) for a, r, b in schema.patterns if topic.label in (a, b)}
+        kinds = sorted({r for _, r, _ in joined})
+        close = [r for r in kinds if r.lower() == prop.lower()] or difflib.get_close_matches(prop, kinds, n=1, cutoff=0.8)
+        ends = {(b if a == topic.label else a) for a, r, b in joined if close and r == close[0]}
+        if len(ends) != 1:
+            return
+        target = ends.pop()
+        forward = sorted({r for a, r, b in joined if r == close[0] and a == topic.label and b == target})
+        backward = sorted({r for a, r, b in joined if r == close[0] and a == target and b == topic.label and not forward})
+    else:
+        if target is None or topic.label == target:
+            return
+        forward = sorted({r for a, r, b in schema.patterns if a == topic.label and b == target})
+        backward = sorted({r for a, r, b in schema.patterns if a == target and b == topic.label})
     if len(forward) + len(backward) == 0:
         return
     if len(forward) == 1 and not backward:
@@ -255,4 +318,7 @@ def _extend_return(tokens: list[Token], code: list[int], nodes: list[_Node], sch
         hop, along = "--", "any relationship"
     out[code[returns[0]]] = Token("name", f"MATCH ({var}){hop}({ANSWER_VAR}:{target}) RETURN", "RETURN")
     out[code[k]] = Token("name", ANSWER_VAR, ANSWER_VAR)
-    repairs.append(Repair("return_extended", f"RETURN of the topic {var} (:{topic.label}) extended to :{target} along {along}"))
+    if not itself:
+        out[code[k + 2]] = Token("name", "id", "id")
+    what = f"RETURN of the topic {var} (:{topic.label})" + (f" property {prop!r}" if not itself else "")
+    repairs.append(Repair("return_extended", f"{what} extended to :{target} along {along}"))

@@ -27,7 +27,7 @@ from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, Store
 from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.cypher_grounding import GROUND_KINDS, KBSchema, ground_query, view_schema
+from sagegraph.retrieve.cypher_grounding import GROUND_KINDS, KBSchema, ground_query, undirected, view_schema
 from sagegraph.retrieve.graphraft_entities import gazetteer_entities
 from sagegraph.retrieve.kb_view import kb_view, normalise
 from sagegraph.retrieve.schema_card import load_hints, node_literal, pattern_examples, schema_card
@@ -114,7 +114,8 @@ class SparkParams(BaseModel):
     card_examples: bool = Field(False, description="the schema card shows one stored instance of every relationship pattern, read from this KB")
     link: bool = Field(False, description="names in the question found in the KB's name index are listed in the prompt with their labels")
     ground: bool = Field(False, description="before running, turn relationships the KB stores the other way, map unknown relationship types "
-                                            "to a close one (else any type) and move a name to the label that holds it")
+                                            "to a close one (else any type) and move a name to the label that holds it; a grounded query "
+                                            "that finds nothing runs once more with its relationships undirected")
 
 
 @register("spark")
@@ -255,10 +256,35 @@ class SparkRetriever(Retriever):
             trace["cypher_rows"] = len(rows)
             trace["cypher_truncated"] = truncated
             found = self.g.rows_for_ids(answer_values(rows))
+            if len(found) == 0 and self.p.ground:
+                found = self._either_way(query, trace, counters, timeline)
             if len(found) == 0:
                 counters["cypher_empty"] = 1
             return found, plan
         return None, plan
+
+    def _either_way(self, query: str, trace: dict, counters: dict, timeline: Timeline) -> np.ndarray:
+        """The grounded query found nothing: run it once more with its relationships undirected
+        (no model call); what it found is the plan's result, counted and in the trace."""
+        relaxed, repairs = undirected(query)
+        if not repairs:
+            return np.zeros(0, np.int64)
+        try:
+            with timeline.span("cypher", "cypher (either way)", {"query": relaxed}) as ev:
+                rows, truncated = self.res.store.read_untrusted(relaxed, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
+                ev["outputs"] = {"rows": len(rows), "truncated": truncated}
+        except StoreUnavailable:
+            raise
+        except StoreError:
+            return np.zeros(0, np.int64)
+        found = self.g.rows_for_ids(answer_values(rows))
+        if len(found):
+            counters["grounded"] = 1
+            counters["ground_direction_relaxed"] += len(repairs)
+            trace.setdefault("cypher_model", []).append(query)
+            trace.setdefault("repairs", []).extend(f"{rep.kind}: {rep.detail}" for rep in repairs)
+            trace["cypher_executed"], trace["cypher_rows"], trace["cypher_truncated"] = relaxed, len(rows), truncated
+        return found
 
     def _ground(self, query: str, target: str | None, trace: dict, counters: dict) -> str:
         """The model's query repaired against the KB; what it wrote and each repair in the trace."""
