@@ -77,7 +77,7 @@ def test_a_name_is_respelled_the_one_way_the_kb_stores_it(written, ran, kinds):
 def test_a_returned_property_that_is_a_relationship_is_followed_to_its_end():
     out, repairs = ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN DISTINCT f.release_year AS id", SCHEMA, target="Film")
     assert out == "MATCH (f:Film {name: 'Dhoom'}) MATCH (f)-[:release_year]->(grounded_answer:Year) RETURN DISTINCT grounded_answer.id AS id"
-    assert [r.kind for r in repairs] == ["return_extended"] and "property 'release_year'" in repairs[0].detail
+    assert [r.kind for r in repairs] == ["return_extended"] and "f.release_year (:Film) followed along release_year" in repairs[0].detail
     # a property the KB may really hold is left alone, and so is the topic's own name without a target
     assert ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.budget AS id", SCHEMA, target="Film")[1] == []
     assert ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.name AS id", SCHEMA)[1] == []
@@ -92,3 +92,16 @@ def test_undirected_is_the_second_try_of_a_query_that_found_nothing():
     assert out == "MATCH (a:Person {name: 'X'})-[:spouse]-(b:Person)-[:starred_actors]-(f) RETURN f.id AS id"
     assert [r.kind for r in repairs] == ["direction_relaxed", "direction_relaxed"]
     assert undirected("MATCH (a)-[:spouse]-(b) RETURN b.id")[1] == []
+
+
+def test_a_return_that_contradicts_the_plans_target_is_retargeted_or_followed():
+    # a chain that reaches the target label but returns the node before it
+    out, repairs = ground_query("MATCH (p:Person {name: 'Uday Chopra'})-[:spouse]->(h:Person)<-[:directed_by]-(f:Film) RETURN DISTINCT h.id AS id",
+                                SCHEMA, target="Film")
+    assert out.endswith("RETURN DISTINCT f.id AS id") and [r.kind for r in repairs] == ["return_retargeted"]
+    # a relationship's property on a node inside a chain is followed as well
+    out, repairs = ground_query("MATCH (p:Person {name: 'Uday Chopra'})<-[:directed_by]-(f:Film) RETURN f.in_language AS id", SCHEMA)
+    assert out.endswith("MATCH (f)-[:in_language]->(grounded_answer:Language) RETURN grounded_answer.id AS id")
+    # two variables of the target label: no guess
+    q = "MATCH (a:Person)-[:spouse]->(b:Person)<-[:directed_by]-(f:Film) RETURN f.id AS id"
+    assert ground_query(q, SCHEMA, target="Person") == (q, [])

@@ -23,7 +23,8 @@ from sagegraph.retrieve.kb_view import KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
 
-GROUND_KINDS = ("name_respelled", "direction", "type_mapped", "type_relaxed", "label_moved", "return_extended", "direction_relaxed")
+GROUND_KINDS = ("name_respelled", "direction", "type_mapped", "type_relaxed", "label_moved", "return_extended", "return_retargeted",
+                "direction_relaxed")
 
 
 @dataclass(frozen=True)
@@ -265,60 +266,80 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None) -> tup
             put(r.left_arrow, "", "ws")
             out[code[r.end + 1]] = Token("sym", "->", "->")
         repairs.append(Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way"))
-    if not chains:
-        _extend_return(tokens, code, nodes, schema, target if target in schema.labels else None, out, repairs)
+    _ground_return(tokens, code, nodes, bool(chains), labels, schema, target if target in schema.labels else None, out, repairs)
     return (render(out), repairs) if repairs else (query, [])
 
 
 ANSWER_VAR = "grounded_answer"
 
 
-def _extend_return(tokens: list[Token], code: list[int], nodes: list[_Node], schema: KBSchema, target: str | None,
-                   out: list[Token], repairs: list[Repair]) -> None:
-    """`MATCH (n:Movie {name: 'X'}) RETURN n.id` for a question whose answers are Years: the
-    model named the topic and stopped. The topic is extended along the relationship joining its
-    label to the target (the one stored either way, else any), and that end is returned. A
-    returned property that is really a relationship of the topic's label (`RETURN p.gender` where
-    the KB stores `(:Person)-[:gender]->(:Gender)`) is followed to that relationship's other end."""
+def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has_chains: bool, labels: dict[str, str],
+                   schema: KBSchema, target: str | None, out: list[Token], repairs: list[Repair]) -> None:
+    """The single `RETURN [DISTINCT] v.prop` of a query, made to return what the plan asks for:
+
+    - a property that is really a relationship of v's label (`RETURN d.gender` where the KB stores
+      `(:Person)-[:gender]->(:Gender)`): followed to that relationship's other end;
+    - the named topic returned by a query with no relationship, while the plan's target is another
+      label (`MATCH (n:Film {name: 'X'}) RETURN n.id` for "when was X released"): extended along
+      the relationship joining the two labels (the one stored either way, else any);
+    - with relationships, v of another label than the target while exactly one variable of the
+      query has the target label (`(h:Person)-[:cause_of_death]->(c:CauseOfDeath) RETURN h.id`
+      for "what did X's husband die of"): that variable returned instead."""
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
     if len(returns) != 1:
         return
     k = returns[0] + 1
     if k < len(code) and tokens[code[k]].word == "DISTINCT":
         k += 1
-    if k + 2 >= len(code) or tokens[code[k + 1]].text != ".":
+    if k + 2 >= len(code) or tokens[code[k + 1]].text != "." or tokens[code[k]].kind not in ("name", "quoted"):
         return
     var, prop = tokens[code[k]].value, tokens[code[k + 2]].value
-    topic = next((n for n in nodes if n.var == var and n.name and n.label), None)
-    if topic is None:
-        return
+    label = labels.get(var)
     itself = prop.lower() in ("id", "name", "title")  # the node, by its id or its name
+    if label is None:
+        return
     if not itself:
-        joined = {(a, r, b) for a, r, b in schema.patterns if topic.label in (a, b)}
+        joined = {(a, r, b) for a, r, b in schema.patterns if label in (a, b)}
         kinds = sorted({r for _, r, _ in joined})
         close = [r for r in kinds if r.lower() == prop.lower()] or difflib.get_close_matches(prop, kinds, n=1, cutoff=0.8)
-        ends = {(b if a == topic.label else a) for a, r, b in joined if close and r == close[0]}
+        ends = {(b if a == label else a) for a, r, b in joined if close and r == close[0]}
         if len(ends) != 1:
             return
-        target = ends.pop()
-        forward = sorted({r for a, r, b in joined if r == close[0] and a == topic.label and b == target})
-        backward = sorted({r for a, r, b in joined if r == close[0] and a == target and b == topic.label and not forward})
-    else:
-        if target is None or topic.label == target:
-            return
-        forward = sorted({r for a, r, b in schema.patterns if a == topic.label and b == target})
-        backward = sorted({r for a, r, b in schema.patterns if a == target and b == topic.label})
-    if len(forward) + len(backward) == 0:
+        end = ends.pop()
+        forward = sorted({r for a, r, b in joined if r == close[0] and a == label and b == end})
+        backward = [] if forward else sorted({r for a, r, b in joined if r == close[0] and a == end and b == label})
+        _return_along(tokens, code, returns[0], k, var, end, forward, backward, out)
+        out[code[k + 2]] = Token("name", "id", "id")
+        repairs.append(Repair("return_extended", f"RETURN of {var}.{prop} (:{label}) followed along {close[0]} to :{end}"))
         return
+    if target is None or label == target:
+        return
+    if has_chains:
+        others = {v for v, lab in labels.items() if lab == target}
+        if len(others) == 1:
+            other = others.pop()
+            out[code[k]] = Token("name", other, other)
+            repairs.append(Repair("return_retargeted", f"RETURN {var} (:{label}) -> {other} (:{target}), the plan's target"))
+        return
+    if not any(n.var == var and n.name for n in nodes):
+        return
+    forward = sorted({r for a, r, b in schema.patterns if a == label and b == target})
+    backward = sorted({r for a, r, b in schema.patterns if a == target and b == label})
+    if not forward and not backward:
+        return
+    along = _return_along(tokens, code, returns[0], k, var, target, forward, backward, out)
+    repairs.append(Repair("return_extended", f"RETURN of the topic {var} (:{label}) extended to :{target} along {along}"))
+
+
+def _return_along(tokens: list[Token], code: list[int], at: int, k: int, var: str, end: str, forward: list[str], backward: list[str],
+                  out: list[Token]) -> str:
+    """`MATCH (var)-[:r]->(grounded_answer:End) RETURN grounded_answer...` in place of `RETURN var...`."""
     if len(forward) == 1 and not backward:
         hop, along = f"-[:{forward[0]}]->", forward[0]
     elif len(backward) == 1 and not forward:
         hop, along = f"<-[:{backward[0]}]-", backward[0]
     else:
         hop, along = "--", "any relationship"
-    out[code[returns[0]]] = Token("name", f"MATCH ({var}){hop}({ANSWER_VAR}:{target}) RETURN", "RETURN")
+    out[code[at]] = Token("name", f"MATCH ({var}){hop}({ANSWER_VAR}:{end}) RETURN", "RETURN")
     out[code[k]] = Token("name", ANSWER_VAR, ANSWER_VAR)
-    if not itself:
-        out[code[k + 2]] = Token("name", "id", "id")
-    what = f"RETURN of the topic {var} (:{topic.label})" + (f" property {prop!r}" if not itself else "")
-    repairs.append(Repair("return_extended", f"{what} extended to :{target} along {along}"))
+    return along
