@@ -1,0 +1,106 @@
+"""Per question group results of a KB sweep (a template `family`, a hop count): where each
+retriever wins and loses, and what it paid there.
+
+    .venv/bin/python -m benchmarks.kb_groups work/sweeps/kb-synth [--by family] [--metric recall@20]
+    .venv/bin/python -m benchmarks.kb_groups work/sweeps/kb-pq-spark --by hops --table
+
+Reads each configuration's per_query.jsonl and the sweep's question file (its `--by` field). The
+default prints one JSON line: per configuration, the metric's mean per group, plus the planners'
+fallback and empty-Cypher rates per group. `--table` prints a Markdown table, one row per
+configuration and group (and `all`): Hit@1, Hit@5, Recall@20, MRR, LLM calls, prompt and
+completion tokens and LLM seconds per question (as spent when the replies were made: a replay
+reports the same), and the rates of fallback, grounding repairs and repair calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from sagegraph.corpus.questions import load_questions
+
+QUALITY = ("hit@1", "hit@5", "recall@20", "mrr")
+COST = {"calls/q": "llm_calls", "prompt_tok/q": "llm_work_prompt_tokens", "completion_tok/q": "llm_work_completion_tokens", "llm_s/q": "llm_work_seconds"}
+RATES = {"fallback": ("fallback", "fallback_answers"), "grounded": ("grounded",), "repair_calls": ("repair_calls",), "errors": ()}
+
+
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 3) if xs else None
+
+
+def runs(sweep: Path, by: str) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """(label, [(group, per-question row)]) per finished configuration, in run directory order."""
+    qfile = sweep / "questions.sample.jsonl"
+    if not qfile.exists():
+        raise SystemExit(f"{sweep}: no questions.sample.jsonl (a sweep with `sample:`)")
+    group = {q.id: str(q.meta.get(by, "")) for q in load_questions(qfile)}
+    out = []
+    for run in sorted((sweep / "runs").iterdir()):
+        if not (run / "metrics.json").exists():
+            continue
+        label = json.loads((run / "config.json").read_text())["label"]
+        rows = [json.loads(line) for line in (run / "per_query.jsonl").read_text().splitlines() if line.strip()]
+        out.append((label, [(group.get(r["qid"], ""), r) for r in rows]))
+    return out
+
+
+def table_rows(label: str, rows: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    groups = sorted({g for g, _ in rows}, key=lambda g: (len(g), g))
+    out = []
+    for g in [*groups, "all"]:
+        sel = [r for gg, r in rows if g == "all" or gg == g]
+        row: dict[str, Any] = {"config": label, "group": g, "questions": len(sel)}
+        row |= {m: _mean([r[m] for r in sel]) for m in QUALITY}
+        row |= {c: _mean([r.get(key) or 0 for r in sel]) for c, key in COST.items()}
+        for name, keys in RATES.items():
+            if name == "errors":
+                row[name] = _mean([float(bool(r.get("error"))) for r in sel])
+                continue
+            vals = [next((float((r.get("counters") or {})[k]) for k in keys if k in (r.get("counters") or {})), None) for r in sel]
+            row[name] = _mean([v for v in vals if v is not None]) if any(v is not None for v in vals) else None
+        out.append(row)
+    return out
+
+
+def print_markdown(rows: list[dict[str, Any]]) -> None:
+    cols = list(rows[0])
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join("" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols) + " |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sweep", type=Path)
+    ap.add_argument("--by", default="family", help="the question field that groups (family, hops, qtype)")
+    ap.add_argument("--metric", default="recall@20")
+    ap.add_argument("--table", action="store_true", help="a Markdown table of quality, cost and rates per configuration and group")
+    args = ap.parse_args()
+    found = runs(args.sweep, args.by)
+    if args.table:
+        rows = [r for label, per in found for r in table_rows(label, per)]
+        if rows:
+            print_markdown(rows)
+        return
+    out: dict = {"benchmark": "kb_groups", "sweep": str(args.sweep), "by": args.by, "metric": args.metric, "configs": {}}
+    for label, per in found:
+        sums: dict[str, list[float]] = defaultdict(list)
+        rates: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for g, row in per:
+            sums[g].append(row[args.metric])
+            for name in ("fallback", "cypher_empty", "cypher_invalid"):
+                if name in (row.get("counters") or {}):
+                    rates[name][g].append(row["counters"][name])
+        entry: dict[str, Any] = {g: round(sum(v) / len(v), 3) for g, v in sorted(sums.items())}
+        for name, vals in rates.items():
+            entry[f"rate_{name}"] = {g: round(sum(v) / len(v), 3) for g, v in sorted(vals.items())}
+        out["configs"][label] = entry
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
