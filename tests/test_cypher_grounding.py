@@ -80,9 +80,14 @@ def test_a_returned_property_that_is_a_relationship_is_followed_to_its_end():
     assert [r.kind for r in repairs] == ["return_extended"] and "f.release_year (:Film) followed along release_year" in repairs[0].detail
     # a property the KB may really hold is left alone, and so is the topic's own name without a target
     assert ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.budget AS id", SCHEMA, target="Film")[1] == []
-    assert ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.name AS id", SCHEMA)[1] == []
+    assert ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.name AS id", SCHEMA, return_ids=False)[1] == []
+    # a returned name is read as the node: its id (SPARK's answers are ids), and to the target label
+    assert ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.name AS name", SCHEMA)[0] == "MATCH (f:Film {name: 'Dhoom'}) RETURN f.id AS name"
     out, repairs = ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.name AS id", SCHEMA, target="Language")
-    assert out.endswith("MATCH (f)-[:in_language]->(grounded_answer:Language) RETURN grounded_answer.name AS id")
+    assert out.endswith("MATCH (f)-[:in_language]->(grounded_answer:Language) RETURN grounded_answer.id AS id")
+    assert [r.kind for r in repairs] == ["return_id", "return_extended"]
+    out, _ = ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN f.name AS id", SCHEMA, target="Language", return_ids=False)
+    assert out.endswith("RETURN grounded_answer.name AS id")
 
 
 def test_undirected_is_the_second_try_of_a_query_that_found_nothing():

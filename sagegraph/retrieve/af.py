@@ -231,7 +231,7 @@ class AFRetriever(Retriever):
         assert self._schema is not None
         counters.update({"grounded": 0, **{f"ground_{kind}": 0 for kind in GROUND_KINDS}})
         query = cypher_text(text)
-        grounded, repairs = ground_query(query, self._schema, y_type)
+        grounded, repairs = ground_query(query, self._schema, y_type, return_ids=False)  # AF reads the returned variable, named
         if repairs:
             counters["grounded"] = 1
             for rep in repairs:

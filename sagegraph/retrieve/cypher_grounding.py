@@ -23,8 +23,8 @@ from sagegraph.retrieve.kb_view import KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
 
-GROUND_KINDS = ("name_respelled", "direction", "type_mapped", "type_relaxed", "label_moved", "return_extended", "return_retargeted",
-                "direction_relaxed")
+GROUND_KINDS = ("name_respelled", "direction", "type_mapped", "type_relaxed", "label_moved", "return_id", "return_extended",
+                "return_retargeted", "direction_relaxed")
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ def undirected(query: str) -> tuple[str, list[Repair]]:
     return (render(out), repairs) if repairs else (query, [])
 
 
-def ground_query(query: str, schema: KBSchema, target: str | None = None) -> tuple[str, list[Repair]]:
+def ground_query(query: str, schema: KBSchema, target: str | None = None, return_ids: bool = True) -> tuple[str, list[Repair]]:
     """The query with its relationship directions, unknown relationship types and misplaced name
     labels repaired against `schema`, and, when it returns the named topic node itself while the
     plan's `target` is another label, extended from the topic to the target; with the repairs
@@ -266,7 +266,7 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None) -> tup
             put(r.left_arrow, "", "ws")
             out[code[r.end + 1]] = Token("sym", "->", "->")
         repairs.append(Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way"))
-    _ground_return(tokens, code, nodes, bool(chains), labels, schema, target if target in schema.labels else None, out, repairs)
+    _ground_return(tokens, code, nodes, bool(chains), labels, schema, target if target in schema.labels else None, out, repairs, return_ids)
     return (render(out), repairs) if repairs else (query, [])
 
 
@@ -274,9 +274,11 @@ ANSWER_VAR = "grounded_answer"
 
 
 def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has_chains: bool, labels: dict[str, str],
-                   schema: KBSchema, target: str | None, out: list[Token], repairs: list[Repair]) -> None:
+                   schema: KBSchema, target: str | None, out: list[Token], repairs: list[Repair], return_ids: bool = True) -> None:
     """The single `RETURN [DISTINCT] v.prop` of a query, made to return what the plan asks for:
 
+    - (`return_ids`) a node's name or title where its id is asked for: the id (a name matches no
+      answer id, and two nodes may share it);
     - a property that is really a relationship of v's label (`RETURN d.gender` where the KB stores
       `(:Person)-[:gender]->(:Gender)`): followed to that relationship's other end;
     - the named topic returned by a query with no relationship, while the plan's target is another
@@ -296,6 +298,9 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has
     var, prop = tokens[code[k]].value, tokens[code[k + 2]].value
     label = labels.get(var)
     itself = prop.lower() in ("id", "name", "title")  # the node, by its id or its name
+    if return_ids and prop.lower() in ("name", "title"):
+        out[code[k + 2]] = Token("name", "id", "id")
+        repairs.append(Repair("return_id", f"RETURN {var}.{prop} -> {var}.id"))
     if label is None:
         return
     if not itself:
