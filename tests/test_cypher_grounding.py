@@ -107,6 +107,9 @@ def test_a_return_that_contradicts_the_plans_target_is_retargeted_or_followed():
     # a relationship's property on a node inside a chain is followed as well
     out, repairs = ground_query("MATCH (p:Person {name: 'Uday Chopra'})<-[:directed_by]-(f:Film) RETURN f.in_language AS id", SCHEMA)
     assert out.endswith("MATCH (f)-[:in_language]->(grounded_answer:Language) RETURN grounded_answer.id AS id")
+    # the target label's one variable is the named topic: the plan's target is wrong, not the RETURN
+    q = "MATCH (p:Person {name: 'Uday Chopra'})<-[:starred_actors]-(f:Film) RETURN DISTINCT f.id AS id"
+    assert ground_query(q, SCHEMA, target="Person") == (q, [])
     # two variables of the target label: no guess
     q = "MATCH (a:Person)-[:spouse]->(b:Person)<-[:directed_by]-(f:Film) RETURN f.id AS id"
     assert ground_query(q, SCHEMA, target="Person") == (q, [])

@@ -148,7 +148,7 @@ def test_outage_mid_run_stops_keeps_finished_and_resume_repays_nothing(kb, tmp_p
             state["up"] = False
         return 200, completion(plan(q.meta["gold_cypher"], q.meta["target_type"]))
 
-    cfg = EvalConfig("spark", k=10, prompt="spark-1")
+    cfg = EvalConfig("spark", k=10, prompt="spark-2")
     with FakeOpenAI(endpoint) as server:
         res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
         res.llm._sleep = lambda s: None
@@ -221,7 +221,7 @@ def test_spark_queries_become_mlflow_traces_with_token_usage(kb, tmp_path):
     qs = [q for q in kb["questions"] if q.meta["split"] == "test"][:3]
     with oracle_endpoint(qs) as server:
         res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path))
-        cfg = EvalConfig("spark", k=10, prompt="spark-1")
+        cfg = EvalConfig("spark", k=10, prompt="spark-2")
         m = evaluate_one(res, cfg, qs, tmp_path / "run")
         res.close()
     tracker = SweepTracker(f"sqlite:///{tmp_path / 'm.db'}", "kb", tmp_path / "parent.json", "s")
@@ -234,7 +234,7 @@ def test_spark_queries_become_mlflow_traces_with_token_usage(kb, tmp_path):
     spans = traces[0].data.spans
     assert [s.span_type for s in spans] == ["RETRIEVER", "CHAT_MODEL", "TOOL"] and spans[2].inputs["query"].startswith("MATCH")
     assert traces[0].info.token_usage["total_tokens"] > 0
-    assert tracker.client.get_run(run_id).data.params["prompt"] == "spark-1"
+    assert tracker.client.get_run(run_id).data.params["prompt"] == "spark-2"
 
 
 def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_path):
@@ -276,7 +276,7 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'live' / 'mlflow.db'}")
     exp = client.get_experiment_by_name("kb")
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "spark")
-    assert child.data.params["llm.model"] == "oracle" and child.data.params["params.alpha"] == "0.6" and child.data.params["prompt"] == "spark-1"
+    assert child.data.params["llm.model"] == "oracle" and child.data.params["params.alpha"] == "0.6" and child.data.params["prompt"] == "spark-2"
     assert "llm_calls_per_query" in child.data.metrics
     import mlflow
 
@@ -295,7 +295,7 @@ def test_grounding_turns_a_reversed_relationship_and_says_what_it_did(kb, tmp_pa
     name = q.meta["topic_entities"][0]["name"]
     wrong = f"MATCH (m:Movie)-[:DIRECTED]->(p:Person {{name: '{name}'}}) RETURN DISTINCT m.id AS id"
     with scripted(kb, tmp_path, lambda b: (200, completion(plan(wrong)))) as (server, res):
-        paper = get_retriever("spark", res, fill=False).search(q.text, 10)
+        paper = get_retriever("spark", res, fill=False, ground=False, card_examples=False, link=False).search(q.text, 10)
         grounded = get_retriever("spark", res, fill=False, ground=True, card_examples=True, link=True).search(q.text, 10)
         prompt = server.requests[-1]["messages"][1]["content"]
     assert paper.trace["counters"]["cypher_empty"] == 1 and paper.trace["counters"]["fallback"] == 1
@@ -333,7 +333,7 @@ def test_a_grounded_query_that_finds_nothing_runs_once_more_either_way(kb, tmp_p
     name = pair["a"][key].replace("'", "\\'")
     wrong = f"MATCH (a:Movie {{{key}: '{name}'}})<-[:SEQUEL_OF]-(b:Movie) RETURN DISTINCT b.id AS id"
     with scripted(kb, tmp_path, lambda b: (200, completion(plan(wrong)))) as (_, res):
-        paper = get_retriever("spark", res, fill=False).search("Which film is this a sequel of?", 10)
+        paper = get_retriever("spark", res, fill=False, ground=False).search("Which film is this a sequel of?", 10)
         grounded = get_retriever("spark", res, fill=False, ground=True).search("Which film is this a sequel of?", 10)
     assert paper.trace["counters"]["cypher_empty"] == 1 and paper.trace["counters"]["fallback"] == 1
     c = grounded.trace["counters"]

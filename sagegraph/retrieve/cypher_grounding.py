@@ -285,7 +285,7 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has
       label (`MATCH (n:Film {name: 'X'}) RETURN n.id` for "when was X released"): extended along
       the relationship joining the two labels (the one stored either way, else any);
     - with relationships, v of another label than the target while exactly one variable of the
-      query has the target label (`(h:Person)-[:cause_of_death]->(c:CauseOfDeath) RETURN h.id`
+      query has the target label and the query gives it no name (`(h:Person)-[:cause_of_death]->(c:CauseOfDeath) RETURN h.id`
       for "what did X's husband die of"): that variable returned instead."""
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
     if len(returns) != 1:
@@ -320,8 +320,11 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has
     if target is None or label == target:
         return
     if has_chains:
+        # never to a variable the query names: the question gives that node, it does not ask for it
+        # (a plan whose target is the named entity's label is more often wrong than its RETURN)
+        named = {n.var for n in nodes if n.var and n.name}
         others = {v for v, lab in labels.items() if lab == target}
-        if len(others) == 1:
+        if len(others) == 1 and not others & named:
             other = others.pop()
             out[code[k]] = Token("name", other, other)
             repairs.append(Repair("return_retargeted", f"RETURN {var} (:{label}) -> {other} (:{target}), the plan's target"))
