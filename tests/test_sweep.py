@@ -197,7 +197,7 @@ def test_grid_params_expand_validate_and_carry_the_prompt_version(tmp_path):
     assert {c.prompt for c in cfgs} == {"spark-2"}  # sage seeded by spark carries spark's prompt version
     import dataclasses
 
-    assert dataclasses.replace(spark[0], prompt="spark-2").key() != spark[0].key()  # a changed prompt reruns
+    assert dataclasses.replace(spark[0], prompt="spark-1").key() != spark[0].key()  # a changed prompt reruns
     assert EvalConfig("hybrid", 20).key() == EvalConfig("hybrid", 20, params={}, prompt="").key()  # older keys stay valid
     path.write_text(yaml.safe_dump({**base, "grid": [{"retriever": ["spark"], "k": [10], "params": {"repiar": [True]}}]}))
     with pytest.raises(ConfigError, match=r"grid\.0\.params.*repiar"):
