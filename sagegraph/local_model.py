@@ -256,5 +256,19 @@ def sequence_scorer(model: Path | None = None) -> SequenceScorer:
     """One scorer per model file per process (loading takes seconds and a model's memory)."""
     path = Path(model) if model else default_model_path()
     if path not in _SCORERS:
+        if not _SCORERS:
+            import atexit
+
+            atexit.register(_close_scorers)
         _SCORERS[path] = SequenceScorer(path)
     return _SCORERS[path]
+
+
+def _close_scorers() -> None:
+    """Frees the models before the interpreter tears down llama_cpp's module, whose objects'
+    finalisers otherwise run against it half gone and print a TypeError at exit."""
+    while _SCORERS:
+        _, scorer = _SCORERS.popitem()
+        close = getattr(scorer._llm, "close", None)  # noqa: SLF001
+        if close is not None:
+            close()
