@@ -33,7 +33,7 @@ from sagegraph.retrieve.af_ground import Candidates, filter_symbol, ground, rank
 from sagegraph.retrieve.af_parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
 from sagegraph.retrieve.af_rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
-from sagegraph.retrieve.cypher_grounding import GROUND_KINDS, ground_query, view_schema
+from sagegraph.retrieve.cypher_grounding import count_repairs, ground_counters, ground_query, view_schema
 from sagegraph.retrieve.kb_view import KBView, kb_view
 from sagegraph.retrieve.schema_card import cypher_literal, load_hints
 from sagegraph.retrieve.timeline import Timeline
@@ -229,15 +229,12 @@ class AFRetriever(Retriever):
         """The derived query repaired against the KB before it is parsed; the model's text stays
         in steps["cypher"], what was parsed and each repair beside it."""
         assert self._schema is not None
-        counters.update({"grounded": 0, **{f"ground_{kind}": 0 for kind in GROUND_KINDS}})
+        counters.update(ground_counters())
         query = cypher_text(text)
         grounded, repairs = ground_query(query, self._schema, y_type, return_ids=False)  # AF reads the returned variable, named
         if repairs:
-            counters["grounded"] = 1
-            for rep in repairs:
-                counters[f"ground_{rep.kind}"] += 1
             steps["cypher_grounded"] = grounded
-            steps["repairs"] = [f"{rep.kind}: {rep.detail}" for rep in repairs]
+            steps["repairs"] = count_repairs(repairs, counters)
             return grounded
         return text
 

@@ -29,8 +29,23 @@ GROUND_KINDS = ("name_respelled", "direction", "type_mapped", "type_relaxed", "l
 
 @dataclass(frozen=True)
 class Repair:
-    kind: str  # direction, type_mapped, type_relaxed, label_moved
+    kind: str  # one of GROUND_KINDS
     detail: str
+
+
+def ground_counters() -> dict[str, int]:
+    """Every repair kind at zero, so a run's averages say 0 for a kind that never fired."""
+    return {"grounded": 0, **{f"ground_{kind}": 0 for kind in GROUND_KINDS}}
+
+
+def count_repairs(repairs: list[Repair], counters: dict[str, int]) -> list[str]:
+    """One place that turns repairs into the per-question counters and the trace's lines, so
+    SPARK and AF report the same names for the same repairs."""
+    if repairs:
+        counters["grounded"] = 1
+        for rep in repairs:
+            counters[f"ground_{rep.kind}"] = counters.get(f"ground_{rep.kind}", 0) + 1
+    return [f"{rep.kind}: {rep.detail}" for rep in repairs]
 
 
 @dataclass

@@ -27,7 +27,7 @@ from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, Store
 from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.cypher_grounding import GROUND_KINDS, KBSchema, ground_query, undirected, view_schema
+from sagegraph.retrieve.cypher_grounding import KBSchema, count_repairs, ground_counters, ground_query, undirected, view_schema
 from sagegraph.retrieve.graphraft_entities import gazetteer_entities
 from sagegraph.retrieve.kb_view import kb_view, normalise
 from sagegraph.retrieve.schema_card import load_hints, node_literal, pattern_examples, schema_card
@@ -186,7 +186,7 @@ class SparkRetriever(Retriever):
         counters = {"plan_parsed": 0, "fallback": 0, "cypher_ran": 0, "cypher_rejected": 0, "cypher_invalid": 0, "cypher_error": 0,
                     "cypher_empty": 0, "repair_calls": 0, "llm_refused": 0}
         if self.p.ground:
-            counters.update(grounded=0, **{f"ground_{kind}": 0 for kind in GROUND_KINDS})
+            counters.update(ground_counters())
         timeline = Timeline()
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
         messages = self.messages(query)
@@ -283,10 +283,8 @@ class SparkRetriever(Retriever):
             return np.zeros(0, np.int64)
         found = self.g.rows_for_ids(answer_values(rows))
         if len(found):
-            counters["grounded"] = 1
-            counters["ground_direction_relaxed"] += len(repairs)
             trace.setdefault("cypher_model", []).append(query)
-            trace.setdefault("repairs", []).extend(f"{rep.kind}: {rep.detail}" for rep in repairs)
+            trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
             trace["cypher_executed"], trace["cypher_rows"], trace["cypher_truncated"] = relaxed, len(rows), truncated
         return found
 
@@ -294,11 +292,8 @@ class SparkRetriever(Retriever):
         """The model's query repaired against the KB; what it wrote and each repair in the trace."""
         grounded, repairs = ground_query(query, self.kb_schema(), target)
         if repairs:
-            counters["grounded"] = 1
-            for rep in repairs:
-                counters[f"ground_{rep.kind}"] += 1
             trace.setdefault("cypher_model", []).append(query)
-            trace.setdefault("repairs", []).extend(f"{rep.kind}: {rep.detail}" for rep in repairs)
+            trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
         return grounded
 
     def _repair(self, messages, reply_text: str, error: str, trace: dict, counters: dict, timeline: Timeline) -> Plan | None:
