@@ -276,7 +276,7 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'live' / 'mlflow.db'}")
     exp = client.get_experiment_by_name("kb")
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "spark")
-    assert child.data.params["llm.model"] == "oracle" and child.data.params["params.alpha"] == "0.6" and child.data.params["prompt"] == "spark-2"
+    assert child.data.params["llm.model"] == "oracle" and child.data.params["params.alpha"] == "0.6" and child.data.params["prompt"] == "spark-3"
     assert "llm_calls_per_query" in child.data.metrics
     import mlflow
 
@@ -295,7 +295,7 @@ def test_grounding_turns_a_reversed_relationship_and_says_what_it_did(kb, tmp_pa
     name = q.meta["topic_entities"][0]["name"]
     wrong = f"MATCH (m:Movie)-[:DIRECTED]->(p:Person {{name: '{name}'}}) RETURN DISTINCT m.id AS id"
     with scripted(kb, tmp_path, lambda b: (200, completion(plan(wrong)))) as (server, res):
-        paper = get_retriever("spark", res, fill=False, ground=False, card_examples=False, link=False).search(q.text, 10)
+        paper = get_retriever("spark", res, fill=False, ground=False, card_examples=False, link=False, card_similarity=True).search(q.text, 10)
         grounded = get_retriever("spark", res, fill=False, ground=True, card_examples=True, link=True).search(q.text, 10)
         prompt = server.requests[-1]["messages"][1]["content"]
     assert paper.trace["counters"]["cypher_empty"] == 1 and paper.trace["counters"]["fallback"] == 1
@@ -340,3 +340,18 @@ def test_a_grounded_query_that_finds_nothing_runs_once_more_either_way(kb, tmp_p
     assert c["ground_direction_relaxed"] == 1 and c["ground_direction"] == 0 and c["cypher_empty"] == 0 and c["fallback"] == 0
     assert grounded.trace["cypher_executed"] == wrong.replace("<-[:SEQUEL_OF]-", "-[:SEQUEL_OF]-")
     assert int(res.graph.rows_for_ids([pair["b"]["id"]])[0]) in set(grounded.idx.tolist())
+
+
+def test_the_card_leaves_out_the_builds_similarity_edges_unless_asked(kb, tmp_path):
+    """SIMILAR_* edges are the build's (nodes of alike text), not facts of the KB: a planner that
+    walks them answers with look-alikes. The paper's card (the store's whole schema) keeps them."""
+    q = kb["questions"][0]
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(None)))) as (server, res):
+        similar = {r for _, r, _ in res.store.introspect().patterns if r.startswith("SIMILAR_")}
+        get_retriever("spark", res, fill=False).search(q.text, 5)
+        default = server.requests[-1]["messages"][1]["content"]
+        get_retriever("spark", res, fill=False, card_similarity=True).search(q.text, 5)
+        paper = server.requests[-1]["messages"][1]["content"]
+    assert similar, "the test KB's build adds similarity edges"
+    assert "SIMILAR_" not in default and "-[:DIRECTED]->" in default
+    assert all(f"-[:{r}]->" in paper for r in similar)

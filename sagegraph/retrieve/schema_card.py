@@ -5,12 +5,14 @@ a third of SPARK's failures (sage.txt Table 7), so formats and examples are wort
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from sagegraph.errors import ConfigError
+from sagegraph.model import SIMILAR_PREFIX
 from sagegraph.store.base import GraphSchema, GraphStore, safe_label
 
 NAME_KEYS = ("name", "title")
@@ -29,6 +31,13 @@ def load_hints(path: Path | None) -> dict[str, Any]:
         if not isinstance(ex, dict) or not {"question", "cypher"} <= set(ex):
             raise ConfigError(f"{path}: examples[{i}]: needs `question` and `cypher`")
     return data
+
+
+def kb_only(schema: GraphSchema) -> GraphSchema:
+    """The schema without the build's SIMILAR_* edges: on a KB they relate nodes by their text, so a
+    planner that walks them answers with look-alikes instead of following the KB's facts."""
+    return dataclasses.replace(schema, relationship_types=[r for r in schema.relationship_types if not r.startswith(SIMILAR_PREFIX)],
+                               patterns=[p for p in schema.patterns if not p[1].startswith(SIMILAR_PREFIX)])
 
 
 def _example(v: Any) -> str:

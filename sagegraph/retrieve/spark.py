@@ -30,14 +30,14 @@ from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.cypher_grounding import KBSchema, count_repairs, ground_counters, ground_query, undirected, view_schema
 from sagegraph.retrieve.graphraft_entities import gazetteer_entities
 from sagegraph.retrieve.kb_view import kb_view, normalise
-from sagegraph.retrieve.schema_card import load_hints, node_literal, pattern_examples, schema_card
+from sagegraph.retrieve.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
 from sagegraph.retrieve.timeline import Timeline
 
 # spark-2: grounding in the KB is on by default (the card's stored instances and the question's
 # linked names change the prompt; the repairs change what runs). Measured with the local model on
 # PathQuestion's test split (Hit@1 0.083 -> 0.450) and the synthetic KB (README, "Real KBs");
-# `card_examples: false, link: false, ground: false` is the paper's SPARK, prompt as spark-1.
-PROMPT_VERSION = "spark-2"
+# `card_examples: false, link: false, ground: false, card_similarity: true` is the paper's SPARK, prompt as spark-1.
+PROMPT_VERSION = "spark-3"  # spark-3: the card leaves out the build's SIMILAR_* edges (card_similarity)
 
 SYSTEM = """You plan how to find the answers to a question in a graph database.
 Reply with one JSON object and nothing else:
@@ -116,6 +116,9 @@ class SparkParams(BaseModel):
     fill: bool = Field(True, description="fill to k from hybrid over the target label")
     # Grounding in the KB being queried (all three false: the paper's SPARK). Each is counted in the trace.
     card_examples: bool = Field(True, description="the schema card shows one stored instance of every relationship pattern, read from this KB")
+    card_similarity: bool = Field(False, description="the schema card lists the build's SIMILAR_* edges too (the paper's card is the store's whole "
+                                                      "schema; they relate nodes by text, not by a fact of the KB, and a small model walks them "
+                                                      "in place of the KB's relationships)")
     link: bool = Field(True, description="names in the question found in the KB's name index are listed in the prompt with their labels")
     ground: bool = Field(True, description="before running, turn relationships the KB stores the other way, map unknown relationship types "
                                             "to a close one (else any type) and move a name to the label that holds it; a grounded query "
@@ -142,6 +145,8 @@ class SparkRetriever(Retriever):
         with self._card_lock:
             if self._card is None:
                 schema = self.res.store.introspect()
+                if not self.p.card_similarity:
+                    schema = kb_only(schema)
                 examples = pattern_examples(self.res.store, schema.patterns) if self.p.card_examples else None
                 self._card = schema_card(schema, load_hints(self.p.hints or self._default_hints()), examples=examples)
                 self._patterns = set(schema.patterns)
