@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prefect import flow, unmapped
+from prefect import flow, get_run_logger, unmapped
 
-from sagegraph.construct.stages import modalities_of, preflight, present_pairs
+from sagegraph.construct.artifacts import write_json
+from sagegraph.construct.changes import ChangeSet
+from sagegraph.construct.stages import modalities_of, preflight, present_pairs, resolve_corpus
 from sagegraph.config import BuildConfig
 from sagegraph.runlock import hold
 from tasks import build as T
@@ -19,7 +21,27 @@ from tasks import build as T
 def build_graph(cfg: BuildConfig) -> dict[str, Any]:
     preflight(cfg)  # deployments and sweeps start here, not in the CLI that checked already
     with hold(cfg.out, "build"):  # the CLI holds it already; a scheduled deployment run takes it here
-        return _build(cfg)
+        # Under the lock: which corpus state to build is read from what the last build left.
+        cfg, changes = resolve_corpus(cfg)
+        if changes is not None:
+            get_run_logger().info("%s", changes.line())
+        result = _build(cfg)
+        result["changes"] = changes.as_dict() if changes is not None else None
+        result["corpus_version"] = cfg.corpus_version
+        if changes is not None:
+            write_json(cfg.out / "stats" / "changes.json", {**changes.as_dict(), "corpus_version": cfg.corpus_version,
+                                                             "stage_seconds": result["stage_seconds"]})
+            _report(cfg, changes, result["stage_seconds"])
+        return result
+
+
+def _report(cfg: BuildConfig, changes: ChangeSet, stage_seconds: dict[str, float]) -> None:
+    """The change set and the seconds per stage as a Markdown artifact in the Prefect UI."""
+    from prefect.artifacts import create_markdown_artifact
+
+    key = "".join(c if c.isalnum() else "-" for c in f"build-{cfg.name}".lower())
+    create_markdown_artifact(markdown=f"## {cfg.name}: {changes.line()}\n\n{changes.markdown(stage_seconds)}", key=key,
+                             description=f"what changed in the corpus of {cfg.out} and the seconds per stage")
 
 
 def _build(cfg: BuildConfig) -> dict[str, Any]:

@@ -42,9 +42,10 @@ def graph_to_build(cfg: SweepConfig) -> BuildConfig | None:
     if cfg.build is None:
         return None
     from sagegraph.construct.artifacts import Layout
+    from sagegraph.construct.stages import resolve_corpus
     from sagegraph.config import load_config
 
-    build_cfg = load_config(cfg.build)
+    build_cfg, _ = resolve_corpus(load_config(cfg.build))  # a corpus changed since its build is built again first
     graph = graph_dir_of(cfg)
     if graph != build_cfg.out / "graph":  # the sweep names another graph explicitly: use it as it is
         return None

@@ -20,9 +20,14 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.n_workers = args.workers
     if args.dask_address:
         cfg.runner.dask_address = args.dask_address
-    from sagegraph.construct.stages import preflight
+    from sagegraph.construct.stages import preflight, resolve_corpus
 
-    preflight(cfg)  # the corpus and an LLM key, before a server and workers start
+    # The corpus read and compared with the last build's, and the LLM key checked, before a server
+    # and workers start (the flow resolves again under its lock).
+    _, changes = resolve_corpus(cfg)
+    preflight(cfg)
+    if changes is not None:
+        print(f"sagegraph: {changes.line()}", flush=True)
 
     from flows.build_graph import build_graph
     from flows.runtime import flow_runtime
@@ -45,6 +50,10 @@ def _build(args: argparse.Namespace) -> int:
     if result.get("llm_usage"):
         u = result["llm_usage"]
         print(f"LLM usage:       {u['calls']} calls ({u['cached']} cached), {u['prompt_tokens']}+{u['completion_tokens']} tokens, ${u['cost_usd']:.4f}, {u['fallbacks']} heuristic fallbacks")
+    if result.get("changes"):
+        c = result["changes"]["counts"]
+        print(f"changes:         added {c['added'] or 0}, changed {c['changed'] or 0}, removed {c['removed'] or 0} "
+              f"(stats/changes.json; corpus version {result['corpus_version'] or 'first'})")
     print(json.dumps({k: result[k] for k in ("counts", "edges", "stage_seconds", "task_seconds", "encode_seconds", "seconds", "resumed_batches")}))
     return 0
 

@@ -145,6 +145,8 @@ class BuildConfig(_Strict):
     subset: Literal["prefix", "around_questions"] = Field(
         "prefix", description="how max_sources picks an OTT-QA subset: the first tables and the passages they link, or the "
         "questions' tables, the passages those tables link, then random distractors (keeps the neighbourhoods the graph is for)")
+    corpus_version: str = Field("", description="set by every build from the corpus contents (`construct.changes`): empty while they are "
+                                "what this config's first ingest read, else their digest; a value written here is replaced")
 
     @field_validator("name")
     @classmethod

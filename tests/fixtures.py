@@ -128,6 +128,7 @@ def run_all(cfg):
     """Every build stage in order, without Prefect (the flow composes the same functions)."""
     from sagegraph.construct import stages
 
+    cfg, changes = stages.resolve_corpus(cfg)
     ing = stages.ingest(cfg)
     chunks = [stages.chunk_batch(cfg, b) for b in ing["batches"]]
     metas = [stages.metadata_batch(cfg, c["path"]) for c in chunks]
@@ -137,7 +138,8 @@ def run_all(cfg):
     fin = stages.finalize_edges(cfg, [p["path"] for p in pairs], ing["kb_edges"])
     store = stages.load_store(cfg)
     stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
-    return {"ingest": ing, "chunks": chunks, "metas": metas, "vecs": vecs, "pairs": pairs, "final": fin, "store": store, "stats": stats}
+    return {"ingest": ing, "chunks": chunks, "metas": metas, "vecs": vecs, "pairs": pairs, "final": fin, "store": store, "stats": stats,
+            "changes": changes, "cfg": cfg}
 
 
 ROOT = Path(__file__).resolve().parents[1]

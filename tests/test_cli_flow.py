@@ -2,6 +2,7 @@
 LocalCluster with one local API server, and a rerun resumes everything."""
 
 import json
+import shutil
 
 import pytest
 
@@ -11,7 +12,9 @@ pytestmark = pytest.mark.e2e  # the CLI in a subprocess, a Prefect API server, D
 
 
 def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
-    cfg = write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp_path / "out")
+    corpus = tmp_path / "ottqa"
+    shutil.copytree(ottqa_dir, corpus)
+    cfg = write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(corpus)}, tmp_path / "out")
     first = sagegraph("build", str(cfg), "--max-sources", "20")
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
@@ -27,6 +30,16 @@ def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
     again = json.loads(second.stdout.strip().splitlines()[-1])
     assert again["resumed_batches"] > 0 and again["counts"] == summary["counts"]
     assert "Error logging to API" not in second.stdout + second.stderr
+    assert "first build" in first.stdout and "corpus unchanged since the last build" in second.stdout
+    # the passages edited: a rebuild says so, builds them, and writes the change set
+    lines = [json.loads(x) for x in (corpus / "passages.jsonl").read_text().splitlines()]
+    (corpus / "passages.jsonl").write_text("".join(json.dumps({**p, "text": p["text"] + " It was renamed in 1990."}) + "\n" for p in lines))
+    third = sagegraph("build", str(cfg), "--max-sources", "20")
+    assert third.returncode == 0, third.stderr[-3000:]
+    changes = json.loads((tmp_path / "out" / "stats" / "changes.json").read_text())
+    assert changes["counts"]["changed"]["documents"] > 0 and not changes["counts"]["added"] and changes["corpus_version"]
+    assert f"~{changes['counts']['changed']['documents']} changed" in third.stdout and "stage_seconds" in changes
+    assert json.loads(third.stdout.strip().splitlines()[-1])["counts"]["nodes"] >= summary["counts"]["nodes"]
 
 
 def test_bad_config_is_a_clear_error(tmp_path):

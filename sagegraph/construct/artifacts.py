@@ -41,6 +41,8 @@ class Layout:
         src = cfg.stage_fingerprint("corpus", "max_sources") + content_id(str(cfg.runner.batch_size), str(cfg.runner.n_workers))
         if cfg.subset != "prefix":  # added later: builds made before it keep their fingerprints
             src = content_id(src, cfg.subset)
+        if cfg.corpus_version:  # the corpus changed since this config's first ingest (construct.changes)
+            src = content_id(src, f"corpus-{cfg.corpus_version}")
         chunks = content_id(src, cfg.stage_fingerprint("chunking", "tables"), cfg.embedding.resolved_name())
         meta = content_id(chunks, cfg.stage_fingerprint("metadata"), cfg.llm.model if cfg.metadata.mode == "llm" else "")
         vecs = content_id(meta, cfg.embedding.resolved_name())

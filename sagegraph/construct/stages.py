@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from sagegraph.construct import edges as E
 from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
+from sagegraph.construct.changes import ChangeSet, corpus_fingerprints, diff, digest, ingested_fingerprints
 from sagegraph.construct.edge_records import extra_for, pair_edge_table
 from sagegraph.construct.fields import FIELDS, entity_set, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
@@ -28,7 +29,7 @@ from sagegraph.config import BuildConfig, EdgeConfig
 from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, make_encoder
-from sagegraph.errors import InputError
+from sagegraph.errors import ConfigError, InputError
 from sagegraph.store.loaded import load_mismatch, loaded_marker
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 
@@ -114,6 +115,43 @@ def preflight(cfg: BuildConfig) -> None:
             require_credentials(cfg.llm)
 
 
+def _previous_sources(cfg: BuildConfig) -> Path | None:
+    """The sources stage of the graph last built in cfg.out (None: none was)."""
+    manifest = Layout.of(cfg).graph / "manifest.json"
+    if not manifest.exists():
+        return None
+    built = read_json(manifest)
+    if built.get("sources"):
+        return cfg.out / "stages" / built["sources"]
+    version = (built.get("config") or {}).get("corpus_version", "")  # a graph built before change sets
+    return Layout.of(cfg.model_copy(update={"corpus_version": version})).stage_path("sources")
+
+
+def resolve_corpus(cfg: BuildConfig) -> tuple[BuildConfig, ChangeSet | None]:
+    """The config with `corpus_version` set from the corpus as it is now, and what changed since
+    the graph last built in cfg.out. Reads (and so validates) the whole corpus: a bad record stops
+    the build here, with its file and line, before anything is written. With the corpus files gone,
+    a finished ingest of the last build still builds (None: nothing to compare)."""
+    from sagegraph.corpus.load import check_corpus
+
+    previous_dir = _previous_sources(cfg)
+    try:
+        check_corpus(cfg.corpus)
+    except ConfigError:
+        if previous_dir is not None and (previous_dir / "manifest.json").exists():
+            version = (read_json(Layout.of(cfg).graph / "manifest.json").get("config") or {}).get("corpus_version", "")
+            log.warning("corpus files are missing; building from the last build's ingest")
+            return cfg.model_copy(update={"corpus_version": version}), None
+        raise
+    corpus = load_corpus(cfg.corpus, cfg.max_sources, cfg.subset)
+    now = corpus_fingerprints(corpus)
+    first = cfg.model_copy(update={"corpus_version": ""})
+    first_read = ingested_fingerprints(Layout.of(first).stage_path("sources"))
+    version = "" if first_read is None or first_read == now else digest(now)
+    before = ingested_fingerprints(previous_dir) if previous_dir is not None else None
+    return cfg.model_copy(update={"corpus_version": version}), diff(before, now)
+
+
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
     """Load and validate the corpus, then split it into source batches for the fan-out."""
     d = Layout.of(cfg).stage_dir("sources")
@@ -132,6 +170,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
             payload[kind].append(dataclasses.asdict(rec))
         batches.append(str(write_json(d / f"{_batch_name(b)}.json", payload, indent=None)))
     write_json(d / "kb_edges.json", [dataclasses.asdict(e) for e in corpus.kb_edges], indent=None)
+    write_json(d / "fingerprints.json", corpus_fingerprints(corpus), indent=None)  # before the manifest: a finished ingest has both
     summary = {
         "batches": batches,
         "kb_edges": str(d / "kb_edges.json"),
@@ -322,6 +361,7 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
         "embedding_precision": cfg.embedding.resolved_precision(),
         "dim": int(np.load(layout.graph / "vectors" / "content.npy", mmap_mode="r").shape[1]),
         "fingerprint": layout.cfg_fp["edges"],
+        "sources": layout.stage_path("sources").name,  # the corpus state this graph was built from
         "config": cfg.model_dump(mode="json"),
     }
     write_json(graph / "manifest.json", manifest)
@@ -397,7 +437,7 @@ def _verified_reuse(cfg: BuildConfig, path: Path, marker: Path) -> dict[str, Any
 
 __all__ = [
     "ingest", "batch_spans", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
-    "load_store", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id",
+    "load_store", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus",
 ]
 
 

@@ -1,0 +1,132 @@
+"""A rebuild follows the corpus: sources added, edited and removed reach the graph (the same graph a
+build from nothing gives), the change set says what changed, an unchanged or restored corpus
+reuses what was built, and an unreadable corpus changes nothing."""
+
+import json
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from sagegraph.config import load_config
+from sagegraph.construct.changes import diff, digest, record_fingerprints
+from sagegraph.errors import InputError
+from tests.fixtures import SENTENCE_BANK, run_all, write_config
+
+
+def _docs(n: int, start: int = 0) -> list[dict]:
+    topics = list(SENTENCE_BANK)
+    out = []
+    for i in range(start, start + n):
+        bank = SENTENCE_BANK[topics[i % len(topics)]]
+        out.append({"id": f"d{i}", "title": f"Entry {i}", "text": " ".join(s.format(e=f"Entry {i}") for s in bank)})
+    return out
+
+
+def _write(path, docs):
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+
+
+def _cfg(tmp_path, docs_path, out):
+    return load_config(write_config(tmp_path / f"{out.name}.yaml", {"kind": "generic", "documents": str(docs_path)}, out,
+                                    store={"backend": "none"}))
+
+
+def _graph(out):
+    nodes = pq.read_table(out / "graph" / "nodes.parquet", columns=["id"]).column("id").to_pylist()
+    e = pq.read_table(out / "graph" / "edges.parquet").to_pydict()
+    edges = {(s, d, t): w for s, d, t, w in zip(e["src"], e["dst"], e["type"], e["weight"])}
+    return set(nodes), edges
+
+
+def _same_graph(a, b):
+    (na, ea), (nb, eb) = _graph(a), _graph(b)
+    assert na == nb
+    assert set(ea) == set(eb)
+    assert all(abs(ea[k] - eb[k]) < 1e-5 for k in ea)
+
+
+def test_diff_names_added_changed_and_removed_per_kind():
+    old = {**record_fingerprints("documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]),
+           **record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}])}
+    new = {**record_fingerprints("documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y2"}, {"id": "c", "text": "z"}])}
+    cs = diff(old, new)
+    assert cs.added == {"documents": ["c"]} and cs.changed == {"documents": ["b"]} and cs.removed == {"kb_edges": ["a-[R]->b"]}
+    assert cs.counts()["added"] == {"documents": 1} and not cs.empty and not cs.first_build
+    assert "+1 added, ~1 changed, -1 removed" in cs.line()
+    assert "| documents | 1 | 1 | 0 |" in cs.markdown({"ingest": 0.1}) and "| ingest | 0.10 |" in cs.markdown({"ingest": 0.1})
+    assert diff(new, dict(new)).empty and diff(None, new).first_build
+    assert digest(new) == digest(dict(reversed(list(new.items())))) != digest(old)
+    # a repeated KB edge is a second edge, so removing one of two is seen
+    twice = record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}] * 2)
+    assert len(twice) == 2 and diff(twice, record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}])).removed
+
+
+def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    _write(docs, _docs(8))
+    cfg = _cfg(tmp_path, docs, tmp_path / "out")
+    first = run_all(cfg)
+    assert first["changes"].first_build and first["cfg"].corpus_version == ""
+    n8 = len(_graph(tmp_path / "out")[0])
+
+    # appended: the new documents reach the graph, which equals a build from nothing
+    _write(docs, _docs(12))
+    grown = run_all(cfg)
+    assert grown["changes"].added == {"documents": ["d10", "d11", "d8", "d9"]} and not grown["changes"].changed
+    assert grown["cfg"].corpus_version != "" and grown["ingest"]["counts"]["documents"] == 12
+    assert len(_graph(tmp_path / "out")[0]) > n8
+    fresh_docs = tmp_path / "fresh.jsonl"
+    shutil.copy(docs, fresh_docs)
+    run_all(_cfg(tmp_path, fresh_docs, tmp_path / "fresh"))
+    _same_graph(tmp_path / "out", tmp_path / "fresh")
+    changes = json.loads((tmp_path / "out" / "stats" / "changes.json").read_text()) if (tmp_path / "out" / "stats" / "changes.json").exists() else None
+    assert changes is None  # written by the flow (test_cli_flow); run_all composes the stages only
+
+    # edited and removed
+    edited = _docs(12)
+    edited[3]["text"] += " It was renamed in 1990."
+    _write(docs, edited[:11])
+    again = run_all(cfg)
+    assert again["changes"].changed == {"documents": ["d3"]} and again["changes"].removed == {"documents": ["d11"]}
+    assert not again["changes"].added
+
+    # back to the first corpus: its finished stages are found again, nothing is redone
+    _write(docs, _docs(8))
+    back = run_all(cfg)
+    assert back["cfg"].corpus_version == "" and back["ingest"]["resumed"] and all(c["resumed"] for c in back["chunks"])
+    assert back["changes"].removed and len(_graph(tmp_path / "out")[0]) == n8
+
+    # unchanged: everything reused
+    same = run_all(cfg)
+    assert same["changes"].empty and all(c["resumed"] for c in same["chunks"] + same["vecs"])
+
+
+def test_a_build_made_before_change_sets_keeps_its_stages(tmp_path):
+    """An ingest written without fingerprints.json is read from its batch files: the same corpus
+    keeps the same stage directories (and so its graph, run keys and store)."""
+    docs = tmp_path / "docs.jsonl"
+    _write(docs, _docs(6))
+    cfg = _cfg(tmp_path, docs, tmp_path / "out")
+    first = run_all(cfg)
+    for fp in (tmp_path / "out" / "stages").glob("sources-*/fingerprints.json"):
+        fp.unlink()
+    manifest = tmp_path / "out" / "graph" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    del m["sources"], m["config"]["corpus_version"]  # as a build of the version before wrote it
+    manifest.write_text(json.dumps(m))
+    again = run_all(cfg)
+    assert again["cfg"].corpus_version == "" and again["changes"].empty and again["ingest"]["resumed"]
+
+
+def test_an_unreadable_corpus_changes_nothing(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    _write(docs, _docs(6))
+    cfg = _cfg(tmp_path, docs, tmp_path / "out")
+    run_all(cfg)
+    before = (tmp_path / "out" / "graph" / "manifest.json").read_text()
+    with docs.open("a", encoding="utf-8") as f:
+        f.write('{"id": "d9", "title": "Broken"\n')
+    with pytest.raises(InputError, match=r"docs\.jsonl:7: malformed JSON"):
+        run_all(cfg)
+    assert (tmp_path / "out" / "graph" / "manifest.json").read_text() == before
