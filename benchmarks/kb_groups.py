@@ -4,7 +4,8 @@ retriever wins and loses, and what it paid there.
     .venv/bin/python -m benchmarks.kb_groups work/sweeps/kb-synth [--by family] [--metric recall@20]
     .venv/bin/python -m benchmarks.kb_groups work/sweeps/kb-pq-spark --by hops --table
 
-Reads each configuration's per_query.jsonl and the sweep's question file (its `--by` field). The
+Reads each configuration's per_query.jsonl (those of the sweep's summary.csv; of a label run more
+than once, e.g. under an older prompt version, the latest) and the sweep's question file (its `--by` field). The
 default prints one JSON line: per configuration, the metric's mean per group, plus the planners'
 fallback and empty-Cypher rates per group. `--table` prints a Markdown table, one row per
 configuration and group (and `all`): Hit@1, Hit@5, Recall@20, MRR, LLM calls, prompt and
@@ -37,11 +38,23 @@ def runs(sweep: Path, by: str) -> list[tuple[str, list[tuple[str, dict[str, Any]
     if not qfile.exists():
         raise SystemExit(f"{sweep}: no questions.sample.jsonl (a sweep with `sample:`)")
     group = {q.id: str(q.meta.get(by, "")) for q in load_questions(qfile)}
-    out = []
+    current = None  # the sweep's own grid, as its summary names it; runs of configurations since removed are left out
+    if (sweep / "summary.csv").exists():
+        import csv
+
+        with (sweep / "summary.csv").open(newline="") as f:
+            current = {row["config"] for row in csv.DictReader(f)}
+    latest: dict[str, Path] = {}  # a label run again under a newer prompt version: its latest run only
     for run in sorted((sweep / "runs").iterdir()):
         if not (run / "metrics.json").exists():
             continue
         label = json.loads((run / "config.json").read_text())["label"]
+        if current is not None and label not in current:
+            continue
+        if label not in latest or (run / "metrics.json").stat().st_mtime > (latest[label] / "metrics.json").stat().st_mtime:
+            latest[label] = run
+    out = []
+    for label, run in sorted(latest.items(), key=lambda x: x[1].name):
         rows = [json.loads(line) for line in (run / "per_query.jsonl").read_text().splitlines() if line.strip()]
         out.append((label, [(group.get(r["qid"], ""), r) for r in rows]))
     return out
