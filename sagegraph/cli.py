@@ -538,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"sagegraph: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of whatever was running
+        print("sagegraph: interrupted; finished work is kept and the same command resumes it", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
