@@ -11,7 +11,7 @@ from prefect import flow, get_run_logger, unmapped
 
 from sagegraph.construct.artifacts import write_json
 from sagegraph.construct.changes import ChangeSet
-from sagegraph.construct.stages import modalities_of, preflight, present_pairs, resolve_corpus
+from sagegraph.construct.stages import modalities_of, preflight, present_pairs, resolve_corpus, up_to_date
 from sagegraph.config import BuildConfig
 from sagegraph.runlock import hold
 from tasks import build as T
@@ -25,6 +25,10 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
         cfg, changes = resolve_corpus(cfg)
         if changes is not None:
             get_run_logger().info("%s", changes.line())
+        if changes is not None and changes.empty and (done := up_to_date(cfg)) is not None:
+            get_run_logger().info("the graph, its statistics and its store are up to date: no stage runs")
+            _report(cfg, changes, {})
+            return {**done, "changes": changes.as_dict(), "corpus_version": cfg.corpus_version}
         result = _build(cfg)
         result["changes"] = changes.as_dict() if changes is not None else None
         result["corpus_version"] = cfg.corpus_version

@@ -20,11 +20,11 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.n_workers = args.workers
     if args.dask_address:
         cfg.runner.dask_address = args.dask_address
-    from sagegraph.construct.stages import preflight, resolve_corpus
+    from sagegraph.construct.stages import preflight, resolve_corpus, up_to_date
 
     # The corpus read and compared with the last build's, and the LLM key checked, before a server
     # and workers start (the flow resolves again under its lock).
-    _, changes = resolve_corpus(cfg)
+    resolved, changes = resolve_corpus(cfg)
     preflight(cfg)
     if changes is not None:
         print(f"sagegraph: {changes.line()}", flush=True)
@@ -35,9 +35,14 @@ def _build(args: argparse.Namespace) -> int:
     from sagegraph.runlock import hold
 
     # A second build into this out dir refuses here, before a server starts, naming this one.
-    with hold(cfg.out, "build"), flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
-        print(f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in the Prefect UI if you run a server)", flush=True)
-        result = build_graph.with_options(task_runner=runner)(cfg)
+    with hold(cfg.out, "build"):
+        result = up_to_date(resolved) if changes is not None and changes.empty else None
+        if result is not None:  # nothing to redo: no server, no workers (a scheduled rebuild of an unchanged corpus)
+            print(f"sagegraph: {cfg.out}: the graph, its statistics and its store are up to date; nothing to build", flush=True)
+        else:
+            with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
+                print(f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in the Prefect UI if you run a server)", flush=True)
+                result = build_graph.with_options(task_runner=runner)(cfg)
     print(f"\ngraph (Parquet): {result['graph']}/nodes.parquet, edges.parquet, vectors/")
     store = result["store"]
     if store.get("backend") == "falkordb":
@@ -54,7 +59,8 @@ def _build(args: argparse.Namespace) -> int:
         c = result["changes"]["counts"]
         print(f"changes:         added {c['added'] or 0}, changed {c['changed'] or 0}, removed {c['removed'] or 0} "
               f"(stats/changes.json; corpus version {result['corpus_version'] or 'first'})")
-    print(json.dumps({k: result[k] for k in ("counts", "edges", "stage_seconds", "task_seconds", "encode_seconds", "seconds", "resumed_batches")}))
+    print(json.dumps({**{k: result[k] for k in ("counts", "edges", "stage_seconds", "task_seconds", "encode_seconds", "seconds", "resumed_batches")},
+                      "up_to_date": bool(result.get("up_to_date"))}))
     return 0
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from sagegraph.config import load_config
 from sagegraph.construct.changes import diff, digest, record_fingerprints
+from sagegraph.construct.stages import up_to_date
 from sagegraph.errors import InputError
 from tests.fixtures import SENTENCE_BANK, run_all, write_config
 
@@ -97,9 +98,14 @@ def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
     assert back["cfg"].corpus_version == "" and back["ingest"]["resumed"] and all(c["resumed"] for c in back["chunks"])
     assert back["changes"].removed and len(_graph(tmp_path / "out")[0]) == n8
 
-    # unchanged: everything reused
+    # unchanged: everything reused, and the CLI and the flow need not start (up_to_date)
     same = run_all(cfg)
     assert same["changes"].empty and all(c["resumed"] for c in same["chunks"] + same["vecs"])
+    done = up_to_date(same["cfg"])
+    assert done is not None and done["up_to_date"] and done["counts"]["nodes"] == n8
+    assert up_to_date(same["cfg"].model_copy(update={"corpus_version": "elsewhere"})) is None  # another corpus state: not this graph
+    (tmp_path / "out" / "stats" / "graph_stats.json").unlink()
+    assert up_to_date(same["cfg"]) is None  # something to redo: the build runs (and resumes the rest)
 
 
 def test_a_build_made_before_change_sets_keeps_its_stages(tmp_path):

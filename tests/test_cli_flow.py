@@ -25,12 +25,19 @@ def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
     assert (tmp_path / "out" / "graph" / "nodes.parquet").exists()
     # progress is visible while it runs: per-batch task logs
     assert "chunk batch-00000.json done" in first.stdout + first.stderr
+    (tmp_path / "out" / "stats" / "graph_stats.json").unlink()  # one output missing: the flow runs and resumes the rest
     second = sagegraph("build", str(cfg), "--max-sources", "20")
     assert second.returncode == 0, second.stderr[-3000:]
     again = json.loads(second.stdout.strip().splitlines()[-1])
-    assert again["resumed_batches"] > 0 and again["counts"] == summary["counts"]
+    assert again["resumed_batches"] > 0 and again["counts"] == summary["counts"] and not again["up_to_date"]
     assert "Error logging to API" not in second.stdout + second.stderr
     assert "first build" in first.stdout and "corpus unchanged since the last build" in second.stdout
+    # nothing changed and nothing missing: no server, no workers, the same counts
+    idle = sagegraph("build", str(cfg), "--max-sources", "20")
+    assert idle.returncode == 0, idle.stderr[-3000:]
+    same = json.loads(idle.stdout.strip().splitlines()[-1])
+    assert same["up_to_date"] and same["counts"] == summary["counts"] and "Prefect API" not in idle.stdout
+    assert "up to date; nothing to build" in idle.stdout and "graph store:     FalkorDB (embedded)" in idle.stdout
     # the passages edited: a rebuild says so, builds them, and writes the change set
     lines = [json.loads(x) for x in (corpus / "passages.jsonl").read_text().splitlines()]
     (corpus / "passages.jsonl").write_text("".join(json.dumps({**p, "text": p["text"] + " It was renamed in 1990."}) + "\n" for p in lines))

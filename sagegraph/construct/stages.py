@@ -152,6 +152,34 @@ def resolve_corpus(cfg: BuildConfig) -> tuple[BuildConfig, ChangeSet | None]:
     return cfg.model_copy(update={"corpus_version": version}), diff(before, now)
 
 
+def up_to_date(cfg: BuildConfig) -> dict[str, Any] | None:
+    """The last build's counts when a build of `cfg` (resolved by `resolve_corpus`) would redo
+    nothing: its graph, statistics and store load are all of this config and corpus state, and the
+    store opens and holds what was loaded. Then a scheduled rebuild of an unchanged corpus starts
+    no server and no worker. None when anything is missing or stale (the build then resumes)."""
+    layout = Layout.of(cfg)
+    manifest, stats = layout.graph / "manifest.json", layout.stats / "graph_stats.json"
+    if not (manifest.exists() and stats.exists() and (layout.graph / "edges.parquet").exists()):
+        return None
+    built = read_json(manifest)
+    if built.get("fingerprint") != layout.cfg_fp["edges"]:
+        return None
+    store: dict[str, Any] = {"backend": "none"}
+    if cfg.store.backend != "none":
+        path = Path(cfg.store.path or layout.out / "store")
+        marker = loaded_marker(cfg.store.backend, layout.out, path, cfg.store.graph)
+        if not marker.exists() or read_json(marker).get("fingerprint") != versioned(layout.cfg_fp["edges"], "store"):
+            return None
+        store = _verified_reuse(cfg, path, marker)
+        if store is None:
+            return None
+    summary = read_json(stats)
+    return {"graph": str(layout.graph), "stats": str(stats), "plots": summary.get("plots", []), "store": store, "edges": built["edges"],
+            "counts": {k: summary[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")}, "up_to_date": True,
+            "stage_seconds": {}, "task_seconds": {}, "encode_seconds": 0.0, "seconds": 0.0, "llm_estimate": None, "llm_usage": None,
+            "skipped_records": {}, "resumed_batches": 0}
+
+
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
     """Load and validate the corpus, then split it into source batches for the fan-out."""
     d = Layout.of(cfg).stage_dir("sources")
@@ -437,7 +465,7 @@ def _verified_reuse(cfg: BuildConfig, path: Path, marker: Path) -> dict[str, Any
 
 __all__ = [
     "ingest", "batch_spans", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
-    "load_store", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus",
+    "load_store", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus", "up_to_date",
 ]
 
 
