@@ -19,10 +19,11 @@ from tasks import build as T
 
 @flow(name="build_graph", log_prints=True)
 def build_graph(cfg: BuildConfig) -> dict[str, Any]:
-    preflight(cfg)  # deployments and sweeps start here, not in the CLI that checked already
     with hold(cfg.out, "build"):  # the CLI holds it already; a scheduled deployment run takes it here
-        # Under the lock: which corpus state to build is read from what the last build left.
+        # Under the lock: which corpus state to build is read from what the last build left; then
+        # its inputs are checked (deployments and sweeps start here, not in the CLI).
         cfg, changes = resolve_corpus(cfg)
+        preflight(cfg)
         if changes is not None:
             get_run_logger().info("%s", changes.line())
         if changes is not None and changes.empty and (done := up_to_date(cfg)) is not None:

@@ -25,7 +25,7 @@ def _build(args: argparse.Namespace) -> int:
     # The corpus read and compared with the last build's, and the LLM key checked, before a server
     # and workers start (the flow resolves again under its lock).
     resolved, changes = resolve_corpus(cfg)
-    preflight(cfg)
+    preflight(resolved)  # the key wanted by the corpus state that will be built, not the first one's
     if changes is not None:
         print(f"sagegraph: {changes.line()}", flush=True)
 
