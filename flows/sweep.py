@@ -45,10 +45,11 @@ def graph_to_build(cfg: SweepConfig) -> BuildConfig | None:
     from sagegraph.construct.stages import resolve_corpus
     from sagegraph.config import load_config
 
-    build_cfg, _ = resolve_corpus(load_config(cfg.build))  # a corpus changed since its build is built again first
+    build_cfg = load_config(cfg.build)
     graph = graph_dir_of(cfg)
-    if graph != build_cfg.out / "graph":  # the sweep names another graph explicitly: use it as it is
+    if graph != build_cfg.out / "graph":  # the sweep names another graph explicitly: use it as it is (its corpus is not read)
         return None
+    build_cfg, _ = resolve_corpus(build_cfg)  # a corpus changed since its build is built again first
     manifest = graph / "manifest.json"
     built = json.loads(manifest.read_text()).get("fingerprint") if manifest.exists() and (graph / "edges.parquet").exists() else None
     return None if built == Layout.of(build_cfg).cfg_fp["edges"] else build_cfg

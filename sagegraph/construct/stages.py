@@ -164,13 +164,9 @@ def up_to_date(cfg: BuildConfig) -> dict[str, Any] | None:
     built = read_json(manifest)
     if built.get("fingerprint") != layout.cfg_fp["edges"]:
         return None
-    store: dict[str, Any] = {"backend": "none"}
+    store: dict[str, Any] | None = {"backend": "none"}
     if cfg.store.backend != "none":
-        path = Path(cfg.store.path or layout.out / "store")
-        marker = loaded_marker(cfg.store.backend, layout.out, path, cfg.store.graph)
-        if not marker.exists() or read_json(marker).get("fingerprint") != versioned(layout.cfg_fp["edges"], "store"):
-            return None
-        store = _verified_reuse(cfg, path, marker)
+        store = _current_load(cfg, *_store_place(cfg, layout))
         if store is None:
             return None
     summary = read_json(stats)
@@ -405,14 +401,11 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     if cfg.store.backend == "none":
         return {"backend": "none", "seconds": 0.0}
     layout = Layout.of(cfg)
-    path = cfg.store.path or layout.out / "store"
-    marker = loaded_marker(cfg.store.backend, layout.out, Path(path), cfg.store.graph)
-    fp = versioned(layout.cfg_fp["edges"], "store")
+    path, marker, fp = _store_place(cfg, layout)
     previous = read_json(marker).get("fingerprint") if marker.exists() else None
-    if previous == fp:
-        reused = _verified_reuse(cfg, Path(path), marker)
-        if reused is not None:
-            return reused
+    reused = _current_load(cfg, path, marker, fp)
+    if reused is not None:
+        return reused
     t0 = time.perf_counter()
     nodes = read_nodes(layout.graph / "nodes.parquet")
     vectors = np.load(layout.graph / "vectors" / "content.npy")
@@ -437,6 +430,22 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
                "graph_fingerprint": layout.cfg_fp["edges"], **counts, "seconds": time.perf_counter() - t0}
     write_json(marker, summary)
     return {**summary, "resumed": False}
+
+
+def _store_place(cfg: BuildConfig, layout: Layout) -> tuple[Path, Path, str]:
+    """Where cfg's store lives, the marker of what a build loaded there, and the fingerprint a load
+    of this graph records in it."""
+    path = Path(cfg.store.path or layout.out / "store")
+    return path, loaded_marker(cfg.store.backend, layout.out, path, cfg.store.graph), versioned(layout.cfg_fp["edges"], "store")
+
+
+def _current_load(cfg: BuildConfig, path: Path, marker: Path, fp: str) -> dict[str, Any] | None:
+    """The marker's summary when this graph's load is recorded there and the store holds it
+    (`_verified_reuse`); None when it must be loaded. The store load and the up-to-date check
+    decide alike."""
+    if not marker.exists() or read_json(marker).get("fingerprint") != fp:
+        return None
+    return _verified_reuse(cfg, path, marker)
 
 
 def _verified_reuse(cfg: BuildConfig, path: Path, marker: Path) -> dict[str, Any] | None:
