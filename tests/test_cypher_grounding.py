@@ -113,3 +113,31 @@ def test_a_return_that_contradicts_the_plans_target_is_retargeted_or_followed():
     # two variables of the target label: no guess
     q = "MATCH (a:Person)-[:spouse]->(b:Person)<-[:directed_by]-(f:Film) RETURN f.id AS id"
     assert ground_query(q, SCHEMA, target="Person") == (q, [])
+
+
+@pytest.mark.parametrize("written,ran", [
+    # the last hop written, the node before it returned (a 3-hop question read as 2)
+    ("MATCH (p:Person {name: 'Uday Chopra'})-[:spouse]->(s:Person)<-[:directed_by]-(f:Film) RETURN DISTINCT s.id AS id",
+     "MATCH (p:Person {name: 'Uday Chopra'})-[:spouse]->(s:Person)<-[:directed_by]-(f:Film) RETURN DISTINCT f.id AS id"),
+    # an anonymous end gets a variable
+    ("MATCH (f:Film {name: 'Dhoom'})-[:directed_by]->(d:Person)-[:spouse]->(:Person) RETURN d.id AS id",
+     "MATCH (f:Film {name: 'Dhoom'})-[:directed_by]->(d:Person)-[:spouse]->(grounded_answer:Person) RETURN grounded_answer.id AS id"),
+    # the named topic returned, the path written from it
+    ("MATCH (f:Film {name: 'Dhoom'})-[:release_year]->(y) RETURN f.id AS id",
+     "MATCH (f:Film {name: 'Dhoom'})-[:release_year]->(y) RETURN y.id AS id"),
+])
+def test_a_return_short_of_its_paths_unconstrained_end_is_moved_to_the_end(written, ran):
+    out, repairs = ground_query(written, SCHEMA)
+    assert out == ran and [r.kind for r in repairs] == ["return_path_end"]
+
+
+@pytest.mark.parametrize("query", [
+    # the tail is constrained by a name, used again, or the path has nothing the question gives
+    "MATCH (p:Person {name: 'Uday Chopra'})-[:spouse]->(s:Person)<-[:directed_by]-(f:Film {name: 'Dhoom'}) RETURN s.id AS id",
+    "MATCH (p:Person {name: 'Uday Chopra'})-[:spouse]->(s:Person)<-[:directed_by]-(f:Film) WHERE f.year > 2000 RETURN s.id AS id",
+    "MATCH (a:Person)-[:spouse]-(b:Person) RETURN b.id AS id",
+    # tails on both sides: no guess
+    "MATCH (x:Film)-[:directed_by]->(d:Person {name: 'Uday Chopra'}) MATCH (a:Person)<-[:starred_actors]-(g:Film)-[:starred_actors]->(b:Person) RETURN g.id AS id",
+])
+def test_a_return_inside_a_constrained_or_ambiguous_path_is_left_alone(query):
+    assert ground_query(query, SCHEMA) == (query, [])

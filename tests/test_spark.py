@@ -16,7 +16,7 @@ from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.resources import open_resources
-from sagegraph.retrieve.spark import traverses_edges
+from sagegraph.retrieve.spark import PROMPT_VERSION, traverses_edges
 from tests.fake_openai import FakeOpenAI, completion
 
 pytestmark = pytest.mark.e2e  # a FalkorDB server and a loopback LLM endpoint
@@ -276,7 +276,7 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'live' / 'mlflow.db'}")
     exp = client.get_experiment_by_name("kb")
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "spark")
-    assert child.data.params["llm.model"] == "oracle" and child.data.params["params.alpha"] == "0.6" and child.data.params["prompt"] == "spark-3"
+    assert child.data.params["llm.model"] == "oracle" and child.data.params["params.alpha"] == "0.6" and child.data.params["prompt"] == PROMPT_VERSION
     assert "llm_calls_per_query" in child.data.metrics
     import mlflow
 

@@ -6,6 +6,7 @@ import yaml
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.eval.sweep import GridBlock, expand, figure4, groups, load_sweep, plot_figure4
+from sagegraph.retrieve.spark import PROMPT_VERSION as SPARK_PROMPT
 from tests.fixtures import sagegraph
 
 
@@ -194,7 +195,7 @@ def test_grid_params_expand_validate_and_carry_the_prompt_version(tmp_path):
     cfgs = configurations(load_sweep(path))
     spark = [c for c in cfgs if c.retriever == "spark"]
     assert sorted(c.params["repair"] for c in spark) == [False, True] and len({c.key() for c in cfgs}) == 3
-    assert {c.prompt for c in cfgs} == {"spark-3"}  # sage seeded by spark carries spark's prompt version
+    assert {c.prompt for c in cfgs} == {SPARK_PROMPT}  # sage seeded by spark carries spark's prompt version
     import dataclasses
 
     assert dataclasses.replace(spark[0], prompt="spark-1").key() != spark[0].key()  # a changed prompt reruns

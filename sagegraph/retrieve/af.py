@@ -38,7 +38,7 @@ from sagegraph.retrieve.kb_view import KBView, kb_view
 from sagegraph.retrieve.schema_card import cypher_literal, load_hints
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "af-3"
+PROMPT_VERSION = "af-4"
 
 # af-1 asked "Which type must a node have to answer the question below?"; the 1.5B local model then
 # named the type of the entity the question mentions in 19% of 70 questions ("Which films were

@@ -24,7 +24,7 @@ from sagegraph.store.readonly import Token, render, tokenize
 
 
 GROUND_KINDS = ("name_respelled", "direction", "type_mapped", "type_relaxed", "label_moved", "return_id", "return_extended",
-                "return_retargeted", "direction_relaxed")
+                "return_retargeted", "return_path_end", "direction_relaxed")
 
 
 @dataclass(frozen=True)
@@ -281,14 +281,14 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None, return
             put(r.left_arrow, "", "ws")
             out[code[r.end + 1]] = Token("sym", "->", "->")
         repairs.append(Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way"))
-    _ground_return(tokens, code, nodes, bool(chains), labels, schema, target if target in schema.labels else None, out, repairs, return_ids)
+    _ground_return(tokens, code, nodes, chains, labels, schema, target if target in schema.labels else None, out, repairs, return_ids)
     return (render(out), repairs) if repairs else (query, [])
 
 
 ANSWER_VAR = "grounded_answer"
 
 
-def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has_chains: bool, labels: dict[str, str],
+def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], chains: list[tuple[_Node, _Rel, _Node]], labels: dict[str, str],
                    schema: KBSchema, target: str | None, out: list[Token], repairs: list[Repair], return_ids: bool = True) -> None:
     """The single `RETURN [DISTINCT] v.prop` of a query, made to return what the plan asks for:
 
@@ -301,10 +301,15 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has
       the relationship joining the two labels (the one stored either way, else any);
     - with relationships, v of another label than the target while exactly one variable of the
       query has the target label and the query gives it no name (`(h:Person)-[:cause_of_death]->(c:CauseOfDeath) RETURN h.id`
-      for "what did X's husband die of"): that variable returned instead."""
+      for "what did X's husband die of"): that variable returned instead;
+    - otherwise, v inside a path that goes on past it to nodes nothing constrains (`(p {name: 'X'})-[:parents]->(pp)-[:nationality]->(c)
+      RETURN pp.id` for "the nationality of X's parent"): the path's far end returned. An
+      unconstrained tail only asks that pp have some nationality, which no question means; the
+      model wrote the last hop and returned the node before it (3-hop questions, most often)."""
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
     if len(returns) != 1:
         return
+    has_chains = bool(chains)
     k = returns[0] + 1
     if k < len(code) and tokens[code[k]].word == "DISTINCT":
         k += 1
@@ -332,17 +337,20 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has
         out[code[k + 2]] = Token("name", "id", "id")
         repairs.append(Repair("return_extended", f"RETURN of {var}.{prop} (:{label}) followed along {close[0]} to :{end}"))
         return
-    if target is None or label == target:
-        return
     if has_chains:
-        # never to a variable the query names: the question gives that node, it does not ask for it
-        # (a plan whose target is the named entity's label is more often wrong than its RETURN)
-        named = {n.var for n in nodes if n.var and n.name}
-        others = {v for v, lab in labels.items() if lab == target}
-        if len(others) == 1 and not others & named:
-            other = others.pop()
-            out[code[k]] = Token("name", other, other)
-            repairs.append(Repair("return_retargeted", f"RETURN {var} (:{label}) -> {other} (:{target}), the plan's target"))
+        if target is not None and label != target:
+            # never to a variable the query names: the question gives that node, it does not ask for it
+            # (a plan whose target is the named entity's label is more often wrong than its RETURN)
+            named = {n.var for n in nodes if n.var and n.name}
+            others = {v for v, lab in labels.items() if lab == target}
+            if len(others) == 1 and not others & named:
+                other = others.pop()
+                out[code[k]] = Token("name", other, other)
+                repairs.append(Repair("return_retargeted", f"RETURN {var} (:{label}) -> {other} (:{target}), the plan's target"))
+                return
+        _return_path_end(tokens, code, chains, var, k, out, repairs)
+        return
+    if target is None or label == target:
         return
     if not any(n.var == var and n.name for n in nodes):
         return
@@ -352,6 +360,46 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], has
         return
     along = _return_along(tokens, code, returns[0], k, var, target, forward, backward, out)
     repairs.append(Repair("return_extended", f"RETURN of the topic {var} (:{label}) extended to :{target} along {along}"))
+
+
+def _paths(chains: list[tuple[_Node, _Rel, _Node]]) -> list[list[_Node]]:
+    """The query's paths as node sequences (`_chains` links one path's steps by shared nodes)."""
+    paths: list[list[_Node]] = []
+    for a, _, b in chains:
+        if paths and paths[-1][-1] is a:
+            paths[-1].append(b)
+        else:
+            paths.append([a, b])
+    return paths
+
+
+def _return_path_end(tokens: list[Token], code: list[int], chains: list[tuple[_Node, _Rel, _Node]], var: str, k: int,
+                     out: list[Token], repairs: list[Repair]) -> None:
+    """RETURN var -> the far end of the one unconstrained tail of var's path (see `_ground_return`)."""
+    uses = {t.value for t in tokens if t.kind in ("name", "quoted")}
+    count = {v: sum(1 for i in code if tokens[i].kind in ("name", "quoted") and tokens[i].value == v) for v in uses}
+
+    def given(n: _Node) -> bool:  # a name or a property map: the question gives this node
+        return bool(n.name) or any(tokens[code[x]].text == "{" for x in range(n.start + 1, n.end))
+
+    def free(n: _Node) -> bool:  # nothing but a label, and used nowhere else
+        return not given(n) and (n.var is None or count.get(n.var, 0) == 1)
+
+    places = [(p, i) for p in _paths(chains) for i, n in enumerate(p) if n.var == var]
+    if len(places) != 1:
+        return
+    path, i = places[0]
+    tails = [t for t in (path[i + 1:], path[:i][::-1]) if t and all(free(n) for n in t)]
+    rest = [n for n in path if not any(n is m for t in tails for m in t)]
+    if len(tails) != 1 or not any(given(n) for n in rest):
+        return  # no tail, two, or nothing in the path that the question gives
+    end = tails[0][-1]
+    name = end.var
+    if name is None:
+        name = ANSWER_VAR
+        out[code[end.start]] = Token("sym", f"({name}", "(")
+    out[code[k]] = Token("name", name, name)
+    repairs.append(Repair("return_path_end", f"RETURN {var} -> {name}{':' + end.label if end.label else ''}, the end of its path"))
 
 
 def _return_along(tokens: list[Token], code: list[int], at: int, k: int, var: str, end: str, forward: list[str], backward: list[str],
