@@ -1,6 +1,6 @@
 """The `build_graph` flow: ingest -> chunk -> metadata -> embed (fanned out per source batch on Dask,
 each batch moving through the three on its own) -> assemble -> edges (fanned out per modality pair)
--> store + statistics."""
+-> store + statistics -> publish (readers switch to the new graph only then)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from prefect import flow, get_run_logger, unmapped
 
 from sagegraph.construct.artifacts import write_json
 from sagegraph.construct.changes import ChangeSet
-from sagegraph.construct.stages import modalities_of, preflight, present_pairs, resolve_corpus, up_to_date
+from sagegraph.construct.stages import modalities_of, preflight, present_pairs, publish_graph, resolve_corpus, up_to_date
 from sagegraph.config import BuildConfig
 from sagegraph.runlock import hold
 from tasks import build as T
@@ -88,6 +88,10 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     stats_run = T.graph_stats.submit(cfg, pair_results)
     store, stats = store_run.result(), stats_run.result()
     t = lap("load_store_and_stats", t)
+    # Only now, with the graph and its store load complete, do readers switch to it.
+    published = publish_graph(cfg)
+    get_run_logger().info("published %s (previous: %s)", published["current"], published.get("previous"))
+    t = lap("publish", t)
     task_seconds.update(load_store=round(store["seconds"], 2), stats=round(stats["seconds"], 2))
     llm = [m.get("llm", {}) for m in meta_results]
     return {
@@ -97,6 +101,7 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
         "store": store,
         "counts": stats["summary"],
         "edges": fin["edges"],
+        "published": published,
         "stage_seconds": stage_wall,
         "task_seconds": task_seconds,
         "encode_seconds": round(sum(r.get("encode_seconds", 0.0) for r in chunk_results + vec_results), 2),

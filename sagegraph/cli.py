@@ -20,6 +20,8 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.n_workers = args.workers
     if args.dask_address:
         cfg.runner.dask_address = args.dask_address
+    if args.rollback:
+        return _rollback(cfg)
     from sagegraph.construct.stages import preflight, resolve_corpus, up_to_date
 
     # The corpus read and compared with the last build's, and the LLM key checked, before a server
@@ -49,6 +51,9 @@ def _build(args: argparse.Namespace) -> int:
         print(f"graph store:     FalkorDB (embedded) at {store['path']}, graph '{store['graph']}': {store['nodes']} nodes, {store['edges']} edges")
     elif store.get("backend") == "neo4j":
         print(f"graph store:     Neo4j, {store['nodes']} nodes, {store['edges']} edges")
+    if result.get("published"):
+        p = result["published"]
+        print(f"published:       {p['current']} (readers switched now; `--rollback` returns to {p['previous'] or 'nothing: the first graph'})")
     print(f"statistics:      {result['stats']}")
     for p in result["plots"]:
         print(f"plot:            {p}")
@@ -61,6 +66,19 @@ def _build(args: argparse.Namespace) -> int:
               f"(stats/changes.json; corpus version {result['corpus_version'] or 'first'})")
     print(json.dumps({**{k: result[k] for k in ("counts", "edges", "stage_seconds", "task_seconds", "encode_seconds", "seconds", "resumed_batches")},
                       "up_to_date": bool(result.get("up_to_date"))}))
+    return 0
+
+
+def _rollback(cfg) -> int:
+    """Readers back on the graph published before the current one; no stage runs, no server starts."""
+    from sagegraph.construct.stages import rollback_graph
+    from sagegraph.runlock import hold
+
+    with hold(cfg.out, "build"):
+        rec = rollback_graph(cfg)
+    print(f"sagegraph: {cfg.out}/graph is {rec['current']} again (the graph published before); "
+          f"`sagegraph build --rollback` again returns to {rec['previous']}", flush=True)
+    print(json.dumps({"published": rec}))
     return 0
 
 
@@ -396,6 +414,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--metadata", choices=["heuristic", "llm"], help="metadata extractor (overrides config)")
     b.add_argument("--workers", type=int, help="Dask LocalCluster workers")
     b.add_argument("--dask-address", help="an existing Dask scheduler address")
+    b.add_argument("--rollback", action="store_true",
+                   help="publish the graph built before the current one again (kept, with its store load, until the next build)")
     b.set_defaults(func=_build)
 
     e = sub.add_parser("evaluate", help="evaluate a retriever on a built graph; prints one JSON line of metrics last")

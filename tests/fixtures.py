@@ -138,6 +138,7 @@ def run_all(cfg):
     fin = stages.finalize_edges(cfg, [p["path"] for p in pairs], ing["kb_edges"])
     store = stages.load_store(cfg)
     stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
+    stages.publish_graph(cfg)
     return {"ingest": ing, "chunks": chunks, "metas": metas, "vecs": vecs, "pairs": pairs, "final": fin, "store": store, "stats": stats,
             "changes": changes, "cfg": cfg}
 

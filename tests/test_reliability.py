@@ -145,6 +145,14 @@ def _copy_of(built_out: Path, out: Path) -> Path:
     return out
 
 
+def _loaded(out: Path, graph: str) -> tuple[str, Path]:
+    """The store graph and marker of the load of out's published graph (one per build generation)."""
+    from sagegraph.store.loaded import loaded_place
+
+    fp = json.loads((out / "graph" / "manifest.json").read_text())["fingerprint"]
+    return loaded_place("falkordb", out, out / "store", graph, fp)
+
+
 @pytest.mark.e2e
 def test_a_store_without_its_finished_load_is_an_outage_not_empty_results(kb_built, tmp_path):
     from sagegraph.retrieve.graph_index import GraphIndex
@@ -154,7 +162,7 @@ def test_a_store_without_its_finished_load_is_an_outage_not_empty_results(kb_bui
     res = open_resources(GraphIndex(out / "graph"))
     assert res.store.count_nodes() > 0  # whole: opens
     res.close()
-    marker = out / "store" / f"loaded-{kb_built.store.graph}.json"
+    marker = _loaded(out, kb_built.store.graph)[1]
     loaded = json.loads(marker.read_text())
     marker.write_text(json.dumps({**loaded, "nodes": loaded["nodes"] + 5}))  # the load wrote more than is there
     with pytest.raises(StoreUnavailable, match="holds .* nodes .* its load wrote"):
@@ -169,7 +177,7 @@ def test_evaluate_on_a_half_loaded_store_exits_with_one_line_and_no_metrics(kb_b
     from sagegraph import cli
 
     out = _copy_of(kb_built.out, tmp_path / "out")
-    (out / "store" / f"loaded-{kb_built.store.graph}.json").unlink()
+    _loaded(out, kb_built.store.graph)[1].unlink()
     qfile = tmp_path / "q.jsonl"
     qfile.write_text(json.dumps({"id": "q1", "question": "Which papers cite dense retrieval?", "answer_ids": ["p2"]}) + "\n")
     code = cli.main(["evaluate", str(out / "graph"), "--retriever", "spark", "--questions", str(qfile), "--out", str(tmp_path / "run"), "--oracle"])
@@ -185,7 +193,7 @@ def test_a_reused_store_is_checked_and_reloaded_when_it_lost_its_data(kb_built):
 
     first = S.load_store(kb_built)
     assert first["resumed"]
-    with open_store("falkordb", kb_built.out / "store", kb_built.store.graph) as s:
+    with open_store("falkordb", kb_built.out / "store", _loaded(kb_built.out, kb_built.store.graph)[0]) as s:
         s.write("MATCH (n:Node) WITH n LIMIT 2 DETACH DELETE n")
     again = S.load_store(kb_built)
     assert not again["resumed"] and (again["nodes"], again["edges"]) == (first["nodes"], first["edges"])

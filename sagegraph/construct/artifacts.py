@@ -60,6 +60,13 @@ class Layout:
 
     @property
     def graph(self) -> Path:
+        """This build's graph generation: written here, published as `out/graph` when complete
+        (`sagegraph.construct.generations`)."""
+        return self.out / "graphs" / self.cfg_fp["edges"][:16]
+
+    @property
+    def published(self) -> Path:
+        """The graph readers get: a link to the generation published last."""
         return self.out / "graph"
 
     @property

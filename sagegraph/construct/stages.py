@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from sagegraph.construct import edges as E
+from sagegraph.construct import generations
 from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
 from sagegraph.construct.changes import ChangeSet, corpus_fingerprints, diff, digest, ingested_fingerprints
 from sagegraph.construct.edge_records import extra_for, pair_edge_table
@@ -30,7 +31,7 @@ from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, make_encoder
 from sagegraph.errors import ConfigError, InputError
-from sagegraph.store.loaded import load_mismatch, loaded_marker
+from sagegraph.store.loaded import load_mismatch, loaded_place
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.construct")
@@ -117,7 +118,7 @@ def preflight(cfg: BuildConfig) -> None:
 
 def _previous_sources(cfg: BuildConfig) -> Path | None:
     """The sources stage of the graph last built in cfg.out (None: none was)."""
-    manifest = Layout.of(cfg).graph / "manifest.json"
+    manifest = Layout.of(cfg).published / "manifest.json"
     if not manifest.exists():
         return None
     built = read_json(manifest)
@@ -139,7 +140,7 @@ def resolve_corpus(cfg: BuildConfig) -> tuple[BuildConfig, ChangeSet | None]:
         check_corpus(cfg.corpus)
     except ConfigError:
         if previous_dir is not None and (previous_dir / "manifest.json").exists():
-            version = (read_json(Layout.of(cfg).graph / "manifest.json").get("config") or {}).get("corpus_version", "")
+            version = (read_json(Layout.of(cfg).published / "manifest.json").get("config") or {}).get("corpus_version", "")
             log.warning("corpus files are missing; building from the last build's ingest")
             return cfg.model_copy(update={"corpus_version": version}), None
         raise
@@ -162,15 +163,15 @@ def up_to_date(cfg: BuildConfig) -> dict[str, Any] | None:
     if not (manifest.exists() and stats.exists() and (layout.graph / "edges.parquet").exists()):
         return None
     built = read_json(manifest)
-    if built.get("fingerprint") != layout.cfg_fp["edges"]:
-        return None
+    if built.get("fingerprint") != layout.cfg_fp["edges"] or generations.published(cfg.out) != layout.graph.resolve():
+        return None  # another build's graph, or this one not published (a build stopped, or a rollback)
     store: dict[str, Any] | None = {"backend": "none"}
     if cfg.store.backend != "none":
         store = _current_load(cfg, *_store_place(cfg, layout))
         if store is None:
             return None
     summary = read_json(stats)
-    return {"graph": str(layout.graph), "stats": str(stats), "plots": summary.get("plots", []), "store": store, "edges": built["edges"],
+    return {"graph": str(layout.published), "stats": str(stats), "plots": summary.get("plots", []), "store": store, "edges": built["edges"],
             "counts": {k: summary[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")}, "up_to_date": True,
             "stage_seconds": {}, "task_seconds": {}, "encode_seconds": 0.0, "seconds": 0.0, "llm_estimate": None, "llm_usage": None,
             "skipped_records": {}, "resumed_batches": 0}
@@ -339,7 +340,9 @@ def modalities_of(counts: dict[str, int]) -> set[str]:
     return {m for key, m in made_by.items() if counts.get(key)}
 
 
-def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str]) -> dict[str, Any]:
+def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str], nodes_dir: Path | None = None) -> dict[str, Any]:
+    """One modality pair's similarity edges, over the nodes in nodes_dir (an edge variant's: its
+    base build's graph) or this build's graph."""
     layout = Layout.of(cfg)
     d = layout.stage_dir("edges")
     name = f"pair-{pair[0]}-{pair[1]}"
@@ -347,7 +350,7 @@ def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str]) -> dict[str, Any]:
     if out.exists() and stats_path.exists():
         return {"path": str(out), "stats": str(stats_path), "resumed": True, "seconds": 0.0}
     t0 = time.perf_counter()
-    nodes, vectors = load_graph_inputs(layout.graph)
+    nodes, vectors = load_graph_inputs(nodes_dir or layout.graph)
     ids = [n.id for n in nodes]
     modality = np.array([n.modality for n in nodes])
     source = np.array([n.source_id for n in nodes])
@@ -369,7 +372,7 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
     graph = graph_dir or layout.graph
     t0 = time.perf_counter()
     # Four columns, not Node objects: parsing every node's metadata JSON was 1.6 s of 2.2 here.
-    cols = pq.read_table(layout.graph / "nodes.parquet", columns=["id", "modality", "source_id", "position"]).to_pydict()
+    cols = pq.read_table(graph / "nodes.parquet", columns=["id", "modality", "source_id", "position"]).to_pydict()
     ids, modality, source, position = cols["id"], cols["modality"], cols["source_id"], cols["position"]
     chunked = [i for i, m in enumerate(modality) if m != ENTITY]
     structural = E.structural_edges([ids[i] for i in chunked], [source[i] for i in chunked], [position[i] for i in chunked])
@@ -383,7 +386,7 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
         "edges": table.num_rows,
         "embedding_model": cfg.embedding.model,
         "embedding_precision": cfg.embedding.resolved_precision(),
-        "dim": int(np.load(layout.graph / "vectors" / "content.npy", mmap_mode="r").shape[1]),
+        "dim": int(np.load(graph / "vectors" / "content.npy", mmap_mode="r").shape[1]),
         "fingerprint": layout.cfg_fp["edges"],
         "sources": layout.stage_path("sources").name,  # the corpus state this graph was built from
         "config": cfg.model_dump(mode="json"),
@@ -395,23 +398,24 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
 # ---- 7. store ---------------------------------------------------------------------------------
 
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
-    """Load the graph into the configured store; a repeated load of the same graph is skipped."""
+    """Load the graph into the configured store, beside the graph readers use now (a FalkorDB graph
+    per build generation: `store_key`); a repeated load of the same graph is skipped."""
     from sagegraph.store import open_store
 
     if cfg.store.backend == "none":
         return {"backend": "none", "seconds": 0.0}
     layout = Layout.of(cfg)
-    path, marker, fp = _store_place(cfg, layout)
+    path, key, marker, fp = _store_place(cfg, layout)
     previous = read_json(marker).get("fingerprint") if marker.exists() else None
-    reused = _current_load(cfg, path, marker, fp)
+    reused = _current_load(cfg, path, key, marker, fp)
     if reused is not None:
         return reused
     t0 = time.perf_counter()
     nodes = read_nodes(layout.graph / "nodes.parquet")
     vectors = np.load(layout.graph / "vectors" / "content.npy")
     edges = pq.read_table(layout.graph / "edges.parquet")
-    with open_store(cfg.store.backend, Path(path), cfg.store.graph) as store:
-        if previous is not None:  # a different graph was loaded before: replace it, do not mix
+    with open_store(cfg.store.backend, Path(path), key) as store:
+        if previous is not None:  # a different graph (or an older store code) was loaded here: replace it, do not mix
             store.clear()
         store.ensure_indexes(None)
         # An empty graph gets CREATE, which skips MERGE's lookup per row; one left half-loaded by a
@@ -426,29 +430,30 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
         store.ensure_indexes(vectors.shape[1], wait=False)
         if any(n.modality == ENTITY for n in nodes):
             store.ensure_fulltext()
-    summary = {"backend": cfg.store.backend, "path": str(path), "graph": cfg.store.graph, "fingerprint": fp,
+    summary = {"backend": cfg.store.backend, "path": str(path), "graph": key, "fingerprint": fp,
                "graph_fingerprint": layout.cfg_fp["edges"], **counts, "seconds": time.perf_counter() - t0}
     write_json(marker, summary)
     return {**summary, "resumed": False}
 
 
-def _store_place(cfg: BuildConfig, layout: Layout) -> tuple[Path, Path, str]:
-    """Where cfg's store lives, the marker of what a build loaded there, and the fingerprint a load
-    of this graph records in it."""
+def _store_place(cfg: BuildConfig, layout: Layout) -> tuple[Path, str, Path, str]:
+    """Where cfg's store lives, the store graph this build generation is loaded into, the marker of
+    what a build loaded there, and the fingerprint a load of this graph records in it."""
     path = Path(cfg.store.path or layout.out / "store")
-    return path, loaded_marker(cfg.store.backend, layout.out, path, cfg.store.graph), versioned(layout.cfg_fp["edges"], "store")
+    key, marker = loaded_place(cfg.store.backend, layout.out, path, cfg.store.graph, layout.cfg_fp["edges"])
+    return path, key, marker, versioned(layout.cfg_fp["edges"], "store")
 
 
-def _current_load(cfg: BuildConfig, path: Path, marker: Path, fp: str) -> dict[str, Any] | None:
+def _current_load(cfg: BuildConfig, path: Path, key: str, marker: Path, fp: str) -> dict[str, Any] | None:
     """The marker's summary when this graph's load is recorded there and the store holds it
     (`_verified_reuse`); None when it must be loaded. The store load and the up-to-date check
     decide alike."""
     if not marker.exists() or read_json(marker).get("fingerprint") != fp:
         return None
-    return _verified_reuse(cfg, path, marker)
+    return _verified_reuse(cfg, path, key, marker)
 
 
-def _verified_reuse(cfg: BuildConfig, path: Path, marker: Path) -> dict[str, Any] | None:
+def _verified_reuse(cfg: BuildConfig, path: Path, key: str, marker: Path) -> dict[str, Any] | None:
     """The marker's summary when the store opens and holds what the marker says was loaded
     (`load_mismatch`, as a reader checks it); None (and the marker removed, so the load below
     starts over) when it does not: a dead store was once reported as reused."""
@@ -457,7 +462,7 @@ def _verified_reuse(cfg: BuildConfig, path: Path, marker: Path) -> dict[str, Any
 
     summary = read_json(marker)
     try:
-        with open_store(cfg.store.backend, path, cfg.store.graph) as store:
+        with open_store(cfg.store.backend, path, key) as store:
             mismatch = load_mismatch(store, marker, {"fingerprint": Layout.of(cfg).cfg_fp["edges"]})
     except StoreError as exc:
         log.warning("store at %s does not open (%s); loading it again", path, exc)
@@ -472,13 +477,64 @@ def _verified_reuse(cfg: BuildConfig, path: Path, marker: Path) -> dict[str, Any
     return {**summary, "resumed": True, "seconds": 0.0}
 
 
+# ---- 8. publication ---------------------------------------------------------------------------
+
+def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
+    """Makes this build's graph the one readers get (`generations.publish`), once it is complete and
+    loaded; then deletes the generations older than the one kept for a rollback, on disk and in
+    the store. Returns the publication record."""
+    layout = Layout.of(cfg)
+    rec = generations.publish(cfg.out, layout.graph)
+    old = generations.retired(cfg.out)
+    if old and cfg.store.backend == "falkordb":
+        _drop_store_graphs(cfg, [d for d in old if (d / "manifest.json").exists()])
+    generations.drop(old)
+    return rec
+
+
+def _drop_store_graphs(cfg: BuildConfig, dirs: list[Path]) -> None:
+    from sagegraph.errors import StoreError
+    from sagegraph.store import open_store
+
+    layout = Layout.of(cfg)
+    path = Path(cfg.store.path or layout.out / "store")
+    places = [loaded_place(cfg.store.backend, layout.out, path, cfg.store.graph, read_json(d / "manifest.json").get("fingerprint", ""))
+              for d in dirs]
+    keep = _store_place(cfg, layout)[1]
+    try:
+        with open_store(cfg.store.backend, path, keep) as store:
+            for key, marker in places:
+                if key != keep:
+                    marker.unlink(missing_ok=True)  # first: a reader never trusts a graph being deleted
+                    store.drop_graph(key)
+    except StoreError as exc:  # the new graph is published; an old one left behind costs only disk
+        log.warning("could not drop retired store graphs at %s: %s", path, exc)
+
+
+def rollback_graph(cfg: BuildConfig) -> dict[str, Any]:
+    """Publishes the generation published before the current one again, once its store load is
+    checked to be there whole; the current one is kept, so a second rollback undoes the first."""
+    rec = generations.record(cfg.out)
+    previous = cfg.out / generations.GRAPHS / rec["previous"] if rec.get("previous") else None
+    if previous is not None and (previous / "manifest.json").exists() and cfg.store.backend != "none":
+        manifest = read_json(previous / "manifest.json")
+        path = Path(cfg.store.path or cfg.out / "store")
+        key, marker = loaded_place(cfg.store.backend, cfg.out, path, cfg.store.graph, manifest.get("fingerprint", ""))
+        from sagegraph.store import open_store
+
+        with open_store(cfg.store.backend, path, key) as store:
+            if (why := load_mismatch(store, marker, manifest)) is not None:
+                raise ConfigError(f"{cfg.out}: cannot roll back to {previous.name}: {why}")
+    return generations.rollback(cfg.out)
+
+
 __all__ = [
     "ingest", "batch_spans", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
-    "load_store", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus", "up_to_date",
+    "load_store", "publish_graph", "rollback_graph", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus", "up_to_date",
 ]
 
 
-# ---- 8. statistics ----------------------------------------------------------------------------
+# ---- 9. statistics ----------------------------------------------------------------------------
 
 def graph_stats(cfg: BuildConfig, pair_stats: list[str], graph_dir: Path | None = None) -> dict[str, Any]:
     """Statistics JSON + plots into <out>/stats (an edge variant's: beside its graph dir)."""

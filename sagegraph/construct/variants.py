@@ -59,7 +59,7 @@ def variant_graph_dir(base: BuildConfig, overrides: dict[str, Any]) -> Path:
     cfg = variant_config(base, overrides)
     fp = Layout.of(cfg).cfg_fp["edges"]
     if fp == Layout.of(base).cfg_fp["edges"]:
-        return Layout.of(base).graph
+        return Layout.of(base).published
     return cfg.out / "variants" / f"edges-{fp}" / "graph"
 
 
@@ -95,7 +95,7 @@ def build_variant(base: BuildConfig, overrides: dict[str, Any]) -> Path:
     cfg = variant_config(base, overrides)
     layout = Layout.of(cfg)
     graph = variant_graph_dir(base, overrides)
-    if graph == layout.graph:
+    if graph == layout.published:
         if not (graph / "edges.parquet").exists():
             raise ConfigError(f"{graph}: the base graph is not built; run `sagegraph build` first")
         return graph
@@ -103,15 +103,16 @@ def build_variant(base: BuildConfig, overrides: dict[str, Any]) -> Path:
     manifest = graph / "manifest.json"
     if manifest.exists() and stats_json.exists() and read_json(manifest).get("fingerprint") == layout.cfg_fp["edges"]:
         return graph
-    marker = layout.graph / "nodes.fingerprint"
+    base_graph = Layout.of(base).graph
+    marker = base_graph / "nodes.fingerprint"
     if not marker.exists() or marker.read_text() != layout.cfg_fp["vectors"]:
-        raise ConfigError(f"{layout.graph}: nodes of this build config are not assembled; run `sagegraph build` first")
+        raise ConfigError(f"{base_graph}: nodes of this build config are not assembled; run `sagegraph build` first")
     for name in NODE_FILES:
-        if (layout.graph / name).exists():
-            _link_tree(layout.graph / name, graph / name)
+        if (base_graph / name).exists():
+            _link_tree(base_graph / name, graph / name)
     ingest = stages.ingest(cfg)
     pairs = stages.present_pairs(stages.modalities_of(ingest["counts"]))
-    results = [stages.edges_for_pair(cfg, p) for p in pairs]
+    results = [stages.edges_for_pair(cfg, p, nodes_dir=base_graph) for p in pairs]
     stages.finalize_edges(cfg, [r["path"] for r in results], ingest["kb_edges"], graph_dir=graph)
     stages.graph_stats(cfg, [r["stats"] for r in results], graph_dir=graph)
     return graph

@@ -32,7 +32,12 @@ def open_graph(graph_dir: str) -> "GraphIndex":
 
 class GraphIndex:
     def __init__(self, graph_dir: Path, encoder: Encoder | None = None, dense_kind: str = "flat", memo: int = 4096):
-        self.dir = Path(graph_dir)
+        given = Path(graph_dir)
+        # Pinned: a build's `out/graph` is a link to its published generation, and every file of
+        # this index (some read lazily) comes from the one it named now, whatever a rebuild
+        # publishes meanwhile. `out` stays the build's folder (its runs, its reply cache).
+        self.dir = given.resolve()
+        self.out = given.parent.parent if given.parent.name == "graphs" else given.parent
         if not (self.dir / "nodes.parquet").exists():
             raise SageGraphError(f"{self.dir}: no built graph here (nodes.parquet missing); run `sagegraph build` first")
         nodes = pq.read_table(self.dir / "nodes.parquet", columns=["id", "modality", "type", "source_id", "text", "title"])

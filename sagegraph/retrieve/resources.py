@@ -10,7 +10,7 @@ from sagegraph.config import LLMConfig, StoreConfig
 from sagegraph.llm import LLMClient
 from sagegraph.retrieve.base import Resources
 from sagegraph.retrieve.graph_index import GraphIndex
-from sagegraph.store.loaded import check_loaded, loaded_marker
+from sagegraph.store.loaded import check_loaded, loaded_place
 
 
 def store_factory(g: GraphIndex):
@@ -20,14 +20,15 @@ def store_factory(g: GraphIndex):
     store = StoreConfig.model_validate(cfg.get("store") or {})
     if store.backend == "none":
         return None
-    out = Path(cfg.get("out") or g.dir.parent)
+    out = Path(cfg.get("out") or g.out)
     path = Path(store.path) if store.path else out / "store"
 
     def open_it():
         from sagegraph.store import open_store
 
-        marker = loaded_marker(store.backend, out, path, store.graph)
-        opened = open_store(store.backend, path, store.graph)
+        # the store graph of this graph's own generation: a rebuild loads beside it, never into it
+        key, marker = loaded_place(store.backend, out, path, store.graph, g.manifest.get("fingerprint", ""))
+        opened = open_store(store.backend, path, key)
         try:
             check_loaded(opened, marker, g.manifest)
         except BaseException:
@@ -39,7 +40,7 @@ def store_factory(g: GraphIndex):
 
 
 def llm_cache_path(g: GraphIndex, llm: LLMConfig) -> Path:
-    return (Path(llm.cache_dir) if llm.cache_dir else g.dir.parent / "cache") / "llm.sqlite"
+    return (Path(llm.cache_dir) if llm.cache_dir else g.out / "cache") / "llm.sqlite"
 
 
 def open_resources(g: GraphIndex, llm: LLMConfig | None = None) -> Resources:

@@ -252,6 +252,14 @@ class GraphStore(ABC):
     def clear(self) -> None:
         self.write("MATCH (n) DETACH DELETE n")
 
+    def graphs(self) -> list[str]:
+        """The graphs this store holds side by side (one where the engine holds one per database)."""
+        return []
+
+    def drop_graph(self, name: str) -> None:
+        """Delete another graph of this store (a retired build generation)."""
+        raise NotImplementedError(f"{self.backend} holds one graph per database")
+
     def vector_params(self, vectors: np.ndarray) -> list[Any]:
         """One embedding parameter per row, as this backend's driver sends it best (Bolt: floats)."""
         return np.asarray(vectors, dtype=np.float32).tolist()

@@ -283,6 +283,15 @@ class FalkorStore(GraphStore):
         # Falkor reports cosine distance; callers get similarity, higher is better, as from Neo4j.
         return [(r[0], 1.0 - float(r[1])) for r in rows]
 
+    def graphs(self) -> list[str]:
+        return list(self.db.list_graphs())
+
+    def drop_graph(self, name: str) -> None:
+        if name == self.graph_name:
+            raise StoreError(f"refusing to drop {name!r}, the graph this store object serves")
+        with contextlib.suppress(Exception):  # gone already
+            self.db.select_graph(name).delete()
+
     def clear(self) -> None:
         try:
             self.g.delete()

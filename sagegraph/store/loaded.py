@@ -16,6 +16,26 @@ def loaded_marker(backend: str, out: Path, store_path: Path, graph: str) -> Path
     return store_path / f"loaded-{graph}.json" if backend == "falkordb" else out / f"loaded-{backend}-{graph}.json"
 
 
+def store_key(backend: str, graph: str, fingerprint: str) -> str:
+    """The store graph one build generation is loaded into: its own, in FalkorDB, so a rebuild
+    loads beside the graph readers use and a rollback finds the one before still there
+    (`sagegraph.construct.generations`). Neo4j's one database per server (Community) holds one
+    graph: there a load replaces the graph in place."""
+    return f"{graph}-{fingerprint[:12]}" if backend == "falkordb" else graph
+
+
+def loaded_place(backend: str, out: Path, store_path: Path, graph: str, fingerprint: str) -> tuple[str, Path]:
+    """(store graph, marker) of the load of the graph with this fingerprint; a load made before
+    generations (one store graph named `graph`) is found when it holds this graph."""
+    key = store_key(backend, graph, fingerprint)
+    marker = loaded_marker(backend, out, store_path, key)
+    if key != graph and not marker.exists():
+        legacy = loaded_marker(backend, out, store_path, graph)
+        if legacy.exists() and json.loads(legacy.read_text(encoding="utf-8")).get("graph_fingerprint") == fingerprint:
+            return graph, legacy
+    return key, marker
+
+
 def check_loaded(store, marker: Path, manifest: dict) -> None:
     """The store holds the graph of this manifest, whole: its load finished (the marker), for
     this graph (the fingerprint), and the counts the load wrote are there now. Anything else is an
