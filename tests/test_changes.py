@@ -76,6 +76,7 @@ def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
     grown = run_all(cfg)
     assert grown["changes"].added == {"documents": ["d10", "d11", "d8", "d9"]} and not grown["changes"].changed
     assert grown["cfg"].corpus_version != "" and grown["ingest"]["counts"]["documents"] == 12
+    assert any(c["resumed"] for c in grown["chunks"])  # the first 8 documents' batches, found again
     assert len(_graph(tmp_path / "out")[0]) > n8
     fresh_docs = tmp_path / "fresh.jsonl"
     shutil.copy(docs, fresh_docs)
@@ -91,6 +92,9 @@ def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
     again = run_all(cfg)
     assert again["changes"].changed == {"documents": ["d3"]} and again["changes"].removed == {"documents": ["d11"]}
     assert not again["changes"].added
+    # batches are named by their sources' contents: only those holding d3 or d11 (or the next) are redone
+    redone = [c for c in again["chunks"] if not c["resumed"]]
+    assert 1 <= len(redone) <= 4 and len(redone) < len(again["chunks"]) and sum(not v["resumed"] for v in again["vecs"]) == len(redone)
 
     # back to the first corpus: its finished stages are found again, nothing is redone
     _write(docs, _docs(8))

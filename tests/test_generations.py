@@ -55,7 +55,8 @@ def test_a_rollback_with_nothing_before_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.e2e
-def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(tmp_path):
+@pytest.mark.parametrize("backend", ["falkordb", "falkordb-server"])
+def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(backend, tmp_path, request):
     """The store graph a reader opened keeps answering through a rebuild of a changed corpus; the
     new graph is published with its own store graph; `--rollback` returns readers to the old
     graph and its store load; a third build drops the oldest generation on disk and in the store."""
@@ -65,7 +66,9 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(tmp
 
     docs = tmp_path / "docs.jsonl"
     _write(docs, _docs(6))
-    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out"))
+    url = request.getfixturevalue("falkordb_server") if backend == "falkordb-server" else None
+    store = {"backend": backend, **({"url": url, "graph": f"gen-{tmp_path.name}"} if url else {})}
+    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out", store=store))
     first = run_all(cfg)
     reader = open_resources(GraphIndex(cfg.out / "graph"))
     before = reader.store.count_nodes()
@@ -92,6 +95,6 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(tmp
     third = run_all(cfg)
     kept = {p.name for p in (cfg.out / "graphs").iterdir() if p.is_dir()}
     assert kept == {Layout.of(third["cfg"]).graph.name, old_gen.name}  # the rolled-back-from one is retired
-    with open_store("falkordb", cfg.out / "store", third["store"]["graph"]) as s:
+    with open_store(backend, cfg.out / "store", third["store"]["graph"], url=url) as s:
         graphs = set(s.graphs())
     assert second["store"]["graph"] not in graphs and {first["store"]["graph"], third["store"]["graph"]} <= graphs

@@ -1,4 +1,5 @@
-"""Store contract: the same tests run on embedded FalkorDB always and on Neo4j when NEO4J_URI is set."""
+"""Store contract: the same tests run on embedded FalkorDB and a FalkorDB server always, and on Neo4j
+when NEO4J_URI is set."""
 
 import json
 import os
@@ -12,7 +13,7 @@ from sagegraph.errors import ReadOnlyViolation
 from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node
 from sagegraph.store import assert_read_only, open_store
 
-BACKENDS = ["falkordb"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
+BACKENDS = ["falkordb", "falkordb-server"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
 
 
 def _graph():
@@ -33,7 +34,8 @@ def _graph():
 
 @pytest.fixture(params=BACKENDS)
 def store(request, tmp_path):
-    s = open_store(request.param, tmp_path / "store", graph="contract")
+    url = request.getfixturevalue("falkordb_server") if request.param == "falkordb-server" else None
+    s = open_store(request.param, tmp_path / "store", graph="contract", url=url)
     s.clear()
     yield s
     s.clear()

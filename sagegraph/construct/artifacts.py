@@ -38,16 +38,21 @@ class Layout:
 
     @classmethod
     def of(cls, cfg: BuildConfig) -> "Layout":
-        src = cfg.stage_fingerprint("corpus", "max_sources") + content_id(str(cfg.runner.batch_size), str(cfg.runner.n_workers))
+        base = cfg.stage_fingerprint("corpus", "max_sources") + content_id(str(cfg.runner.batch_size), str(cfg.runner.n_workers))
         if cfg.subset != "prefix":  # added later: builds made before it keep their fingerprints
-            src = content_id(src, cfg.subset)
-        if cfg.corpus_version:  # the corpus changed since this config's first ingest (construct.changes)
-            src = content_id(src, f"corpus-{cfg.corpus_version}")
-        chunks = content_id(src, cfg.stage_fingerprint("chunking", "tables"), cfg.embedding.resolved_name())
+            base = content_id(base, cfg.subset)
+        # The corpus state (construct.changes) names what is made of the whole corpus: its ingest,
+        # the assembled nodes and the edges. Chunks, metadata and vectors are per source batch, and
+        # a batch is named by its members' contents (construct.batches): every corpus state shares
+        # those directories, and a rebuild finds the batches it did not change already done.
+        version = f"corpus-{cfg.corpus_version}" if cfg.corpus_version else ""
+        src = content_id(base, version) if version else base
+        chunks = content_id(base, cfg.stage_fingerprint("chunking", "tables"), cfg.embedding.resolved_name())
         meta = content_id(chunks, cfg.stage_fingerprint("metadata"), cfg.llm.model if cfg.metadata.mode == "llm" else "")
         vecs = content_id(meta, cfg.embedding.resolved_name())
-        edges = versioned(content_id(vecs, cfg.stage_fingerprint("edges")), "edges")
-        return cls(cfg.out, {"sources": src, "chunks": chunks, "metadata": meta, "vectors": vecs, "edges": edges})
+        nodes = content_id(vecs, version) if version else vecs
+        edges = versioned(content_id(nodes, cfg.stage_fingerprint("edges")), "edges")
+        return cls(cfg.out, {"sources": src, "chunks": chunks, "metadata": meta, "vectors": vecs, "nodes": nodes, "edges": edges})
 
     def stage_path(self, stage: str) -> Path:
         """Where a stage's outputs live, without creating it (for checks that must not write)."""

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from sagegraph.construct import edges as E
 from sagegraph.construct import generations
+from sagegraph.construct.batches import batch_name, content_spans, target_size
 from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
 from sagegraph.construct.changes import ChangeSet, corpus_fingerprints, diff, digest, ingested_fingerprints
 from sagegraph.construct.edge_records import extra_for, pair_edge_table
@@ -31,7 +32,7 @@ from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, make_encoder
 from sagegraph.errors import ConfigError, InputError
-from sagegraph.store.loaded import load_mismatch, loaded_place
+from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_place
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.construct")
@@ -65,38 +66,18 @@ def _encode_seconds(enc: Encoder) -> float:
     return float(getattr(enc, "encode_seconds", 0.0))
 
 
-def _batch_name(i: int) -> str:
-    return f"batch-{i:05d}"
-
-
 # ---- 1. ingest --------------------------------------------------------------------------------
 
-def batch_spans(n: int, size: int, n_workers: int) -> list[tuple[int, int]]:
-    """(start, end) of each fanned-out batch, in order.
-
-    At least two batches per worker, so small inputs keep every worker busy too. The last
-    n_workers batches' worth of items is cut into batches of half the size: the fan-out ends on
-    short tasks, so a worker that finishes first waits less for the others.
-    """
-    if n <= 0:
-        return []
-    size = max(1, min(size, -(-n // (2 * n_workers))))
-    tail_start = max(0, n - n_workers * size)
-    tail_start -= tail_start % size  # full-size batches up to here
-    pieces = max(1, -(-(n - tail_start) // max(1, size // 2)))
-    starts = list(range(0, tail_start, size)) + [tail_start + (n - tail_start) * i // pieces for i in range(pieces)]
-    return list(zip(starts, starts[1:] + [n]))
-
-
 def batch_file(stage_dir: Path, batch_path: str) -> Path:
-    """A source batch keeps its name through chunk and metadata: sources/batch-00003.json ->
-    chunks/batch-00003.parquet -> metadata/batch-00003.parquet."""
+    """A source batch keeps its name through chunk and metadata: sources/src-<hash>.json ->
+    chunks/src-<hash>.parquet -> metadata/src-<hash>.parquet (ingests made before content batches:
+    batch-00003)."""
     return stage_dir / (Path(batch_path).stem + ".parquet")
 
 
 def preflight(cfg: BuildConfig) -> None:
     """What a build takes from outside (the corpus files, an LLM key), checked before a server,
-    workers or any stage start. A finished stage needs neither again, so a resumed build whose
+    workers or any stage start, on a config `resolve_corpus` returned. A finished stage needs neither again, so a resumed build whose
     corpus files are gone since ingest, or whose LLM metadata is all written, still runs."""
     from sagegraph.corpus.load import check_corpus
     from sagegraph.llm import require_credentials
@@ -104,11 +85,7 @@ def preflight(cfg: BuildConfig) -> None:
     layout = Layout.of(cfg)
     manifest = layout.stage_path("sources") / "manifest.json"
     if not manifest.exists():
-        check_corpus(cfg.corpus)
-        # Read and validated here, not first in the ingest task: a bad line then stops the build
-        # with its file, line and field before Prefect and Dask start (0.7 s for OTT-QA dev).
-        if len(load_corpus(cfg.corpus, cfg.max_sources, cfg.subset)) == 0:
-            raise InputError(cfg.corpus.path or "corpus", None, None, f"corpus {cfg.corpus.kind} has no usable sources")
+        check_corpus(cfg.corpus)  # its records were read and validated by `resolve_corpus`, which runs first
     if cfg.metadata.mode == "llm":
         batches = read_json(manifest)["batches"] if manifest.exists() else None
         written = batches is not None and all(batch_file(layout.stage_path("metadata"), b).exists() for b in batches)
@@ -144,7 +121,11 @@ def resolve_corpus(cfg: BuildConfig) -> tuple[BuildConfig, ChangeSet | None]:
             log.warning("corpus files are missing; building from the last build's ingest")
             return cfg.model_copy(update={"corpus_version": version}), None
         raise
+    # Read and validated here, before Prefect and Dask start: a bad line stops the build with its
+    # file, line and field (0.7 s for OTT-QA dev), and `preflight` need not read it again.
     corpus = load_corpus(cfg.corpus, cfg.max_sources, cfg.subset)
+    if len(corpus) == 0:
+        raise InputError(cfg.corpus.path or "corpus", None, None, f"corpus {cfg.corpus.kind} has no usable sources")
     now = corpus_fingerprints(corpus)
     first = cfg.model_copy(update={"corpus_version": ""})
     first_read = ingested_fingerprints(Layout.of(first).stage_path("sources"))
@@ -188,14 +169,16 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
     if len(corpus) == 0:
         raise ValueError(f"corpus {cfg.corpus.kind} at {cfg.corpus.path} has no usable sources")
     items: list[tuple[str, Any]] = [("tables", t) for t in corpus.tables] + [("documents", x) for x in corpus.documents] + [("kb_nodes", k) for k in corpus.kb_nodes]
+    fingerprints = corpus_fingerprints(corpus)
+    keys = [f"{kind}:{rec.id}={fingerprints[f'{kind}:{rec.id}']}" for kind, rec in items]
     batches = []
-    for b, (start, end) in enumerate(batch_spans(len(items), cfg.runner.batch_size, cfg.runner.n_workers)):
+    for start, end in content_spans(keys, target_size(len(items), cfg.runner.batch_size, cfg.runner.n_workers)):
         payload: dict[str, list] = {"tables": [], "documents": [], "kb_nodes": []}
         for kind, rec in items[start:end]:
             payload[kind].append(dataclasses.asdict(rec))
-        batches.append(str(write_json(d / f"{_batch_name(b)}.json", payload, indent=None)))
+        batches.append(str(write_json(d / f"{batch_name(keys[start:end])}.json", payload, indent=None)))
     write_json(d / "kb_edges.json", [dataclasses.asdict(e) for e in corpus.kb_edges], indent=None)
-    write_json(d / "fingerprints.json", corpus_fingerprints(corpus), indent=None)  # before the manifest: a finished ingest has both
+    write_json(d / "fingerprints.json", fingerprints, indent=None)  # before the manifest: a finished ingest has both
     summary = {
         "batches": batches,
         "kb_edges": str(d / "kb_edges.json"),
@@ -292,7 +275,7 @@ def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str
     layout = Layout.of(cfg)
     g = layout.graph
     marker = g / "nodes.fingerprint"
-    if marker.exists() and marker.read_text() == layout.cfg_fp["vectors"] and (g / "nodes.parquet").exists():
+    if marker.exists() and marker.read_text() == layout.cfg_fp["nodes"] and (g / "nodes.parquet").exists():
         return {"path": str(g), "resumed": True, "seconds": 0.0}
     t0 = time.perf_counter()
     tables = [pq.read_table(p) for p in sorted(metadata_paths)]
@@ -313,7 +296,7 @@ def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str
         tmp = g / "vectors" / f"{f}.tmp.npy"
         np.save(tmp, arr)
         os.replace(tmp, g / "vectors" / f"{f}.npy")
-    marker.write_text(layout.cfg_fp["vectors"])
+    marker.write_text(layout.cfg_fp["nodes"])
     return {"path": str(g), "nodes": len(keep), "resumed": False, "seconds": time.perf_counter() - t0}
 
 
@@ -414,7 +397,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     nodes = read_nodes(layout.graph / "nodes.parquet")
     vectors = np.load(layout.graph / "vectors" / "content.npy")
     edges = pq.read_table(layout.graph / "edges.parquet")
-    with open_store(cfg.store.backend, Path(path), key) as store:
+    with open_store(cfg.store.backend, Path(path), key, url=cfg.store.url) as store:
         if previous is not None:  # a different graph (or an older store code) was loaded here: replace it, do not mix
             store.clear()
         store.ensure_indexes(None)
@@ -462,7 +445,7 @@ def _verified_reuse(cfg: BuildConfig, path: Path, key: str, marker: Path) -> dic
 
     summary = read_json(marker)
     try:
-        with open_store(cfg.store.backend, path, key) as store:
+        with open_store(cfg.store.backend, path, key, url=cfg.store.url) as store:
             mismatch = load_mismatch(store, marker, {"fingerprint": Layout.of(cfg).cfg_fp["edges"]})
     except StoreError as exc:
         log.warning("store at %s does not open (%s); loading it again", path, exc)
@@ -486,7 +469,7 @@ def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
     layout = Layout.of(cfg)
     rec = generations.publish(cfg.out, layout.graph)
     old = generations.retired(cfg.out)
-    if old and cfg.store.backend == "falkordb":
+    if old and cfg.store.backend in MULTI_GRAPH:
         _drop_store_graphs(cfg, [d for d in old if (d / "manifest.json").exists()])
     generations.drop(old)
     return rec
@@ -502,7 +485,7 @@ def _drop_store_graphs(cfg: BuildConfig, dirs: list[Path]) -> None:
               for d in dirs]
     keep = _store_place(cfg, layout)[1]
     try:
-        with open_store(cfg.store.backend, path, keep) as store:
+        with open_store(cfg.store.backend, path, keep, url=cfg.store.url) as store:
             for key, marker in places:
                 if key != keep:
                     marker.unlink(missing_ok=True)  # first: a reader never trusts a graph being deleted
@@ -522,14 +505,14 @@ def rollback_graph(cfg: BuildConfig) -> dict[str, Any]:
         key, marker = loaded_place(cfg.store.backend, cfg.out, path, cfg.store.graph, manifest.get("fingerprint", ""))
         from sagegraph.store import open_store
 
-        with open_store(cfg.store.backend, path, key) as store:
+        with open_store(cfg.store.backend, path, key, url=cfg.store.url) as store:
             if (why := load_mismatch(store, marker, manifest)) is not None:
                 raise ConfigError(f"{cfg.out}: cannot roll back to {previous.name}: {why}")
     return generations.rollback(cfg.out)
 
 
 __all__ = [
-    "ingest", "batch_spans", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
+    "ingest", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
     "load_store", "publish_graph", "rollback_graph", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus", "up_to_date",
 ]
 

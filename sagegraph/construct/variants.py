@@ -105,7 +105,7 @@ def build_variant(base: BuildConfig, overrides: dict[str, Any]) -> Path:
         return graph
     base_graph = Layout.of(base).graph
     marker = base_graph / "nodes.fingerprint"
-    if not marker.exists() or marker.read_text() != layout.cfg_fp["vectors"]:
+    if not marker.exists() or marker.read_text() != layout.cfg_fp["nodes"]:
         raise ConfigError(f"{base_graph}: nodes of this build config are not assembled; run `sagegraph build` first")
     for name in NODE_FILES:
         if (base_graph / name).exists():

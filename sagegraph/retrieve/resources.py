@@ -28,7 +28,7 @@ def store_factory(g: GraphIndex):
 
         # the store graph of this graph's own generation: a rebuild loads beside it, never into it
         key, marker = loaded_place(store.backend, out, path, store.graph, g.manifest.get("fingerprint", ""))
-        opened = open_store(store.backend, path, key)
+        opened = open_store(store.backend, path, key, url=store.url)
         try:
             check_loaded(opened, marker, g.manifest)
         except BaseException:

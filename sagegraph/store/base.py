@@ -359,13 +359,17 @@ class GraphStore(ABC):
         self.close()
 
 
-def open_store(backend: str, path: Path | None = None, graph: str = "sagegraph") -> GraphStore:
+def open_store(backend: str, path: Path | None = None, graph: str = "sagegraph", url: str | None = None) -> GraphStore:
     if backend == "falkordb":
         from sagegraph.store.falkor import FalkorStore
 
         if path is None:
             raise ValueError("falkordb store needs a data directory")
         return FalkorStore(Path(path), graph)
+    if backend == "falkordb-server":
+        from sagegraph.store.falkor import FalkorServerStore
+
+        return FalkorServerStore(url or os.environ.get("FALKORDB_URL") or "", graph)
     if backend == "neo4j":
         from sagegraph.store.neo4j import Neo4jStore
 

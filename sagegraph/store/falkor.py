@@ -340,6 +340,32 @@ class FalkorStore(GraphStore):
         db.close()
 
 
+class FalkorServerStore(FalkorStore):
+    """A FalkorDB server that several machines share (`store.backend: falkordb-server`,
+    `store.url` or $FALKORDB_URL): the same engine and Cypher as the embedded one, reached over
+    the network; closing disconnects and leaves the server running."""
+
+    def __init__(self, url: str, graph: str = "sagegraph"):
+        from falkordb import FalkorDB
+
+        if not url:
+            raise StoreUnavailable("falkordb-server needs store.url or FALKORDB_URL (redis://host:port)")
+        self.path = url.split("@")[-1]  # what messages name: never the password
+        try:
+            self.db = FalkorDB.from_url(url)
+            self.db.connection.ping()
+        except Exception as exc:
+            raise StoreUnavailable(f"FalkorDB server at {self.path} cannot be reached: {exc}") from exc
+        self.graph_name = graph
+        self.g = self.db.select_graph(graph)
+
+    def close(self) -> None:
+        db, self.db = getattr(self, "db", None), None
+        if db is not None:
+            with contextlib.suppress(Exception):
+                db.connection.close()
+
+
 def _unreachable(exc: Exception) -> bool:
     from redis.exceptions import ConnectionError as RedisConnectionError
 

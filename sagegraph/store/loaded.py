@@ -16,12 +16,15 @@ def loaded_marker(backend: str, out: Path, store_path: Path, graph: str) -> Path
     return store_path / f"loaded-{graph}.json" if backend == "falkordb" else out / f"loaded-{backend}-{graph}.json"
 
 
+MULTI_GRAPH = ("falkordb", "falkordb-server")  # engines that hold many graphs side by side
+
+
 def store_key(backend: str, graph: str, fingerprint: str) -> str:
     """The store graph one build generation is loaded into: its own, in FalkorDB, so a rebuild
     loads beside the graph readers use and a rollback finds the one before still there
     (`sagegraph.construct.generations`). Neo4j's one database per server (Community) holds one
     graph: there a load replaces the graph in place."""
-    return f"{graph}-{fingerprint[:12]}" if backend == "falkordb" else graph
+    return f"{graph}-{fingerprint[:12]}" if backend in MULTI_GRAPH else graph
 
 
 def loaded_place(backend: str, out: Path, store_path: Path, graph: str, fingerprint: str) -> tuple[str, Path]:

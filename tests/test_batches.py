@@ -1,0 +1,36 @@
+"""Source batches cut by content: one inserted, edited or removed source renames at most its own
+batch and the next; every other batch keeps its name (and so its finished outputs)."""
+
+import random
+
+from sagegraph.construct.batches import batch_name, content_spans, target_size
+
+
+def _names(keys, target):
+    return [batch_name(keys[a:b]) for a, b in content_spans(keys, target)]
+
+
+def test_spans_cover_every_source_once_and_respect_the_cap():
+    keys = [f"documents:d{i}={i * 7919 % 1000}" for i in range(1000)]
+    spans = content_spans(keys, 16)
+    assert spans[0][0] == 0 and spans[-1][1] == len(keys) and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert max(b - a for a, b in spans) <= 32 and 20 < len(spans) < 200  # about 1000 / 16 batches
+    assert content_spans([], 8) == [] and content_spans(keys[:3], 1) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_an_inserted_edited_or_removed_source_renames_at_most_two_batches():
+    rng = random.Random(0)
+    keys = [f"documents:d{i}={rng.getrandbits(32):08x}" for i in range(600)]
+    before = set(_names(keys, 16))
+    for changed in (keys[:100] + ["documents:new=1"] + keys[100:],  # inserted near the start
+                    keys[:300] + [keys[300] + "-edited"] + keys[301:],
+                    keys[:450] + keys[451:],
+                    keys + ["documents:appended=2"]):
+        after = _names(changed, 16)
+        assert len(set(after) - before) <= 2, len(set(after) - before)
+    # position batches (every 16) would have renamed every batch after an insertion near the start
+
+
+def test_the_target_stays_put_while_the_corpus_grows_a_little():
+    assert target_size(300, 64, 2) == target_size(310, 64, 2) == 64
+    assert target_size(40, 64, 2) == 8 and target_size(1, 64, 2) == 1 and target_size(10_000, 64, 2) == 64
