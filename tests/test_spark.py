@@ -16,6 +16,7 @@ from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.resources import open_resources
+from sagegraph.retrieve.af import PROMPT_VERSION as AF_PROMPT
 from sagegraph.retrieve.spark import PROMPT_VERSION, traverses_edges
 from tests.fake_openai import FakeOpenAI, completion
 
@@ -286,7 +287,7 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
     assert all(float(r["diag_target_type_accuracy"]) == 1.0 and float(r["llm_work_completion_tokens_per_query"]) >= 0 for r in af)
     assert {float(r["llm_calls_per_query"]) for r in af} == {2.0}
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "af")
-    assert child.data.params["prompt"] == "af-3" and child.data.params["params.reranker"] == "none"
+    assert child.data.params["prompt"] == AF_PROMPT and child.data.params["params.reranker"] == "none"
     assert "diag_grounded_recall" in child.data.metrics and "rate_with_triplet" in child.data.metrics
 
 
