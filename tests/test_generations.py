@@ -38,7 +38,7 @@ def test_publish_switches_atomically_keeps_one_previous_and_migrates_a_legacy_gr
     assert generations.publish(out, gens[0]) == rec  # the current one again: nothing changes
     generations.publish(out, gens[1])
     assert [d.name for d in generations.retired(out)] == ["c", "legacy"]  # neither current nor kept for a rollback
-    reader = generations.pinned(out / "graph")  # a reader resolves the link once
+    reader = (out / "graph").resolve()  # a reader resolves the link once (GraphIndex)
     generations.publish(out, gens[2])
     assert reader == gens[1].resolve() and json.loads((reader / "manifest.json").read_text())["name"] == "b"
     back = generations.rollback(out)

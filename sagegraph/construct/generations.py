@@ -1,9 +1,9 @@
 """Graph generations: what `out/graph` is, so a rebuild never shows readers a half-built graph.
 
-A build writes its graph into `out/graphs/<fingerprint>` and loads it into a store graph of its
+A build writes its graph into `out/graphs/<fingerprint>` (`Layout.graph`) and loads it into a store graph of its
 own (`sagegraph.store.loaded.store_key`); only when both are complete does `out/graph`, a
 symbolic link, switch to it (one `rename`, atomic on POSIX). A reader resolves the link once
-(`pinned`) and reads that generation to its end, whatever a rebuild does meanwhile; it opens the
+(`GraphIndex`) and reads that generation to its end, whatever a rebuild does meanwhile; it opens the
 store graph its manifest names, which the rebuild leaves alone. The generation before stays, on
 disk and in the store, until the next build is published: `sagegraph build --rollback` switches
 back to it. Older generations are dropped at publication (`retired`).
@@ -28,11 +28,6 @@ LINK = "graph"
 RECORD = "published.json"
 
 
-def generation_dir(out: Path, fingerprint: str) -> Path:
-    """Where the graph of one build fingerprint is written."""
-    return Path(out) / GRAPHS / fingerprint[:16]
-
-
 def published(out: Path) -> Path | None:
     """The generation readers get now: where `out/graph` points, itself for a graph built before
     generations (a plain directory), None before the first publication."""
@@ -40,12 +35,6 @@ def published(out: Path) -> Path | None:
     if link.is_symlink():
         return link.resolve()
     return link if link.is_dir() else None
-
-
-def pinned(graph_dir: Path) -> Path:
-    """A graph path as a reader keeps it: through the link to the generation it names now, so every
-    file is read from one generation even if a rebuild publishes another meanwhile."""
-    return Path(graph_dir).resolve()
 
 
 def record(out: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ tokens (`sagegraph.store.readonly.tokenize`), so strings and comments cannot mis
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
@@ -309,7 +310,6 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
     if len(returns) != 1:
         return
-    has_chains = bool(chains)
     k = returns[0] + 1
     if k < len(code) and tokens[code[k]].word == "DISTINCT":
         k += 1
@@ -337,7 +337,7 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
         out[code[k + 2]] = Token("name", "id", "id")
         repairs.append(Repair("return_extended", f"RETURN of {var}.{prop} (:{label}) followed along {close[0]} to :{end}"))
         return
-    if has_chains:
+    if chains:
         if target is not None and label != target:
             # never to a variable the query names: the question gives that node, it does not ask for it
             # (a plan whose target is the named entity's label is more often wrong than its RETURN)
@@ -376,8 +376,7 @@ def _paths(chains: list[tuple[_Node, _Rel, _Node]]) -> list[list[_Node]]:
 def _return_path_end(tokens: list[Token], code: list[int], chains: list[tuple[_Node, _Rel, _Node]], var: str, k: int,
                      out: list[Token], repairs: list[Repair]) -> None:
     """RETURN var -> the far end of the one unconstrained tail of var's path (see `_ground_return`)."""
-    uses = {t.value for t in tokens if t.kind in ("name", "quoted")}
-    count = {v: sum(1 for i in code if tokens[i].kind in ("name", "quoted") and tokens[i].value == v) for v in uses}
+    count = Counter(tokens[i].value for i in code if tokens[i].kind in ("name", "quoted"))
 
     def given(n: _Node) -> bool:  # a name or a property map: the question gives this node
         return bool(n.name) or any(tokens[code[x]].text == "{" for x in range(n.start + 1, n.end))
