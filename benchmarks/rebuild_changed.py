@@ -87,7 +87,8 @@ def main() -> None:
     def row(r: dict, s: float) -> dict:
         return {"seconds": s, "stage_seconds": r["stage_seconds"], "encode_seconds": r["encode_seconds"], "nodes": r["counts"]["nodes"],
                 "edges": r["edges"], "resumed_batches": r["resumed_batches"], "changes": (r.get("changes") or {}).get("counts"),
-                "up_to_date": bool(r.get("up_to_date"))}
+                "up_to_date": bool(r.get("up_to_date")),
+                "store": {k: (r.get("store") or {}).get(k) for k in ("mode", "seconds", "rows_written", "difference")}}
 
     print(json.dumps({
         "benchmark": "rebuild_changed", "machine": machine(), "docs": args.docs, "added": args.added,

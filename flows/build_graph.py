@@ -10,8 +10,8 @@ from typing import Any
 from prefect import flow, get_run_logger, unmapped
 
 from sagegraph.construct.artifacts import write_json
-from sagegraph.construct.changes import ChangeSet
-from sagegraph.construct.stages import modalities_of, preflight, present_pairs, publish_graph, resolve_corpus, up_to_date
+from sagegraph.construct.changes import ChangeSet, work_lines
+from sagegraph.construct.stages import graph_changes, modalities_of, preflight, present_pairs, publish_graph, resolve_corpus, up_to_date
 from sagegraph.config import BuildConfig
 from sagegraph.runlock import hold
 from tasks import build as T
@@ -35,17 +35,19 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
         result["corpus_version"] = cfg.corpus_version
         if changes is not None:
             write_json(cfg.out / "stats" / "changes.json", {**changes.as_dict(), "corpus_version": cfg.corpus_version,
-                                                             "stage_seconds": result["stage_seconds"]})
-            _report(cfg, changes, result["stage_seconds"])
+                                                             "work": result["work"], "stage_seconds": result["stage_seconds"]})
+            _report(cfg, changes, result["stage_seconds"], result["work"])
+            get_run_logger().info("%s", "; ".join(f"{k}: {v}" for k, v in work_lines(result["work"])))
         return result
 
 
-def _report(cfg: BuildConfig, changes: ChangeSet, stage_seconds: dict[str, float]) -> None:
-    """The change set and the seconds per stage as a Markdown artifact in the Prefect UI."""
+def _report(cfg: BuildConfig, changes: ChangeSet, stage_seconds: dict[str, float], work: dict[str, Any] | None = None) -> None:
+    """The change set, what the build redid and the seconds per stage as a Markdown artifact in the
+    Prefect UI."""
     from prefect.artifacts import create_markdown_artifact
 
     key = "".join(c if c.isalnum() else "-" for c in f"build-{cfg.name}".lower())
-    create_markdown_artifact(markdown=f"## {cfg.name}: {changes.line()}\n\n{changes.markdown(stage_seconds)}", key=key,
+    create_markdown_artifact(markdown=f"## {cfg.name}: {changes.line()}\n\n{changes.markdown(stage_seconds, work)}", key=key,
                              description=f"what changed in the corpus of {cfg.out} and the seconds per stage")
 
 
@@ -88,12 +90,19 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     stats_run = T.graph_stats.submit(cfg, pair_results)
     store, stats = store_run.result(), stats_run.result()
     t = lap("load_store_and_stats", t)
+    graph_delta = store.get("difference") if store.get("mode") == "difference" else graph_changes(cfg)
     # Only now, with the graph and its store load complete, do readers switch to it.
     published = publish_graph(cfg)
     get_run_logger().info("published %s (previous: %s)", published["current"], published.get("previous"))
     t = lap("publish", t)
     task_seconds.update(load_store=round(store["seconds"], 2), stats=round(stats["seconds"], 2))
     llm = [m.get("llm", {}) for m in meta_results]
+    llm_usage = {k: round(sum(u.get(k, 0) for u in llm), 6) for k in ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "fallbacks", "retries")} if cfg.metadata.mode == "llm" else None
+    encode_seconds = round(sum(r.get("encode_seconds", 0.0) for r in chunk_results + vec_results), 2)
+    how = ("already loaded" if store.get("resumed") else f"difference, {store.get('rows_written')} rows" if store.get("mode") == "difference"
+           else "loaded whole") if store.get("backend") != "none" else None
+    work = {"graph": graph_delta, "encoded": sum(r.get("encoded", 0) for r in chunk_results + vec_results), "encode_seconds": encode_seconds,
+            "llm_metadata": llm_usage, "store": how}
     return {
         "graph": str(cfg.out / "graph"),
         "stats": stats["path"],
@@ -104,10 +113,11 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
         "published": published,
         "stage_seconds": stage_wall,
         "task_seconds": task_seconds,
-        "encode_seconds": round(sum(r.get("encode_seconds", 0.0) for r in chunk_results + vec_results), 2),
+        "encode_seconds": encode_seconds,
+        "work": work,
         "seconds": round(time.perf_counter() - t0, 2),
         "llm_estimate": estimate,
-        "llm_usage": {k: round(sum(u.get(k, 0) for u in llm), 6) for k in ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "fallbacks", "retries")} if cfg.metadata.mode == "llm" else None,
+        "llm_usage": llm_usage,
         "skipped_records": ing["skipped_records"],
         "resumed_batches": sum(1 for r in chunk_results + meta_results + vec_results if r.get("resumed")),
     }

@@ -22,6 +22,7 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.dask_address = args.dask_address
     if args.rollback:
         return _rollback(cfg)
+    from sagegraph.construct.changes import work_lines
     from sagegraph.construct.stages import preflight, resolve_corpus, up_to_date
 
     # The corpus read and compared with the last build's, and the LLM key checked, before a server
@@ -47,10 +48,13 @@ def _build(args: argparse.Namespace) -> int:
                 result = build_graph.with_options(task_runner=runner)(cfg)
     print(f"\ngraph (Parquet): {result['graph']}/nodes.parquet, edges.parquet, vectors/")
     store = result["store"]
-    if store.get("backend") == "falkordb":
-        print(f"graph store:     FalkorDB (embedded) at {store['path']}, graph '{store['graph']}': {store['nodes']} nodes, {store['edges']} edges")
-    elif store.get("backend") == "neo4j":
-        print(f"graph store:     Neo4j, {store['nodes']} nodes, {store['edges']} edges")
+    where = {"falkordb": f"FalkorDB (embedded) at {store.get('path')}, graph '{store.get('graph')}'",
+             "falkordb-server": f"FalkorDB server, graph '{store.get('graph')}'", "neo4j": "Neo4j"}.get(store.get("backend", "none"))
+    if where:
+        how = ("already loaded" if store.get("resumed") else
+               f"written as the difference from {store['base']}, {store['rows_written']} rows: {store['difference']}" if store.get("mode") == "difference" else
+               "loaded whole")
+        print(f"graph store:     {where}: {store['nodes']} nodes, {store['edges']} edges ({how}, {store.get('seconds', 0):.1f} s)")
     if result.get("published"):
         p = result["published"]
         print(f"published:       {p['current']} (readers switched now; `--rollback` returns to {p['previous'] or 'nothing: the first graph'})")
@@ -64,6 +68,8 @@ def _build(args: argparse.Namespace) -> int:
         c = result["changes"]["counts"]
         print(f"changes:         added {c['added'] or 0}, changed {c['changed'] or 0}, removed {c['removed'] or 0} "
               f"(stats/changes.json; corpus version {result['corpus_version'] or 'first'})")
+        if result.get("work") and not result["changes"].get("first_build"):
+            print("rebuilt:         " + "; ".join(f"{k} {v}" for k, v in work_lines(result["work"])))
     print(json.dumps({**{k: result[k] for k in ("counts", "edges", "stage_seconds", "task_seconds", "encode_seconds", "seconds", "resumed_batches")},
                       "up_to_date": bool(result.get("up_to_date"))}))
     return 0

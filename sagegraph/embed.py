@@ -228,6 +228,11 @@ class CachedEncoder:
     def encode_seconds(self) -> float:
         return getattr(self.inner, "encode_seconds", 0.0)
 
+    @property
+    def encoded(self) -> int:
+        """Texts the model encoded (cache misses): what a rebuild paid in encoding."""
+        return getattr(self.inner, "encoded", 0)
+
     def _key(self, text: str) -> str:
         return hashlib.sha1(f"{self.name}\x1f{text}".encode("utf-8")).hexdigest()
 

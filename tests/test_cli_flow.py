@@ -48,6 +48,12 @@ def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
     assert changes["counts"]["changed"]["documents"] > 0 and not changes["counts"]["added"] and changes["corpus_version"]
     assert f"~{changes['counts']['changed']['documents']} changed" in third.stdout and "stage_seconds" in changes
     assert json.loads(third.stdout.strip().splitlines()[-1])["counts"]["nodes"] >= summary["counts"]["nodes"]
+    # what the rebuild redid: the edited passages' chunks re-encoded and re-created in the graph
+    # (their ids are content hashes: removed and added), the store written as the difference or whole
+    work = changes["work"]
+    assert work["encoded"] > 0 and work["graph"]["nodes_added"] > 0 and work["graph"]["nodes_removed"] > 0
+    assert work["store"] in ("loaded whole",) or work["store"].startswith("difference")
+    assert "rebuilt:         graph nodes +" in third.stdout and "texts encoded" in third.stdout
 
 
 def test_bad_config_is_a_clear_error(tmp_path):

@@ -2,6 +2,7 @@
 one in use, published in one step, the one before is kept for `--rollback`, and older ones go."""
 
 import json
+import os
 
 import pytest
 
@@ -54,6 +55,21 @@ def test_a_rollback_with_nothing_before_is_a_clear_error(tmp_path):
         generations.rollback(tmp_path / "out")
 
 
+def _assert_store_holds(backend, path, key, url, gen):
+    """The store graph holds this generation's nodes and edges, no more, no fewer."""
+    import pyarrow.parquet as pq
+
+    from sagegraph.model import read_nodes
+    from sagegraph.store import open_store
+
+    with open_store(backend, path, key, url=url) as s:
+        ids = sorted(r["id"] for r in s.read("MATCH (n) RETURN n.id AS id"))
+        edges = sorted((r["a"], r["t"], r["b"], round(r["w"], 6)) for r in s.read("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w"))
+    table = pq.read_table(gen / "edges.parquet").to_pylist()
+    assert ids == sorted(n.id for n in read_nodes(gen / "nodes.parquet"))
+    assert edges == sorted((e["src"], e["type"], e["dst"], round(e["weight"], 6)) for e in table)
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("backend", ["falkordb", "falkordb-server"])
 def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(backend, tmp_path, request):
@@ -65,7 +81,7 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     from sagegraph.store import open_store
 
     docs = tmp_path / "docs.jsonl"
-    _write(docs, _docs(6))
+    _write(docs, _docs(12))
     url = request.getfixturevalue("falkordb_server") if backend == "falkordb-server" else None
     store = {"backend": backend, **({"url": url, "graph": f"gen-{tmp_path.name}"} if url else {})}
     cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out", store=store))
@@ -74,7 +90,7 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     before = reader.store.count_nodes()
     old_gen = reader.graph.dir
 
-    _write(docs, _docs(9))
+    _write(docs, _docs(14))
     second = run_all(cfg)  # the reader's store graph is not touched while the new one loads
     assert reader.store.count_nodes() == before == len(reader.graph.ids)
     assert second["store"]["graph"] != first["store"]["graph"] and second["store"]["nodes"] > before
@@ -91,10 +107,35 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     back.close()
     assert up_to_date(second["cfg"]) is None  # not published: the next build publishes it again
 
-    _write(docs, _docs(7))
+    _write(docs, _docs(13))
     third = run_all(cfg)
+    # one document more than the published graph: the store graph is a copy of the published one
+    # with the difference written, and holds exactly the new generation's nodes and edges
+    assert third["store"]["mode"] == "difference" and third["store"]["base"] == old_gen.name
+    assert third["store"]["difference"]["nodes_added"] > 0 and third["store"]["difference"]["nodes_removed"] == 0
+    _assert_store_holds(backend, cfg.out / "store", third["store"]["graph"], url, Layout.of(third["cfg"]).graph)
     kept = {p.name for p in (cfg.out / "graphs").iterdir() if p.is_dir()}
     assert kept == {Layout.of(third["cfg"]).graph.name, old_gen.name}  # the rolled-back-from one is retired
     with open_store(backend, cfg.out / "store", third["store"]["graph"], url=url) as s:
         graphs = set(s.graphs())
     assert second["store"]["graph"] not in graphs and {first["store"]["graph"], third["store"]["graph"]} <= graphs
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not os.environ.get("NEO4J_URI"), reason="needs a Neo4j server (NEO4J_URI, NEO4J_USER, NEO4J_PASSWORD)")
+def test_neo4j_holds_one_graph_changed_by_difference_in_one_transaction(tmp_path):
+    """Neo4j Community holds one graph per database: a rebuild writes the difference in place in
+    one transaction, and a rollback writes it back; the store holds exactly the published
+    generation after each."""
+    docs = tmp_path / "docs.jsonl"
+    _write(docs, _docs(12))
+    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out", store={"backend": "neo4j"}))
+    first = run_all(cfg)
+    old_gen = generations.published(cfg.out)
+    _write(docs, _docs(13))
+    second = run_all(cfg)
+    assert second["store"]["mode"] == "difference" and second["store"]["base"] == old_gen.name
+    _assert_store_holds("neo4j", cfg.out / "store", second["store"]["graph"], None, Layout.of(second["cfg"]).graph)
+    rollback_graph(cfg)
+    assert generations.published(cfg.out) == old_gen
+    _assert_store_holds("neo4j", cfg.out / "store", first["store"]["graph"], None, old_gen)

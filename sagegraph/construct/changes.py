@@ -115,8 +115,9 @@ class ChangeSet:
                                             if getattr(self, w).get(k)) for k in kinds)
         return f"corpus changed: +{tot['added']} added, ~{tot['changed']} changed, -{tot['removed']} removed ({per})"
 
-    def markdown(self, stage_seconds: Mapping[str, float] | None = None) -> str:
-        """The Prefect artifact: a table of changes per kind, then seconds per stage."""
+    def markdown(self, stage_seconds: Mapping[str, float] | None = None, work: Mapping[str, Any] | None = None) -> str:
+        """The Prefect artifact: a table of changes per kind, what the build redid (`work`), then
+        seconds per stage."""
         lines = ["| kind | added | changed | removed |", "|---|---|---|---|"]
         counts = self.counts()
         for k in KINDS:
@@ -126,9 +127,26 @@ class ChangeSet:
         if len(lines) == 2:
             lines.append("| (none) | 0 | 0 | 0 |")
         text = ("First build.\n\n" if self.first_build else "") + "\n".join(lines)
+        if work:
+            text += "\n\n| what the build did | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in work_lines(work))
         if stage_seconds:
             text += "\n\n| stage | seconds |\n|---|---|\n" + "\n".join(f"| {s} | {v:.2f} |" for s, v in stage_seconds.items())
         return text
+
+
+def work_lines(work: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(what, how much) of a build's `work` record (`flows.build_graph`): the graph's difference
+    from the published one, texts encoded, LLM metadata paid for, how the store was written."""
+    out = []
+    if (g := work.get("graph")) is not None:
+        out.append(("graph nodes", f"+{g['nodes_added']} ~{g['nodes_changed']} -{g['nodes_removed']}"))
+        out.append(("graph edges", f"+{g['edges_added']} ~{g['edges_changed']} -{g['edges_removed']}"))
+    out.append(("texts encoded", f"{work.get('encoded', 0)} ({work.get('encode_seconds', 0.0):.1f} s)"))
+    if (llm := work.get("llm_metadata")) is not None:
+        out.append(("LLM metadata calls", f"{llm.get('calls', 0)} paid, {llm.get('cached', 0)} from the cache"))
+    if (store := work.get("store")) is not None:
+        out.append(("store", store))
+    return out
 
 
 def diff(old: Mapping[str, str] | None, new: Mapping[str, str]) -> ChangeSet:

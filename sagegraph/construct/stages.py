@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sagegraph.construct import edges as E
@@ -32,8 +33,10 @@ from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, make_encoder
 from sagegraph.errors import ConfigError, InputError
-from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_place
-from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, write_parquet
+from sagegraph.store.base import GraphStore
+from sagegraph.store.diff import GraphDiff
+from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_marker, loaded_place
+from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, table_to_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.construct")
 _ENCODERS: dict[tuple, Encoder] = {}
@@ -64,6 +67,10 @@ def warm_up(cfg: BuildConfig) -> int:
 
 def _encode_seconds(enc: Encoder) -> float:
     return float(getattr(enc, "encode_seconds", 0.0))
+
+
+def _encoded(enc: Encoder) -> int:
+    return int(getattr(enc, "encoded", 0))
 
 
 # ---- 1. ingest --------------------------------------------------------------------------------
@@ -204,12 +211,13 @@ def chunk_batch(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     tables, docs, kb = _load_batch(Path(batch_path))
     enc = get_encoder(cfg)
-    e0 = _encode_seconds(enc)
+    e0, n0 = _encode_seconds(enc), _encoded(enc)
     nodes = table_nodes(tables, cfg.tables.rows_per_segment, cfg.tables.link_entities)
     nodes += document_nodes(docs, enc.encode, cfg.chunking)
     nodes += kb_nodes(kb)
     write_parquet(nodes_to_table(nodes), out)
-    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0}
+    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0,
+            "encoded": _encoded(enc) - n0}
 
 
 # ---- 3. metadata ------------------------------------------------------------------------------
@@ -258,14 +266,15 @@ def embed_batch(cfg: BuildConfig, metadata_path: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     nodes = read_nodes(Path(metadata_path))
     enc = get_encoder(cfg)
-    e0 = _encode_seconds(enc)
+    e0, n0 = _encode_seconds(enc), _encoded(enc)
     texts = [field_texts(n) for n in nodes]
     # One encode call over all fields: duplicates (a title shared by a table's segments) hit the cache.
     flat = [t[f] for t in texts for f in FIELDS]
     vecs = enc.encode(flat) if flat else np.zeros((0, enc.dim), np.float32)
     arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
     save_npz(out, **arrays)
-    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0}
+    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0,
+            "encoded": _encoded(enc) - n0}
 
 
 # ---- 5. assemble ------------------------------------------------------------------------------
@@ -382,7 +391,9 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
 
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
     """Load the graph into the configured store, beside the graph readers use now (a FalkorDB graph
-    per build generation: `store_key`); a repeated load of the same graph is skipped."""
+    per build generation: `store_key`); a repeated load of the same graph is skipped. When the
+    store holds the published generation whole and this graph differs from it a little, only the
+    difference is written (`_load_difference`)."""
     from sagegraph.store import open_store
 
     if cfg.store.backend == "none":
@@ -394,18 +405,29 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     if reused is not None:
         return reused
     t0 = time.perf_counter()
-    nodes = read_nodes(layout.graph / "nodes.parquet")
+    node_table = pq.read_table(layout.graph / "nodes.parquet")
+    nodes = table_to_nodes(node_table)
     vectors = np.load(layout.graph / "vectors" / "content.npy")
     edges = pq.read_table(layout.graph / "edges.parquet")
+    intent = marker.with_name(marker.name + ".loading")
+    expected = {"nodes": len(nodes), "edges": len(edges)}
     with open_store(cfg.store.backend, Path(path), key, url=cfg.store.url) as store:
-        if previous is not None:  # a different graph (or an older store code) was loaded here: replace it, do not mix
-            store.clear()
-        store.ensure_indexes(None)
-        # An empty graph gets CREATE, which skips MERGE's lookup per row; one left half-loaded by a
-        # crashed run is completed by MERGE, so nothing is doubled.
-        store.load_nodes(nodes, vectors, cfg.store.batch_size, create=store.count_nodes() == 0)
-        store.load_edge_table(edges, cfg.store.batch_size, create=store.count_edges() == 0)
-        counts = {"nodes": store.count_nodes(), "edges": store.count_edges()}
+        how = _load_difference(cfg, layout, store, path, intent, node_table, nodes, vectors, edges)
+        counts = {"nodes": store.count_nodes(), "edges": store.count_edges()} if how else None
+        if how and counts != expected:
+            log.warning("store graph %s holds %s after its difference was applied, not %s; loading it whole", key, counts, expected)
+            how = None
+        if how is None:
+            if previous is not None or intent.exists():  # another graph (or a half-applied difference) is here: replace it, do not mix
+                store.clear()
+            write_json(intent, {"mode": "full"})
+            store.ensure_indexes(None)
+            # An empty graph gets CREATE, which skips MERGE's lookup per row; one left half-loaded by a
+            # crashed full load is completed by MERGE, so nothing is doubled.
+            store.load_nodes(nodes, vectors, cfg.store.batch_size, create=store.count_nodes() == 0)
+            store.load_edge_table(edges, cfg.store.batch_size, create=store.count_edges() == 0)
+            counts = {"nodes": store.count_nodes(), "edges": store.count_edges()}
+            how = {"mode": "full"}
         # The vector index is declared, not awaited: both engines fill it in the background, and
         # FalkorDB keeps no HNSW on disk anyway (it rebuilds the index, 5.7 s for OTT-QA, whenever
         # its server loads the graph), so a build that waited would only wait for one it drops on
@@ -414,9 +436,83 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
         if any(n.modality == ENTITY for n in nodes):
             store.ensure_fulltext()
     summary = {"backend": cfg.store.backend, "path": str(path), "graph": key, "fingerprint": fp,
-               "graph_fingerprint": layout.cfg_fp["edges"], **counts, "seconds": time.perf_counter() - t0}
+               "graph_fingerprint": layout.cfg_fp["edges"], **counts, **how, "seconds": time.perf_counter() - t0}
     write_json(marker, summary)
+    intent.unlink(missing_ok=True)
     return {**summary, "resumed": False}
+
+
+def _diff_base(cfg: BuildConfig, layout: Layout, path: Path) -> tuple[Path, str] | None:
+    """(generation dir, store graph) of a generation the store holds whole and this build's graph
+    may be written as a difference from: the published one (FalkorDB keeps it beside the new
+    graph), or the one a single-graph store (Neo4j) holds now."""
+    candidates = [generations.published(layout.out)]
+    if cfg.store.backend not in MULTI_GRAPH:
+        marker = loaded_marker(cfg.store.backend, layout.out, path, cfg.store.graph)
+        if marker.exists() and (held := read_json(marker).get("graph_fingerprint")):
+            candidates.append(layout.out / generations.GRAPHS / held[:16])
+    for gen in candidates:
+        if gen is None or not (gen / "manifest.json").exists() or gen.resolve() == layout.graph.resolve():
+            continue
+        gen_fp = read_json(gen / "manifest.json").get("fingerprint", "")
+        key, marker = loaded_place(cfg.store.backend, layout.out, path, cfg.store.graph, gen_fp)
+        held = read_json(marker) if marker.exists() else {}
+        if held.get("graph_fingerprint") == gen_fp and held.get("fingerprint") == versioned(gen_fp, "store"):  # loaded by this store code
+            return gen, key
+    return None
+
+
+def generation_diff(base: Path, nodes: pa.Table, vectors: np.ndarray, edges: pa.Table) -> GraphDiff | None:
+    """The difference from generation `base`'s graph to this one (its nodes.parquet table, vectors
+    and edges), or None where a difference cannot stand for the graph (an edge repeated under one
+    key, a different vector size)."""
+    from sagegraph.store.diff import graph_diff, unique_edges
+
+    old_vectors = np.load(base / "vectors" / "content.npy")
+    old_edges = pq.read_table(base / "edges.parquet")
+    if old_vectors.shape[1:] != vectors.shape[1:] or not unique_edges(old_edges) or not unique_edges(edges):
+        return None
+    return graph_diff(pq.read_table(base / "nodes.parquet"), old_vectors, old_edges, nodes, vectors, edges)
+
+
+def graph_changes(cfg: BuildConfig) -> dict[str, int] | None:
+    """Nodes and edges added, changed and removed against the published generation, for the
+    build's report (the store's difference gives the same when it was written as one); None on a
+    first build."""
+    layout = Layout.of(cfg)
+    base = generations.published(layout.out)
+    if base is None or not (base / "manifest.json").exists() or base.resolve() == layout.graph.resolve():
+        return None
+    diff = generation_diff(base, pq.read_table(layout.graph / "nodes.parquet"), np.load(layout.graph / "vectors" / "content.npy"),
+                           pq.read_table(layout.graph / "edges.parquet"))
+    return diff.counts if diff is not None else None
+
+
+# A difference that touches more rows than this share of a full load is loaded whole instead (FalkorDB).
+DIFF_SHARE = 0.5
+
+
+def _load_difference(cfg: BuildConfig, layout: Layout, store: GraphStore, path: Path, intent: Path,
+                     node_table: pa.Table, nodes: list[Node], vectors: np.ndarray, edges: pa.Table) -> dict[str, Any] | None:
+    """Write this graph into `store` as the difference from a generation the store holds (its
+    copy, in FalkorDB; in place and in one transaction, in Neo4j). None when there is no such
+    generation or the difference is not worth it; the caller loads the graph whole."""
+    base = _diff_base(cfg, layout, path)
+    if base is None:
+        return None
+    base_dir, base_key = base
+    diff = generation_diff(base_dir, node_table, vectors, edges)
+    # A large difference is cheaper loaded whole beside the old graph (FalkorDB); a single-graph
+    # store takes the difference whatever its size, since a whole load there is seen half done.
+    if diff is None or (cfg.store.backend in MULTI_GRAPH and diff.writes > DIFF_SHARE * (len(nodes) + len(edges))):
+        return None
+    write_json(intent, {"mode": "difference", "base": base_dir.name})
+    if cfg.store.backend in MULTI_GRAPH:  # the base stays as it is for its readers; the copy is changed
+        store.copy_graph(base_key)
+    store.ensure_indexes(None)
+    store.apply_diff(diff, nodes, vectors, cfg.store.batch_size)
+    log.info("store graph written as the difference from %s: %s", base_dir.name, diff.counts)
+    return {"mode": "difference", "base": base_dir.name, "difference": diff.counts, "rows_written": diff.writes}
 
 
 def _store_place(cfg: BuildConfig, layout: Layout) -> tuple[Path, str, Path, str]:
@@ -506,14 +602,39 @@ def rollback_graph(cfg: BuildConfig) -> dict[str, Any]:
         from sagegraph.store import open_store
 
         with open_store(cfg.store.backend, path, key, url=cfg.store.url) as store:
+            if cfg.store.backend not in MULTI_GRAPH:
+                _restore_in_place(cfg, store, marker, previous)
             if (why := load_mismatch(store, marker, manifest)) is not None:
                 raise ConfigError(f"{cfg.out}: cannot roll back to {previous.name}: {why}")
     return generations.rollback(cfg.out)
 
 
+def _restore_in_place(cfg: BuildConfig, store: GraphStore, marker: Path, target: Path) -> None:
+    """A single-graph store (Neo4j Community) holds only the generation published now: rolling
+    back writes the difference to `target` in one transaction, so readers see one graph or the
+    other."""
+    want = read_json(target / "manifest.json").get("fingerprint", "")
+    held = read_json(marker).get("graph_fingerprint") if marker.exists() else None
+    if held == want:
+        return
+    current = cfg.out / generations.GRAPHS / (held or "")[:16]
+    if not held or not (current / "manifest.json").exists():
+        raise ConfigError(f"{cfg.out}: cannot roll back to {target.name}: the store holds no graph this build knows ({marker.name})")
+    node_table = pq.read_table(target / "nodes.parquet")
+    nodes = table_to_nodes(node_table)
+    vectors = np.load(target / "vectors" / "content.npy")
+    diff = generation_diff(current, node_table, vectors, pq.read_table(target / "edges.parquet"))
+    if diff is None:
+        raise ConfigError(f"{cfg.out}: cannot roll back to {target.name} in place (its edges repeat a key); rebuild instead")
+    store.apply_diff(diff, nodes, vectors, cfg.store.batch_size)
+    write_json(marker, {**read_json(marker), "fingerprint": versioned(want, "store"), "graph_fingerprint": want,
+                        "nodes": store.count_nodes(), "edges": store.count_edges(), "mode": "difference", "base": current.name,
+                        "difference": diff.counts, "rows_written": diff.writes})
+
+
 __all__ = [
     "ingest", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
-    "load_store", "publish_graph", "rollback_graph", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus", "up_to_date",
+    "load_store", "publish_graph", "rollback_graph", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus", "up_to_date", "graph_changes",
 ]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node, edges_to_table
+from sagegraph.store.diff import GraphDiff, edge_key_batches
 from sagegraph.store.readonly import assert_read_only, guard_untrusted
 
 NODE_LABEL = "Node"
@@ -131,6 +132,16 @@ def node_write_query(label: str, vector_literal: str | None, create: bool) -> st
     if create:
         return f"UNWIND $rows AS row CREATE (n:{NODE_LABEL}:{label} {{id: row.id}}) SET n += row.props{set_vec}"
     return f"UNWIND $rows AS row MERGE (n:{NODE_LABEL} {{id: row.id}}) SET n:{label}, n += row.props{set_vec}"
+
+
+def node_label(node: Node) -> str:
+    """The store labels of a node; KB nodes also carry their own type (`Entity:Paper`)."""
+    label = MODALITY_LABELS.get(node.modality, "Entity")
+    return f"{label}:{safe_label(node.type)}" if node.modality == ENTITY and node.type else label
+
+
+def edge_delete_query(rtype: str) -> str:
+    return f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}})-[r:{safe_label(rtype)}]->(b:{NODE_LABEL} {{id: row.dst}}) DELETE r"
 
 
 def edge_write_query(rtype: str, create: bool) -> str:
@@ -267,26 +278,46 @@ class GraphStore(ABC):
     # ---- shared Cypher ----
     def load_nodes(self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000, create: bool = False) -> int:
         """MERGE by id: loading the same nodes twice leaves one copy of each. `create=True` is for a
-        graph known to hold none of these nodes (a fresh load): CREATE skips the lookup per row.
+        graph known to hold none of these nodes (a fresh load): CREATE skips the lookup per row."""
+        return self.run_writes(self.node_writes(nodes, vectors, batch_size, create))
 
-        Rows are made batch by batch, so a backend that overlaps client and server work formats
-        batch i+1 (embeddings included) while the server writes batch i."""
+    def node_writes(self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000, create: bool = False) -> Iterator[Write]:
+        """The writes of `load_nodes`, made batch by batch, so a backend that overlaps client and
+        server work formats batch i+1 (embeddings included) while the server writes batch i."""
         groups: dict[str, list[int]] = {}
         for i, n in enumerate(nodes):
-            label = MODALITY_LABELS.get(n.modality, "Entity")
-            if n.modality == ENTITY and n.type:
-                label = f"{label}:{safe_label(n.type)}"  # KB nodes also carry their own type as a label
-            groups.setdefault(label, []).append(i)
+            groups.setdefault(node_label(n), []).append(i)
         vec = self.vector_literal if vectors is not None else None
+        for label, idx in groups.items():
+            query = node_write_query(label, vec, create)
+            for part in batched(idx, batch_size):
+                emb = self.vector_params(vectors[part]) if vectors is not None else [None] * len(part)
+                yield Write(query, [node_row(nodes[i], e) for i, e in zip(part, emb)], len(part))
 
-        def writes() -> Iterator[Write]:
-            for label, idx in groups.items():
-                query = node_write_query(label, vec, create)
-                for part in batched(idx, batch_size):
-                    emb = self.vector_params(vectors[part]) if vectors is not None else [None] * len(part)
-                    yield Write(query, [node_row(nodes[i], e) for i, e in zip(part, emb)], len(part))
+    def diff_writes(self, diff: GraphDiff, nodes: list[Node], vectors: np.ndarray, batch_size: int = 1000) -> Iterator[Write]:
+        """The writes that turn the diff's old graph into the new one (`sagegraph.store.diff`):
+        edges gone, nodes gone or re-created, nodes written, edges written. Every write is
+        idempotent (MATCH ... DELETE, MERGE), so a diff applied twice (a crash between a Neo4j
+        commit and its marker) still leaves the new graph."""
+        for rtype, rows in edge_key_batches(diff.delete_edges, batch_size):
+            yield Write(edge_delete_query(rtype), rows, len(rows))
+        for part in batched(diff.delete_nodes, batch_size):
+            yield Write(f"UNWIND $rows AS id MATCH (n:{NODE_LABEL} {{id: id}}) DETACH DELETE n", part, len(part))
+        keep = diff.write_nodes
+        yield from self.node_writes([nodes[i] for i in keep], vectors[keep], batch_size, create=False)
+        yield from (Write(edge_write_query(rtype, False), rows, n) for rtype, rows, n in self.edge_batches(diff.write_edges, batch_size))
 
-        return self.run_writes(writes())
+    def apply_diff(self, diff: GraphDiff, nodes: list[Node], vectors: np.ndarray, batch_size: int = 1000) -> int:
+        """Apply a diff to this store graph as one unit where the engine has transactions (Neo4j);
+        FalkorDB applies it to a copy no reader has opened yet (`copy_graph`)."""
+        return self.run_atomically(self.diff_writes(diff, nodes, vectors, batch_size))
+
+    def run_atomically(self, writes: Iterable[Write]) -> int:
+        return self.run_writes(writes)
+
+    def copy_graph(self, source: str) -> None:
+        """Make this store graph a copy of another graph of the store (replacing what it held)."""
+        raise NotImplementedError(f"{self.backend} holds one graph per database")
 
     def run_writes(self, writes: Iterable[Write]) -> int:
         """Run `UNWIND $rows` writes in order; backends may overlap client and server work."""

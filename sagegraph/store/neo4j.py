@@ -61,6 +61,19 @@ class Neo4jStore(GraphStore):
         records, _, _ = self.driver.execute_query(query, params or {}, database_=self.database)
         return [{k: _value(v) for k, v in r.items()} for r in records]
 
+    def run_atomically(self, writes) -> int:
+        """All writes in one transaction: a diff applied to the database's one graph (Community
+        holds one) is seen by readers whole or not at all, and a failure rolls it all back."""
+        writes = list(writes)  # the driver retries `work` on a transient error: it must start over
+
+        def work(tx) -> None:
+            for w in writes:
+                tx.run(w.query, {"rows": w.rows}).consume()
+
+        with self.driver.session(database=self.database) as session:
+            session.execute_write(work)
+        return sum(w.count for w in writes)
+
     def _read(self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int) -> tuple[list[dict[str, Any]], bool]:
         neo4j = self._neo4j
         rows: list[dict[str, Any]] = []
