@@ -104,6 +104,7 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     assert generations.published(cfg.out) == old_gen and rec["previous"] == Layout.of(second["cfg"]).graph.name
     back = open_resources(GraphIndex(cfg.out / "graph"))
     assert back.store.count_nodes() == before  # the old graph's own store load, checked whole
+    assert json.loads((cfg.out / "stats" / "graph_stats.json").read_text())["nodes"] == before  # and its statistics
     back.close()
     assert up_to_date(second["cfg"]) is None  # not published: the next build publishes it again
 

@@ -26,6 +26,7 @@ from sagegraph.errors import ConfigError
 GRAPHS = "graphs"
 LINK = "graph"
 RECORD = "published.json"
+STATS = "stats"
 
 
 def published(out: Path) -> Path | None:
@@ -91,6 +92,29 @@ def retired(out: Path) -> list[Path]:
     keep = {rec.get("current"), rec.get("previous")}
     root = Path(out) / GRAPHS
     return [d for d in sorted(root.iterdir()) if d.is_dir() and d.name not in keep] if root.is_dir() and rec else []
+
+
+def keep_stats(out: Path, gen_dir: Path) -> None:
+    """A copy of `out/stats` (the statistics, plots and change set of the build that made `gen_dir`)
+    inside the generation, so a rollback brings back the statistics of the graph it publishes."""
+    src, dst = Path(out) / STATS, Path(gen_dir) / STATS
+    if src.is_dir():
+        dst.mkdir(exist_ok=True)
+        for f in src.iterdir():
+            if f.is_file():
+                shutil.copy2(f, dst / f.name)
+
+
+def restore_stats(out: Path, gen_dir: Path) -> None:
+    """`out/stats` as the build of `gen_dir` left it (`keep_stats`), where it was kept."""
+    src, dst = Path(gen_dir) / STATS, Path(out) / STATS
+    if src.is_dir():
+        for f in dst.iterdir() if dst.is_dir() else []:
+            if f.is_file() and not (src / f.name).exists():
+                f.unlink()
+        dst.mkdir(exist_ok=True)
+        for f in src.iterdir():
+            shutil.copy2(f, dst / f.name)
 
 
 def drop(dirs: list[Path]) -> None:

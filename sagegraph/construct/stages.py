@@ -564,6 +564,7 @@ def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
     the store. Returns the publication record."""
     layout = Layout.of(cfg)
     rec = generations.publish(cfg.out, layout.graph)
+    generations.keep_stats(cfg.out, layout.graph)
     old = generations.retired(cfg.out)
     if old and cfg.store.backend in MULTI_GRAPH:
         _drop_store_graphs(cfg, [d for d in old if (d / "manifest.json").exists()])
@@ -606,7 +607,9 @@ def rollback_graph(cfg: BuildConfig) -> dict[str, Any]:
                 _restore_in_place(cfg, store, marker, previous)
             if (why := load_mismatch(store, marker, manifest)) is not None:
                 raise ConfigError(f"{cfg.out}: cannot roll back to {previous.name}: {why}")
-    return generations.rollback(cfg.out)
+    rec = generations.rollback(cfg.out)
+    generations.restore_stats(cfg.out, cfg.out / generations.GRAPHS / rec["current"])
+    return rec
 
 
 def _restore_in_place(cfg: BuildConfig, store: GraphStore, marker: Path, target: Path) -> None:
