@@ -1,8 +1,9 @@
 """A KB rebuild after 1% of its objects were removed: the store written as the difference from the
-published generation, against loading the same new graph whole, measured in one run.
+published generation (`store.update: difference`), against loading the same new graph whole,
+measured in one run.
 
     .venv/bin/python -m benchmarks.rebuild_kb_changed [--kb data/kb-synth] [--drop 0.01]
-        [--cache work/kb-synth/cache] [--out work/bench-rebuild-kb]
+        [--cache work/kb-synth/cache] [--out work/bench-rebuild-kb] [--update difference]
 
 Copies the KB (`sagegraph data synth-kb` writes the default) into `--out`, builds it through the
 Prefect flow with the embedded store, removes a random `--drop` share of its objects (seed 0) with
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--drop", type=float, default=0.01)
     ap.add_argument("--cache", default=None, help="an embedding cache dir to start from (OUT/cache of an earlier build)")
     ap.add_argument("--out", default="work/bench-rebuild-kb")
+    ap.add_argument("--update", default="difference", choices=["difference", "whole", "auto"], help="store.update of the build")
     args = ap.parse_args()
     root = Path(args.out).resolve()
     if root.exists():
@@ -85,7 +87,8 @@ def main() -> None:
     if args.cache:
         shutil.copytree(args.cache, root / "out" / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
     cfg = root / "kb.yaml"
-    cfg.write_text(yaml.safe_dump({"name": "bench-kb", "out": str(root / "out"), "corpus": {"kind": "kb", "path": str(kb)}}))
+    cfg.write_text(yaml.safe_dump({"name": "bench-kb", "out": str(root / "out"), "corpus": {"kind": "kb", "path": str(kb)},
+                                   "store": {"update": args.update}}))
     first, first_s = _build(cfg)
     dropped = _drop(kb, args.drop)
     second, second_s = _build(cfg)
@@ -93,7 +96,7 @@ def main() -> None:
     gen = Path(second["graph"]).resolve()
     whole_s = _load_whole(Path(store["path"]), gen, 1000)
     print(json.dumps({
-        "benchmark": "rebuild_kb_changed", "machine": machine(), "kb": args.kb, "dropped_objects": dropped, "embedding_cache": bool(args.cache),
+        "benchmark": "rebuild_kb_changed", "machine": machine(), "kb": args.kb, "dropped_objects": dropped, "embedding_cache": bool(args.cache), "update": args.update,
         "first_build": {"seconds": first_s, "store_seconds": round(first["store"]["seconds"], 1), "nodes": first["counts"]["nodes"], "edges": first["edges"]},
         "rebuild": {"seconds": second_s, "stage_seconds": second["stage_seconds"], "changes": (second.get("changes") or {}).get("counts"),
                     "store": {k: store.get(k) for k in ("mode", "seconds", "rows_written", "difference", "nodes", "edges")}},

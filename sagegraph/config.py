@@ -128,6 +128,10 @@ class StoreConfig(_Strict):
             raise ValueError("store.url holds credentials, which would be copied into every manifest and run; put the URL in $FALKORDB_URL")
         return v
     batch_size: int = 1000
+    update: Literal["auto", "whole", "difference"] = Field(
+        "auto", description="how a rebuild writes the store: the difference from the published graph, or the graph whole; "
+        "auto: the difference where the store holds one graph (Neo4j: one transaction, no reload seen by readers), whole beside "
+        "the published one where it holds several (FalkorDB: measured faster, since GRAPH.COPY rebuilds the vector index)")
 
 
 class RunnerConfig(_Strict):

@@ -83,7 +83,7 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     docs = tmp_path / "docs.jsonl"
     _write(docs, _docs(12))
     url = request.getfixturevalue("falkordb_server") if backend == "falkordb-server" else None
-    store = {"backend": backend, **({"url": url, "graph": f"gen-{tmp_path.name}"} if url else {})}
+    store = {"backend": backend, "update": "difference", **({"url": url, "graph": f"gen-{tmp_path.name}"} if url else {})}
     cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out", store=store))
     first = run_all(cfg)
     reader = open_resources(GraphIndex(cfg.out / "graph"))

@@ -488,23 +488,24 @@ def graph_changes(cfg: BuildConfig) -> dict[str, int] | None:
     return diff.counts if diff is not None else None
 
 
-# A difference that touches more rows than this share of a full load is loaded whole instead (FalkorDB).
-DIFF_SHARE = 0.5
-
-
 def _load_difference(cfg: BuildConfig, layout: Layout, store: GraphStore, path: Path, intent: Path,
                      node_table: pa.Table, nodes: list[Node], vectors: np.ndarray, edges: pa.Table) -> dict[str, Any] | None:
     """Write this graph into `store` as the difference from a generation the store holds (its
-    copy, in FalkorDB; in place and in one transaction, in Neo4j). None when there is no such
-    generation or the difference is not worth it; the caller loads the graph whole."""
+    copy, in FalkorDB; in place and in one transaction, in Neo4j). None when `store.update` says
+    whole or there is no such generation; the caller loads the graph whole.
+
+    `auto` writes the difference only into a single-graph store, where it is what keeps readers
+    from seeing a reload. In FalkorDB, loading whole beside the published graph was as fast or
+    faster (`benchmarks.rebuild_kb_changed`, 1% of the synthetic KB removed: the difference 32.1 s,
+    of which GRAPH.COPY 8-10 s since the copy rebuilds the vector index, against 17.2 s whole)."""
+    if cfg.store.update == "whole" or (cfg.store.update == "auto" and cfg.store.backend in MULTI_GRAPH):
+        return None
     base = _diff_base(cfg, layout, path)
     if base is None:
         return None
     base_dir, base_key = base
     diff = generation_diff(base_dir, node_table, vectors, edges)
-    # A large difference is cheaper loaded whole beside the old graph (FalkorDB); a single-graph
-    # store takes the difference whatever its size, since a whole load there is seen half done.
-    if diff is None or (cfg.store.backend in MULTI_GRAPH and diff.writes > DIFF_SHARE * (len(nodes) + len(edges))):
+    if diff is None:
         return None
     write_json(intent, {"mode": "difference", "base": base_dir.name})
     if cfg.store.backend in MULTI_GRAPH:  # the base stays as it is for its readers; the copy is changed
