@@ -4,7 +4,6 @@ child per configuration, a summary table and the Recall@k plot (SAGE Fig. 4)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from pathlib import Path
@@ -15,44 +14,14 @@ from prefect.futures import as_completed
 
 from sagegraph.construct.variants import base_config_of, label
 from sagegraph.config import BuildConfig
-from sagegraph.corpus.questions import matching_questions, sample_questions, write_question_subset
-from sagegraph.eval.evaluate import default_questions, read_questions
-from sagegraph.eval.metrics import metric_names
-from sagegraph.eval.runner import EvalConfig, failed_questions, group_columns
+from sagegraph.eval.runner import EvalConfig, failed_questions
 from sagegraph.eval.compare import compare_files, ordered
-from sagegraph.eval.sweep import SweepConfig, configurations, figure4, groups, llm_settings, plot_figure4
-from sagegraph.errors import InputError
+from sagegraph.eval.sweep import SweepConfig, configurations, figure4, graph_dir_of, graph_to_build, groups, llm_settings, plot_figure4, sweep_questions
+from sagegraph.eval.sweep_report import brief_table, variant_summary, write_summary
 from sagegraph.llm import resolved_base_url
 from sagegraph.tracking import SweepTracker, default_tracking_uri
 from tasks import build as TB
 from tasks import evaluate as T
-
-
-def graph_dir_of(cfg: SweepConfig) -> Path:
-    if cfg.graph is not None:
-        return cfg.graph
-    from sagegraph.config import load_config
-
-    return load_config(cfg.build).out / "graph"
-
-
-def graph_to_build(cfg: SweepConfig) -> BuildConfig | None:
-    """The sweep's build config when it names one and its graph is missing or was built from other
-    settings; None when the graph can be used as it is."""
-    if cfg.build is None:
-        return None
-    from sagegraph.construct.artifacts import Layout
-    from sagegraph.construct.stages import resolve_corpus
-    from sagegraph.config import load_config
-
-    build_cfg = load_config(cfg.build)
-    graph = graph_dir_of(cfg)
-    if graph != build_cfg.out / "graph":  # the sweep names another graph explicitly: use it as it is (its corpus is not read)
-        return None
-    build_cfg, _ = resolve_corpus(build_cfg)  # a corpus changed since its build is built again first
-    manifest = graph / "manifest.json"
-    built = json.loads(manifest.read_text()).get("fingerprint") if manifest.exists() and (graph / "edges.parquet").exists() else None
-    return None if built == Layout.of(build_cfg).cfg_fp["edges"] else build_cfg
 
 
 _UNCHECKED: Any = object()
@@ -72,53 +41,6 @@ def ensure_graph(cfg: SweepConfig, build_cfg: BuildConfig | None = _UNCHECKED) -
     return graph_dir_of(cfg)
 
 
-COST_KEYS = ("llm_calls_per_query", "llm_cached_per_query", "llm_prompt_tokens_per_query", "llm_completion_tokens_per_query",
-             "llm_seconds_per_query", "llm_cost_usd_per_query", "llm_work_prompt_tokens_per_query",
-             "llm_work_completion_tokens_per_query", "llm_work_seconds_per_query")
-
-
-def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:
-    """One row per configuration: quality, latency, and (when any configuration called an LLM) what
-    it cost per query, how often each method counter fired (plan parsed, fallback, ...), and the
-    per-step diagnostics against gold that multi-step retrievers' traces allow."""
-    keys = metric_names() + ["latency_p50_ms", "questions", "errors"]
-    if any(m.get("llm_calls") for _, m in results):
-        keys += list(COST_KEYS) + sorted({k for _, m in results for k in m if k.startswith("rate_")})
-    keys += sorted({k for _, m in results for k in m if k.startswith("diag_")})  # per-step diagnostics (AF)
-    groups = {k: None for _, m in results for k in group_columns(m)}  # per question group (hops, family, qtype)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", "params", *keys, *groups])
-        for c, m in ordered(results):
-            params = json.dumps(c.params, sort_keys=True) if c.params else ""
-            by = group_columns(m)
-            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, c.edges, params, *[m.get(k) for k in keys], *[by.get(k) for k in groups]])
-    return path
-
-
-def brief_table(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """What the CLI prints: per configuration Hit@1, Recall@20, MRR and LLM calls per query."""
-    rows = []
-    for c, m in ordered(results):
-        row = {"config": c.label(), "hit@1": m.get("hit@1"), "recall@20": m.get("recall@20"), "mrr": m.get("mrr")}
-        if m.get("llm_calls"):
-            row["llm_calls/q"] = m.get("llm_calls_per_query")
-        rows.append({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
-    return rows
-
-
-def sweep_questions(cfg: SweepConfig, graph: Path, out: Path) -> Path:
-    """The questions file, or the sweep's stated sample of it written beside the results."""
-    questions = cfg.questions or default_questions(graph)
-    if cfg.sample is None:
-        return questions
-    kept = matching_questions(read_questions(questions), cfg.sample.where)
-    if not kept:
-        raise InputError(questions, None, "sample.where", f"no question matches {cfg.sample.where}")
-    picked = sample_questions(kept, cfg.sample.n or len(kept), cfg.sample.by, cfg.sample.seed)
-    return write_question_subset(questions, {q.id for q in picked}, out / "questions.sample.jsonl")
-
-
 def edge_variant_graphs(cfg: SweepConfig, graph: Path) -> dict[str, Path]:
     """Variant label -> graph dir, building missing variants on Dask ("" is the graph as built)."""
     variants = cfg.edge_variants()
@@ -127,15 +49,6 @@ def edge_variant_graphs(cfg: SweepConfig, graph: Path) -> dict[str, Path]:
     base = base_config_of(graph)
     dirs = TB.edge_variant.map(unmapped(base), variants).result()
     return {"": graph, **{label(v): Path(d) for v, d in zip(variants, dirs)}}
-
-
-def variant_summary(graphs: dict[str, Path]) -> dict[str, Any]:
-    out = {}
-    for name, g in graphs.items():
-        stats = g.parent / "stats" / "graph_stats.json"
-        counts = json.loads(stats.read_text()) if stats.exists() else {}
-        out[name or "(as built)"] = {"graph": str(g), "edges": counts.get("edges"), "edges_by_type": counts.get("edges_by_type")}
-    return out
 
 
 @flow(name="sweep", log_prints=True)

@@ -103,8 +103,9 @@ def _sweep(args: argparse.Namespace) -> int:
         if cfg.llm.cache_mode == "live":
             require_credentials(cfg.llm)  # no key: one line now, not a failed Dask task later
     from flows.runtime import dask_runner, prefect_api
-    from flows.sweep import ensure_graph, graph_to_build, sweep
+    from flows.sweep import ensure_graph, sweep
     from sagegraph.construct.stages import preflight
+    from sagegraph.eval.sweep import graph_to_build
 
     if (build_cfg := graph_to_build(cfg)) is not None:
         preflight(build_cfg)  # so are the inputs of a graph that must be built first

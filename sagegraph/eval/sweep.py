@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sagegraph.config import LLMConfig, format_errors, load_llm_config, project_dir, read_yaml_mapping, resolve_path
-from sagegraph.errors import ConfigError
-from sagegraph.eval.evaluate import needs_llm
+from sagegraph.config import BuildConfig, LLMConfig, format_errors, load_llm_config, project_dir, read_yaml_mapping, resolve_path
+from sagegraph.corpus.questions import matching_questions, sample_questions, write_question_subset
+from sagegraph.errors import ConfigError, InputError
+from sagegraph.eval.evaluate import default_questions, needs_llm, read_questions
 from sagegraph.eval.runner import EvalConfig
 
 
@@ -252,3 +254,42 @@ def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def graph_dir_of(cfg: SweepConfig) -> Path:
+    if cfg.graph is not None:
+        return cfg.graph
+    from sagegraph.config import load_config
+
+    return load_config(cfg.build).out / "graph"
+
+
+def graph_to_build(cfg: SweepConfig) -> BuildConfig | None:
+    """The sweep's build config when it names one and its graph is missing or was built from other
+    settings; None when the graph can be used as it is."""
+    if cfg.build is None:
+        return None
+    from sagegraph.construct.artifacts import Layout
+    from sagegraph.construct.stages import resolve_corpus
+    from sagegraph.config import load_config
+
+    build_cfg = load_config(cfg.build)
+    graph = graph_dir_of(cfg)
+    if graph != build_cfg.out / "graph":  # the sweep names another graph explicitly: use it as it is (its corpus is not read)
+        return None
+    build_cfg, _ = resolve_corpus(build_cfg)  # a corpus changed since its build is built again first
+    manifest = graph / "manifest.json"
+    built = json.loads(manifest.read_text()).get("fingerprint") if manifest.exists() and (graph / "edges.parquet").exists() else None
+    return None if built == Layout.of(build_cfg).cfg_fp["edges"] else build_cfg
+
+
+def sweep_questions(cfg: SweepConfig, graph: Path, out: Path) -> Path:
+    """The questions file, or the sweep's stated sample of it written beside the results."""
+    questions = cfg.questions or default_questions(graph)
+    if cfg.sample is None:
+        return questions
+    kept = matching_questions(read_questions(questions), cfg.sample.where)
+    if not kept:
+        raise InputError(questions, None, "sample.where", f"no question matches {cfg.sample.where}")
+    picked = sample_questions(kept, cfg.sample.n or len(kept), cfg.sample.by, cfg.sample.seed)
+    return write_question_subset(questions, {q.id for q in picked}, out / "questions.sample.jsonl")
