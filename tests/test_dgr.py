@@ -14,7 +14,7 @@ from sagegraph.eval.runner import EvalConfig, run_eval
 from sagegraph.eval.trajectories import export_trajectories, find_trace, format_trace
 from sagegraph.llm import LLMClient
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.base import validate_params
+from sagegraph.retrieve.registry import validate_params
 from sagegraph.retrieve.dgr import detect_mode
 from sagegraph.retrieve.dgr_agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent
 from sagegraph.retrieve.dgr_tools import GraphTools, ToolError, action_schema

@@ -118,3 +118,29 @@ def test_building_a_bm25_index_prints_no_debug_chatter():
     finally:
         logging.getLogger().removeHandler(handler)
     assert not [r for r in seen if r.name.startswith("bm25s") and r.levelno < logging.WARNING]
+
+
+def test_a_retriever_in_another_package_registers_through_an_entry_point(tmp_path, monkeypatch):
+    """A fifth retriever needs no edit of sagegraph: its distribution names its module in the
+    `sagegraph.retrievers` entry-point group, and the registry imports it on first lookup."""
+    import sys
+    from importlib.metadata import EntryPoint
+
+    from sagegraph.retrieve import registry
+
+    (tmp_path / "sg_plugin_retriever.py").write_text(
+        "from sagegraph.retrieve.flat import BM25Retriever\n"
+        "from sagegraph.retrieve.registry import register\n\n\n"
+        "@register('plugin-bm25')\n"
+        "class PluginBM25(BM25Retriever):\n"
+        "    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "entry_points", lambda group: [EntryPoint("plugin-bm25", "sg_plugin_retriever", group)] if group == registry.ENTRY_POINTS else [])
+    monkeypatch.setattr(registry, "_loaded", False)
+    try:
+        assert "plugin-bm25" in retriever_names() and {"bm25", "sage", "spark"} <= set(retriever_names())
+        assert registry.retriever_class("plugin-bm25").name == "plugin-bm25"
+    finally:
+        registry.REGISTRY.pop("plugin-bm25", None)
+        sys.modules.pop("sg_plugin_retriever", None)

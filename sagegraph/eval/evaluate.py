@@ -14,7 +14,8 @@ from sagegraph.corpus.questions import load_questions
 from sagegraph.corpus.records import Question
 from sagegraph.errors import SageGraphError
 from sagegraph.eval.runner import EvalConfig, run_eval
-from sagegraph.retrieve.base import Resources, Retriever, get_retriever, retriever_class
+from sagegraph.retrieve.base import Resources, Retriever
+from sagegraph.retrieve.registry import get_retriever, retriever_class
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.sage import SageRetriever
 

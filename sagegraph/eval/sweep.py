@@ -165,7 +165,7 @@ def configurations(cfg: SweepConfig) -> list[EvalConfig]:
     from sagegraph.retrieve import retriever_names, uses_edges
 
     from sagegraph.eval.evaluate import prompt_version, retriever_params
-    from sagegraph.retrieve.base import validate_params
+    from sagegraph.retrieve.registry import validate_params
 
     known = set(retriever_names())
     variants = [label(v) for v in cfg.edge_variants()] or [""]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from sagegraph.errors import ConfigError, SageGraphError, StoreUnavailable
 
@@ -119,55 +119,3 @@ class Retriever(ABC):
         evaluator's per-step diagnostics (`trace["stage_sets"]`); the retriever never scores them."""
         ids = list(dict.fromkeys(str(self.g.source_ids[r]) for r in rows))
         return ids if cap is None else ids[:cap]
-
-
-REGISTRY: dict[str, type[Retriever]] = {}
-
-
-def register(name: str):
-    def deco(cls):
-        cls.name = name
-        REGISTRY[name] = cls
-        return cls
-
-    return deco
-
-
-def retriever_names() -> list[str]:
-    import sagegraph.retrieve.af
-    import sagegraph.retrieve.dgr
-    import sagegraph.retrieve.flat
-    import sagegraph.retrieve.graphraft
-    import sagegraph.retrieve.sage
-    import sagegraph.retrieve.spark  # noqa: F401
-
-    return sorted(REGISTRY)
-
-
-def retriever_class(name: str) -> type[Retriever]:
-    names = retriever_names()
-    if name not in REGISTRY:
-        raise SageGraphError(f"unknown retriever {name!r}; registered: {', '.join(names)}")
-    return REGISTRY[name]
-
-
-def uses_edges(name: str) -> bool:
-    retriever_names()
-    return bool(getattr(REGISTRY.get(name), "uses_edges", False))
-
-
-def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
-    """The retriever's params model, or a ConfigError naming each bad or unknown key."""
-    cls = retriever_class(name)
-    try:
-        return cls.Params.model_validate(params)
-    except ValidationError as exc:
-        known = ", ".join(cls.Params.model_fields) or "none"
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(params)'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"retriever {name!r}: {problems} (its parameters: {known})") from None
-
-
-def get_retriever(name: str, res: Resources | GraphIndex, **params) -> Retriever:
-    if not isinstance(res, Resources):
-        res = Resources(res)
-    return retriever_class(name)(res, validate_params(name, params))

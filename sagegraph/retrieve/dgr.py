@@ -29,7 +29,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMClient, LLMRequestRefused, usage_scope
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever
+from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.dgr_agent import AgentRun, Mode, TokenBudget, fuse_votes, run_agent
 from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
 from sagegraph.retrieve.kb_view import KBView

@@ -6,7 +6,8 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever
+from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.fusion import fuse, rank
 from sagegraph.retrieve.graph_index import GraphIndex
 

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sagegraph.llm import LLMRequestRefused, Reply, usage_scope
 from sagegraph.local_model import default_model_path, sequence_scorer
 from sagegraph.retrieve.af_rerank import Reranker
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever
+from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.graphraft_entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
 from sagegraph.retrieve.graphraft_select import entity_lines, prior_order, select
 from sagegraph.retrieve.graphraft_templates import Template, enumerate_templates, run_in_store

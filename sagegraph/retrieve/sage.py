@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever, get_retriever, register, retriever_class
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever
+from sagegraph.retrieve.registry import get_retriever, register, retriever_class
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.fusion import minmax, rank
 

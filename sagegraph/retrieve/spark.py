@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, StoreUnavailable
 from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever, register
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever
+from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.cypher_grounding import KBSchema, count_repairs, ground_counters, ground_query, undirected, view_schema
 from sagegraph.retrieve.graphraft_entities import gazetteer_entities

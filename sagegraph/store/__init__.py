@@ -1,6 +1,8 @@
-"""Graph stores behind one interface: FalkorDB embedded (default) and Neo4j (production)."""
+"""Graph stores behind one interface (`base`): FalkorDB embedded (default) or as a server, and
+Neo4j (production), opened by `factory`."""
 
-from sagegraph.store.base import GraphSchema, GraphStore, open_store
+from sagegraph.store.base import GraphSchema, GraphStore
+from sagegraph.store.factory import open_store
 from sagegraph.store.readonly import assert_read_only
 
 __all__ = ["GraphSchema", "GraphStore", "open_store", "assert_read_only"]

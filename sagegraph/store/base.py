@@ -5,10 +5,8 @@ introspection) is isolated in each backend."""
 from __future__ import annotations
 
 import json
-import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -388,21 +386,3 @@ class GraphStore(ABC):
 
     def __exit__(self, *exc):
         self.close()
-
-
-def open_store(backend: str, path: Path | None = None, graph: str = "sagegraph", url: str | None = None) -> GraphStore:
-    if backend == "falkordb":
-        from sagegraph.store.falkor import FalkorStore
-
-        if path is None:
-            raise ValueError("falkordb store needs a data directory")
-        return FalkorStore(Path(path), graph)
-    if backend == "falkordb-server":
-        from sagegraph.store.falkor import FalkorServerStore
-
-        return FalkorServerStore(url or os.environ.get("FALKORDB_URL") or "", graph)
-    if backend == "neo4j":
-        from sagegraph.store.neo4j import Neo4jStore
-
-        return Neo4jStore.from_env(database=os.environ.get("NEO4J_DATABASE"))
-    raise ValueError(f"unknown store backend {backend!r} (falkordb, neo4j)")

@@ -1,0 +1,86 @@
+"""The retrievers sagegraph knows, by name: the one place a retriever is added.
+
+A retriever module registers its class with `@register("name")`; `MODULES` lists the modules
+that hold sagegraph's own, imported by name when a retriever is first looked up (so this module
+imports none of them, and none of them imports it back in a cycle). A retriever outside this
+package is found through the `sagegraph.retrievers` entry-point group (`name = "pkg.module"` in
+its distribution's metadata), and needs no change here, in the evaluation layer or in the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from sagegraph.errors import ConfigError, SageGraphError
+from sagegraph.retrieve.base import Resources, Retriever
+
+if TYPE_CHECKING:
+    from sagegraph.retrieve.graph_index import GraphIndex
+
+MODULES = (
+    "sagegraph.retrieve.flat",
+    "sagegraph.retrieve.sage",
+    "sagegraph.retrieve.spark",
+    "sagegraph.retrieve.af",
+    "sagegraph.retrieve.dgr",
+    "sagegraph.retrieve.graphraft",
+)
+ENTRY_POINTS = "sagegraph.retrievers"
+
+REGISTRY: dict[str, type[Retriever]] = {}
+
+
+def register(name: str):
+    def deco(cls):
+        cls.name = name
+        REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+_loaded = False
+
+
+def retriever_names() -> list[str]:
+    global _loaded
+    if not _loaded:
+        for module in MODULES:
+            importlib.import_module(module)
+        for ep in entry_points(group=ENTRY_POINTS):
+            importlib.import_module(ep.value.split(":")[0])
+        _loaded = True
+    return sorted(REGISTRY)
+
+
+def retriever_class(name: str) -> type[Retriever]:
+    names = retriever_names()
+    if name not in REGISTRY:
+        raise SageGraphError(f"unknown retriever {name!r}; registered: {', '.join(names)}")
+    return REGISTRY[name]
+
+
+def uses_edges(name: str) -> bool:
+    retriever_names()
+    return bool(getattr(REGISTRY.get(name), "uses_edges", False))
+
+
+def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
+    """The retriever's params model, or a ConfigError naming each bad or unknown key."""
+    cls = retriever_class(name)
+    try:
+        return cls.Params.model_validate(params)
+    except ValidationError as exc:
+        known = ", ".join(cls.Params.model_fields) or "none"
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(params)'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"retriever {name!r}: {problems} (its parameters: {known})") from None
+
+
+def get_retriever(name: str, res: Resources | GraphIndex, **params) -> Retriever:
+    if not isinstance(res, Resources):
+        res = Resources(res)
+    return retriever_class(name)(res, validate_params(name, params))
