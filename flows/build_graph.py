@@ -10,7 +10,7 @@ from typing import Any
 from prefect import flow, get_run_logger, unmapped
 
 from sagegraph.construct.artifacts import write_json
-from sagegraph.construct.changes import ChangeSet, work_lines
+from sagegraph.construct.changes import ChangeSet, store_written, work_lines
 from sagegraph.construct.stages import graph_changes, modalities_of, preflight, present_pairs, publish_graph, resolve_corpus, up_to_date
 from sagegraph.config import BuildConfig
 from sagegraph.runlock import hold
@@ -99,10 +99,8 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     llm = [m.get("llm", {}) for m in meta_results]
     llm_usage = {k: round(sum(u.get(k, 0) for u in llm), 6) for k in ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "fallbacks", "retries")} if cfg.metadata.mode == "llm" else None
     encode_seconds = round(sum(r.get("encode_seconds", 0.0) for r in chunk_results + vec_results), 2)
-    how = ("already loaded" if store.get("resumed") else f"difference, {store.get('rows_written')} rows" if store.get("mode") == "difference"
-           else "loaded whole") if store.get("backend") != "none" else None
     work = {"graph": graph_delta, "encoded": sum(r.get("encoded", 0) for r in chunk_results + vec_results), "encode_seconds": encode_seconds,
-            "llm_metadata": llm_usage, "store": how}
+            "llm_metadata": llm_usage, "store": store_written(store)}
     return {
         "graph": str(cfg.out / "graph"),
         "stats": stats["path"],

@@ -22,7 +22,7 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.dask_address = args.dask_address
     if args.rollback:
         return _rollback(cfg)
-    from sagegraph.construct.changes import work_lines
+    from sagegraph.construct.changes import store_written, work_lines
     from sagegraph.construct.stages import preflight, resolve_corpus, up_to_date
 
     # The corpus read and compared with the last build's, and the LLM key checked, before a server
@@ -51,10 +51,7 @@ def _build(args: argparse.Namespace) -> int:
     where = {"falkordb": f"FalkorDB (embedded) at {store.get('path')}, graph '{store.get('graph')}'",
              "falkordb-server": f"FalkorDB server, graph '{store.get('graph')}'", "neo4j": "Neo4j"}.get(store.get("backend", "none"))
     if where:
-        how = ("already loaded" if store.get("resumed") else
-               f"written as the difference from {store['base']}, {store['rows_written']} rows: {store['difference']}" if store.get("mode") == "difference" else
-               "loaded whole")
-        print(f"graph store:     {where}: {store['nodes']} nodes, {store['edges']} edges ({how}, {store.get('seconds', 0):.1f} s)")
+        print(f"graph store:     {where}: {store['nodes']} nodes, {store['edges']} edges ({store_written(store)}, {store.get('seconds', 0):.1f} s)")
     if result.get("published"):
         p = result["published"]
         print(f"published:       {p['current']} (readers switched now; `--rollback` returns to {p['previous'] or 'nothing: the first graph'})")

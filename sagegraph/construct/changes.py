@@ -134,6 +134,18 @@ class ChangeSet:
         return text
 
 
+def store_written(store: Mapping[str, Any]) -> str | None:
+    """How a build's `load_store` summary got its store graph, for the CLI and the build report;
+    None without a store."""
+    if store.get("backend", "none") == "none":
+        return None
+    if store.get("resumed"):
+        return "already loaded"
+    if store.get("mode") == "difference":
+        return f"difference from {store.get('base')}, {store.get('rows_written')} rows"
+    return "loaded whole"
+
+
 def work_lines(work: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(what, how much) of a build's `work` record (`flows.build_graph`): the graph's difference
     from the published one, texts encoded, LLM metadata paid for, how the store was written."""

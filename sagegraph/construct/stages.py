@@ -405,10 +405,8 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     if reused is not None:
         return reused
     t0 = time.perf_counter()
-    node_table = pq.read_table(layout.graph / "nodes.parquet")
+    node_table, vectors, edges = read_generation(layout.graph)
     nodes = table_to_nodes(node_table)
-    vectors = np.load(layout.graph / "vectors" / "content.npy")
-    edges = pq.read_table(layout.graph / "edges.parquet")
     intent = marker.with_name(marker.name + ".loading")
     expected = {"nodes": len(nodes), "edges": len(edges)}
     with open_store(cfg.store.backend, Path(path), key, url=cfg.store.url) as store:
@@ -462,17 +460,22 @@ def _diff_base(cfg: BuildConfig, layout: Layout, path: Path) -> tuple[Path, str]
     return None
 
 
+def read_generation(gen: Path) -> tuple[pa.Table, np.ndarray, pa.Table]:
+    """A generation's nodes.parquet table, content vectors (row-aligned) and edges.parquet table:
+    what a store holds of it."""
+    return pq.read_table(gen / "nodes.parquet"), np.load(gen / "vectors" / "content.npy"), pq.read_table(gen / "edges.parquet")
+
+
 def generation_diff(base: Path, nodes: pa.Table, vectors: np.ndarray, edges: pa.Table) -> GraphDiff | None:
     """The difference from generation `base`'s graph to this one (its nodes.parquet table, vectors
     and edges), or None where a difference cannot stand for the graph (an edge repeated under one
     key, a different vector size)."""
     from sagegraph.store.diff import graph_diff, unique_edges
 
-    old_vectors = np.load(base / "vectors" / "content.npy")
-    old_edges = pq.read_table(base / "edges.parquet")
+    old_nodes, old_vectors, old_edges = read_generation(base)
     if old_vectors.shape[1:] != vectors.shape[1:] or not unique_edges(old_edges) or not unique_edges(edges):
         return None
-    return graph_diff(pq.read_table(base / "nodes.parquet"), old_vectors, old_edges, nodes, vectors, edges)
+    return graph_diff(old_nodes, old_vectors, old_edges, nodes, vectors, edges)
 
 
 def graph_changes(cfg: BuildConfig) -> dict[str, int] | None:
@@ -483,8 +486,7 @@ def graph_changes(cfg: BuildConfig) -> dict[str, int] | None:
     base = generations.published(layout.out)
     if base is None or not (base / "manifest.json").exists() or base.resolve() == layout.graph.resolve():
         return None
-    diff = generation_diff(base, pq.read_table(layout.graph / "nodes.parquet"), np.load(layout.graph / "vectors" / "content.npy"),
-                           pq.read_table(layout.graph / "edges.parquet"))
+    diff = generation_diff(base, *read_generation(layout.graph))
     return diff.counts if diff is not None else None
 
 
@@ -624,10 +626,9 @@ def _restore_in_place(cfg: BuildConfig, store: GraphStore, marker: Path, target:
     current = cfg.out / generations.GRAPHS / (held or "")[:16]
     if not held or not (current / "manifest.json").exists():
         raise ConfigError(f"{cfg.out}: cannot roll back to {target.name}: the store holds no graph this build knows ({marker.name})")
-    node_table = pq.read_table(target / "nodes.parquet")
+    node_table, vectors, edges = read_generation(target)
     nodes = table_to_nodes(node_table)
-    vectors = np.load(target / "vectors" / "content.npy")
-    diff = generation_diff(current, node_table, vectors, pq.read_table(target / "edges.parquet"))
+    diff = generation_diff(current, node_table, vectors, edges)
     if diff is None:
         raise ConfigError(f"{cfg.out}: cannot roll back to {target.name} in place (its edges repeat a key); rebuild instead")
     store.apply_diff(diff, nodes, vectors, cfg.store.batch_size)

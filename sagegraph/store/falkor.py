@@ -292,18 +292,9 @@ class FalkorStore(GraphStore):
     def graphs(self) -> list[str]:
         return list(self.db.list_graphs())
 
-    def _same_counts(self, other: str) -> bool:
-        def counts(name: str) -> tuple:
-            g = self.db.select_graph(name)
-            return tuple(g.ro_query(q).result_set[0][0] for q in ("MATCH (n) RETURN count(n)", "MATCH ()-[r]->() RETURN count(r)"))
-
-        try:
-            return counts(other) == counts(self.graph_name)
-        except Exception:
-            return False
-
     def copy_graph(self, source: str) -> None:
-        """GRAPH.COPY, indexes included (1.3 s for 50k nodes here): the base a diff is applied to."""
+        """GRAPH.COPY, indexes included: the base a diff is applied to. The copy rebuilds an HNSW
+        vector index (8-10 s for the 20k-node synthetic KB here, 2 s for the same graph without one)."""
         if source == self.graph_name:
             raise StoreError(f"cannot copy {source!r} onto itself")
         with contextlib.suppress(Exception):  # nothing there yet
@@ -311,11 +302,6 @@ class FalkorStore(GraphStore):
         try:
             self.db.select_graph(source).copy(self.graph_name)
         except Exception as exc:
-            if "already exists" in str(exc) and self._same_counts(source):
-                # the client retried a copy that had finished on the server (a slow reply timed
-                # out); the destination was deleted just before, so what is there is that copy
-                self.g = self.db.select_graph(self.graph_name)
-                return
             if _unreachable(exc):
                 raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
             raise StoreError(f"could not copy store graph {source!r} to {self.graph_name!r}: {exc}") from exc
