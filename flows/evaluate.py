@@ -15,5 +15,5 @@ from tasks import evaluate as T
 def evaluate(graph_dir: str, questions: str, cfg: dict[str, Any], out: str) -> dict[str, Any]:
     Path(out).mkdir(parents=True, exist_ok=True)
     qvec = T.prepare(graph_dir, questions, out)
-    result = T.evaluate_configs(graph_dir, questions, qvec, [EvalConfig(**cfg).__dict__], str(Path(out) / "runs"))
+    result = T.evaluate_configs(graph_dir, questions, qvec, [EvalConfig.from_record(cfg).record()], str(Path(out) / "runs"))
     return result[0]

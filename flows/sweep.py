@@ -84,11 +84,11 @@ def _run(cfg: SweepConfig, tracker: SweepTracker, graph: Path, questions: Path, 
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
     log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
-    futures = T.evaluate_configs.map([str(graphs[grp[0].edges]) for grp in grouped], unmapped(str(questions)), unmapped(qvec), [[c.__dict__ for c in grp] for grp in grouped],
+    futures = T.evaluate_configs.map([str(graphs[grp[0].edges]) for grp in grouped], unmapped(str(questions)), unmapped(qvec), [[c.record() for c in grp] for grp in grouped],
                                      unmapped(str(out / "runs")), unmapped(llm_dict), unmapped(cfg.concurrency), unmapped(cfg.timeout_s))
 
     def outcome(future):
-        return lambda: [(EvalConfig(**r["config"]), r["metrics"]) for r in future.result()]
+        return lambda: [(EvalConfig.from_record(r["config"]), r["metrics"]) for r in future.result()]
 
     results = tracker.log_as_finished((outcome(f) for f in as_completed(futures)), out / "runs", llm=llm_dict, traces=cfg.mlflow_traces)
     rows = [row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)]

@@ -178,8 +178,7 @@ def _eval_config(args: argparse.Namespace):
     from sagegraph.eval.evaluate import prompt_version
     from sagegraph.eval.runner import EvalConfig
 
-    cfg = EvalConfig(retriever=args.retriever, k=args.k, k_prime=args.k_prime, alpha=args.alpha, seed_retriever=args.seed_retriever,
-                     policy=args.policy, params=_params(args.param))
+    cfg = EvalConfig(retriever=args.retriever, k=args.k, params=_params(args.param))
     cfg.prompt = prompt_version(cfg)
     return cfg
 
@@ -388,20 +387,23 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _retrievers(args: argparse.Namespace) -> int:
-    from sagegraph.retrieve import retriever_names
+    from sagegraph.retrieve.registry import retriever_class, retriever_names
 
-    print("\n".join(retriever_names()))
+    if not args.name:
+        print("\n".join(retriever_names()))
+        return 0
+    cls = retriever_class(args.name)
+    print(f"{cls.name}: {(cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else ''}".rstrip(": "))
+    for field, info in cls.Params.model_fields.items():
+        print(f"  {field} = {info.get_default(call_default_factory=True)!r}  {info.description or ''}".rstrip())
     return 0
 
 
 def _add_retriever_args(p: argparse.ArgumentParser, k: int) -> None:
     p.add_argument("--retriever", default="hybrid", help="a registered retriever (`sagegraph retrievers`)")
     p.add_argument("--k", type=int, default=k, help="results (sage: seeds)")
-    p.add_argument("--k-prime", type=int, default=10, help="sage: neighbours added")
-    p.add_argument("--alpha", type=float, default=0.6, help="BM25 weight in hybrid fusion")
-    p.add_argument("--seed-retriever", default="hybrid", help="sage: the seed retriever")
-    p.add_argument("--policy", default="+edge", choices=["+edge", "-edge"], help="sage: expansion policy")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="a retriever parameter (repeatable), e.g. --param repair=false")
+    p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                   help="a retriever parameter (repeatable; `sagegraph retrievers NAME` lists them), e.g. -p k_prime=10 -p policy=-edge -p seed_retriever=spark")
     p.add_argument("--llm", type=Path, help="LLM settings YAML (e.g. conf/llm_local.yaml); default: OPENAI_BASE_URL / OPENAI_API_KEY")
     p.add_argument("--cache-mode", choices=["live", "replay"], help="replay: a request with no recorded reply is an error")
 
@@ -515,7 +517,7 @@ def parser() -> argparse.ArgumentParser:
 
     cp = sub.add_parser("compare", help="side by side: the finished runs of a sweep, with paired bootstrap intervals against a baseline and two plots")
     cp.add_argument("sweep_dir", type=Path)
-    cp.add_argument("--baseline", default="hybrid", help="retriever every configuration is compared to")
+    cp.add_argument("--baseline", help="retriever every configuration is compared to (default: the registered baseline, hybrid)")
     cp.add_argument("--only", action="append", metavar="LABEL", help="only these configurations (repeatable; labels as in summary.csv)")
     cp.add_argument("--partial", action="store_true",
                     help="also runs not finished yet, over the questions they have done (marked 'partial'; paired on common "
@@ -523,7 +525,8 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--out", type=Path, help="where comparison.csv/json and the plots go (default: the sweep directory)")
     cp.set_defaults(func=_compare)
 
-    r = sub.add_parser("retrievers", help="list registered retrievers")
+    r = sub.add_parser("retrievers", help="list registered retrievers, or one retriever's parameters")
+    r.add_argument("name", nargs="?", help="a retriever: list its parameters with their defaults")
     r.set_defaults(func=_retrievers)
 
     d = sub.add_parser("data", help="datasets")
@@ -546,19 +549,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _join_dash_values(argv: list[str]) -> list[str]:
-    """`--policy -edge` would read '-edge' as an option: join it as `--policy=-edge`."""
-    out: list[str] = []
-    for a in argv:
-        if out and out[-1] == "--policy" and a.startswith("-"):
-            out[-1] = f"--policy={a}"
-        else:
-            out.append(a)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(_join_dash_values(list(sys.argv[1:] if argv is None else argv)))
+    args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)

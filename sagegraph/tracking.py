@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from sagegraph.construct.variants import parse_label
 from sagegraph.eval.runfiles import read_traces
-from sagegraph.eval.runner import EvalConfig
+from sagegraph.eval.runner import EvalConfig, run_dir
 
 
 def mlflow_key(name: str) -> str:
@@ -76,7 +76,7 @@ class SweepTracker:
             tags={"mlflow.parentRunId": self.parent_id, "sagegraph.config_key": cfg.key(), "sagegraph.retriever": cfg.retriever, "sagegraph.inputs": str(metrics.get("inputs"))},
         )
         rid = run.info.run_id
-        params = {**{k: v for k, v in cfg.__dict__.items() if k != "params"}, "total_k": cfg.total}
+        params = {"retriever": cfg.retriever, "k": cfg.k, "edges": cfg.edges, "prompt": cfg.prompt, "total_k": cfg.total}
         params.update({f"params.{k}": v for k, v in cfg.params.items()})  # filterable per retriever parameter
         params.update({f"edges.{k}": v for k, v in parse_label(cfg.edges).items()})  # filterable per setting
         if llm and metrics.get("llm_calls"):
@@ -141,8 +141,8 @@ class SweepTracker:
                 continue
             for c, m in batch:
                 results.append((c, m))
-                if f"{c.key()}:{m.get('inputs')}" not in logged:
-                    self.log_child(c, m, runs / c.key(), llm=llm, traces=traces)
+                if not any(f"{key}:{m.get('inputs')}" in logged for key in (c.key(), c.legacy_key())):
+                    self.log_child(c, m, run_dir(runs, c), llm=llm, traces=traces)
         if failure is not None:
             raise failure
         return results

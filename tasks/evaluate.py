@@ -33,7 +33,7 @@ def evaluate_configs(graph_dir: str, questions_path: str, qvec_path: str, cfgs: 
                      llm: dict[str, Any] | None = None, concurrency: int = 1, timeout_s: float | None = None) -> list[dict[str, Any]]:
     g = open_graph(graph_dir)
     g.load_query_vectors(Path(qvec_path))
-    configs = [EvalConfig(**c) for c in cfgs]
+    configs = [EvalConfig.from_record(c) for c in cfgs]
     res = open_resources(g, LLMConfig.model_validate(llm) if llm else None)
     try:
         results = evaluate_group(res, configs, read_questions(Path(questions_path)), Path(out_root), concurrency, timeout_s,
@@ -42,4 +42,4 @@ def evaluate_configs(graph_dir: str, questions_path: str, qvec_path: str, cfgs: 
         res.close()
     for c, m in zip(configs, results):
         get_run_logger().info("%s: recall@%d=%.4f mrr=%.4f (%d questions)", c.label(), c.total, m[f"recall@{c.total}"], m["mrr"], m["questions"])
-    return [{"config": c.__dict__, "metrics": m} for c, m in zip(configs, results)]
+    return [{"config": c.record(), "metrics": m} for c, m in zip(configs, results)]

@@ -256,13 +256,13 @@ def test_unusable_replies_still_return_k_results_by_vector_fill(mini, tmp_path):
 
 def test_af_params_are_validated_and_alpha_is_not_the_hybrid_axis():
     from sagegraph.errors import ConfigError
-    from sagegraph.eval.evaluate import retriever_params
-    from sagegraph.eval.runner import EvalConfig
+    from sagegraph.eval.sweep import GridBlock, expand
 
     with pytest.raises(ConfigError, match="reranker"):
         get_retriever("af", None, reranker="bubble")
-    p = retriever_params(EvalConfig(retriever="af", k=20, alpha=0.6, params={"l_max": 10}))
-    assert "alpha" not in p and p["l_max"] == 10
+    # a block's `alpha` (the hybrid fusion weight) is not AF's alpha (its share of k)
+    (af, hybrid) = sorted(expand(GridBlock(retriever=["af", "hybrid"], k=[20], alpha=[0.5])), key=lambda c: c.retriever)
+    assert af.params == {} and hybrid.params == {"alpha": 0.5}
 
 
 def test_trace_is_json(mini, tmp_path):

@@ -11,7 +11,7 @@ def test_retrievers_lists_the_registry(capsys):
 
 
 def test_evaluate_prints_metrics_json_last(graph_dir, ottqa_dir, tmp_path, capsys):
-    args = ["evaluate", str(graph_dir), "--retriever", "sage", "--k", "3", "--k-prime", "4", "--questions", str(ottqa_dir / "questions.jsonl"), "--out", str(tmp_path / "run")]
+    args = ["evaluate", str(graph_dir), "--retriever", "sage", "--k", "3", "-p", "k_prime=4", "--questions", str(ottqa_dir / "questions.jsonl"), "--out", str(tmp_path / "run")]
     assert main(args) == 0
     out = capsys.readouterr()
     m = json.loads(out.out.strip().splitlines()[-1])
@@ -26,7 +26,7 @@ def test_evaluate_rejects_unknown_retriever_cleanly(graph_dir, ottqa_dir, capsys
 
 
 def test_query_prints_a_ranking(graph_dir, capsys):
-    assert main(["query", str(graph_dir), "Which film won the audience award?", "--retriever", "sage", "--k", "2", "--k-prime", "2"]) == 0
+    assert main(["query", str(graph_dir), "Which film won the audience award?", "--retriever", "sage", "--k", "2", "--param", "k_prime=2"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     found_by = [line.split()[2] for line in lines]
     assert found_by[:2] == ["hybrid", "hybrid"] and 1 <= found_by.count("neighbour") <= 2 and lines[0].split()[0] == "1"
@@ -37,11 +37,12 @@ def test_empty_question_is_a_clear_error(graph_dir, capsys):
     assert "empty question" in capsys.readouterr().err
 
 
-def test_policy_minus_edge_is_read_as_a_value_not_an_option():
-    from sagegraph.cli import _join_dash_values, parser
+def test_retriever_parameters_are_params_with_no_argv_rewrite():
+    from sagegraph.cli import _eval_config, parser
 
-    args = parser().parse_args(_join_dash_values(["query", "g", "q?", "--policy", "-edge", "--k", "3"]))
-    assert args.policy == "-edge" and args.k == 3
+    args = parser().parse_args(["query", "g", "q?", "--retriever", "sage", "-p", "policy=-edge", "-p", "k_prime=4", "--k", "3"])
+    cfg = _eval_config(args)
+    assert cfg.params == {"policy": "-edge", "k_prime": 4} and cfg.total == 7 and cfg.label() == "sage[hybrid,k=3,k'=4,a=0.6,-edge]"
 
 
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):

@@ -70,7 +70,7 @@ def test_question_with_gold_outside_the_corpus_is_counted(g, questions, tmp_path
 
 def test_a_failing_question_is_counted_not_fatal(g, questions, tmp_path):
     blank = Question("blank", "   ", [questions[0].gold_sources[0]])
-    m = evaluate_one(g, EvalConfig("sage", k=2, k_prime=2), questions + [blank], tmp_path / "run")
+    m = evaluate_one(g, EvalConfig("sage", k=2, params={"k_prime": 2}), questions + [blank], tmp_path / "run")
     assert m["errors"] == 1 and m["questions"] == 13
 
 
@@ -112,7 +112,7 @@ def test_a_finished_run_on_other_inputs_is_set_aside_not_reused(g, questions, tm
 
 
 def test_group_reuses_seeds_across_k_prime(g, questions, tmp_path, monkeypatch):
-    cfgs = [EvalConfig("sage", k=3, k_prime=kp) for kp in (0, 2, 5)]
+    cfgs = [EvalConfig("sage", k=3, params={"k_prime": kp}) for kp in (0, 2, 5)]
     from sagegraph.retrieve.flat import HybridRetriever
 
     calls = {"n": 0}
@@ -188,3 +188,39 @@ def test_a_bug_met_by_one_question_is_its_error_with_its_traceback_and_the_run_g
     assert set(m["by_group"]["hops"]["1"]) == {"questions", "hit@1", "hit@5", "recall@20", "mrr"}
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert saved["by_group"] == m["by_group"]
+
+
+def test_a_run_made_under_a_version_1_key_is_adopted_and_resumed(g, questions, tmp_path, monkeypatch):
+    """Run keys of version 1 hashed SAGE's axes as fields of every configuration; a run made then
+    is found by that key, renamed to the new one and resumed, not paid again."""
+    import hashlib
+
+    from sagegraph.retrieve.flat import HybridRetriever
+
+    def v1_key(fields):  # version 1's formula, written out
+        return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
+
+    cfg = EvalConfig("sage", 2, {"k_prime": 3})
+    v1 = {"retriever": "sage", "k": 2, "k_prime": 3, "alpha": 0.6, "seed_retriever": "hybrid", "policy": "+edge"}
+    assert cfg.legacy_key() == v1_key(v1)
+    assert EvalConfig("spark", 20, {"ground": False}).legacy_key() == v1_key(
+        {"retriever": "spark", "k": 20, "k_prime": 0, "alpha": 0.6, "seed_retriever": "hybrid", "policy": "+edge", "params": {"ground": False}})
+    # a version-1 config.json reads back as the same configuration, and so the same key
+    assert EvalConfig.from_record({**v1, "edges": "", "params": {}, "prompt": ""}).key() == cfg.key()
+    assert EvalConfig.from_record({**v1, "policy": "-edge"}).params == {"k_prime": 3, "policy": "-edge"}
+
+    old = tmp_path / cfg.legacy_key()
+    evaluate_one(g, cfg, questions, old)
+    rows = (old / "per_query.jsonl").read_text().splitlines(keepends=True)
+    (old / "per_query.jsonl").write_text("".join(rows[:-3]))  # stopped three questions before the end
+    calls = {"n": 0}
+    real = HybridRetriever._search
+
+    def counting(self, query, k):
+        calls["n"] += 1
+        return real(self, query, k)
+
+    monkeypatch.setattr(HybridRetriever, "_search", counting)
+    (m,) = evaluate_group(g, [cfg], questions, tmp_path)
+    assert calls["n"] == 3 and m["questions"] == len(questions)
+    assert (tmp_path / cfg.key() / "per_query.jsonl").exists() and not old.exists()

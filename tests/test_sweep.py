@@ -5,7 +5,7 @@ import yaml
 
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig
-from sagegraph.eval.sweep import GridBlock, expand, figure4, groups, load_sweep, plot_figure4
+from sagegraph.eval.sweep import GridBlock, configurations, expand, figure4, groups, load_sweep, plot_figure4
 from sagegraph.retrieve.spark import PROMPT_VERSION as SPARK_PROMPT
 from tests.fixtures import sagegraph
 
@@ -13,13 +13,14 @@ from tests.fixtures import sagegraph
 def test_grid_expansion_and_seed_groups():
     block = GridBlock(retriever=["sage"], total_k=[10, 20], seed_share=[0.5, 0.7], k=[5])
     cfgs = expand(block)
-    pairs = sorted((c.k, c.k_prime) for c in cfgs)
+    pairs = sorted((c.k, c.params["k_prime"]) for c in cfgs)
     assert pairs == [(5, 5), (5, 15), (7, 3), (10, 10), (14, 6)]  # (5, 5) from both forms, once
     grp = groups(cfgs + expand(GridBlock(retriever=["hybrid"], k=[5, 10])))
     sizes = sorted(len(g) for g in grp)
     assert sizes == [1, 1, 1, 1, 1, 2]  # the two k=5 sage configurations share their seeds
     plain = expand(GridBlock(retriever=["sage"], k=[3], k_prime=[0, 4]))
-    assert sorted((c.k, c.k_prime) for c in plain) == [(3, 0), (3, 4)]
+    assert sorted((c.k, c.params["k_prime"]) for c in plain) == [(3, 0), (3, 4)]
+    assert [c.total for c in sorted(plain, key=lambda c: c.total)] == [3, 7]
 
 
 def test_figure4_picks_the_best_split_per_k():
@@ -27,19 +28,19 @@ def test_figure4_picks_the_best_split_per_k():
         (EvalConfig("hybrid", 10), {"recall@10": 0.50}),
         (EvalConfig("hybrid", 5), {"recall@5": 0.40, "recall@10": 0.40}),
         (EvalConfig("hybrid", 7), {"recall@10": 0.45}),
-        (EvalConfig("sage", 5, 5), {"recall@10": 0.56}),
-        (EvalConfig("sage", 7, 3), {"recall@10": 0.53}),
+        (EvalConfig("sage", 5, {"k_prime": 5}), {"recall@10": 0.56}),
+        (EvalConfig("sage", 7, {"k_prime": 3}), {"recall@10": 0.53}),
     ]
     (row,) = figure4(res, [10])
-    assert row == {"k": 10, "edges": "", "extended_bl": 0.50, "bl_graph": 0.56, "k1": 5, "k2": 5, "bl": 0.40, "gain": pytest.approx(0.06)}
+    assert row == {"k": 10, "edges": "", "baseline": "hybrid", "extended_bl": 0.50, "bl_graph": 0.56, "k1": 5, "k2": 5, "bl": 0.40, "gain": pytest.approx(0.06)}
     # per edge variant: BL+Graph from that variant's sage runs, the same Extended BL
-    res.append((EvalConfig("sage", 5, 5, edges="percentile=80"), {"recall@10": 0.60}))
+    res.append((EvalConfig("sage", 5, {"k_prime": 5}, edges="percentile=80"), {"recall@10": 0.60}))
     (row80,) = figure4(res, [10], "percentile=80")
     assert row80["bl_graph"] == 0.60 and row80["extended_bl"] == 0.50 and row80["edges"] == "percentile=80"
 
 
 def test_the_recall_at_k_plot_is_drawn_only_when_it_has_a_line(tmp_path):
-    rows = figure4([(EvalConfig("hybrid", 10), {"recall@10": 0.5}), (EvalConfig("sage", 5, 5), {"recall@10": 0.6})], [10])
+    rows = figure4([(EvalConfig("hybrid", 10), {"recall@10": 0.5}), (EvalConfig("sage", 5, {"k_prime": 5}), {"recall@10": 0.6})], [10])
     path = plot_figure4(rows, tmp_path / "fig.png")
     assert path == tmp_path / "fig.png" and path.stat().st_size > 0
     only_bm25 = figure4([(EvalConfig("bm25", 10), {"recall@10": 0.5})], [10])
@@ -66,7 +67,7 @@ def test_edge_axis_runs_edge_retrievers_per_variant_only():
     cfgs = configurations(cfg)
     assert sorted(c.edges for c in cfgs if c.retriever == "sage") == ["logic=and,percentile=90", "logic=and,percentile=99", "logic=or,percentile=90", "logic=or,percentile=99"]
     assert [c.edges for c in cfgs if c.retriever == "hybrid"] == [""]
-    assert len(groups(cfgs)) == 5 and EvalConfig("sage", 2, 3).key() != EvalConfig("sage", 2, 3, edges="percentile=90").key()
+    assert len(groups(cfgs)) == 5 and EvalConfig("sage", 2, {"k_prime": 3}).key() != EvalConfig("sage", 2, {"k_prime": 3}, edges="percentile=90").key()
 
 
 def test_edge_variant_shares_nodes_and_rebuilds_only_edges(graph_dir):
@@ -221,3 +222,16 @@ def test_question_sample_is_stratified_deterministic_and_verbatim(tmp_path):
     assert [q.id for q in sample_questions(qs, 10, "family", seed=2)] != [q.id for q in picked]
     out = write_question_subset(src, {q.id for q in picked}, tmp_path / "sub.jsonl")
     assert [q.meta["x"] for q in load_questions(out)] == [q.meta["x"] for q in picked]
+
+
+def test_a_block_key_no_retriever_of_the_block_takes_is_refused(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({"graph": "g", "grid": [{"retriever": ["bm25", "hybrid"], "k": [2], "k_prim": [3]}]}))
+    with pytest.raises(ConfigError, match="grid.0: no retriever of this block .* takes 'k_prim'"):
+        load_sweep(p)
+    p.write_text(yaml.safe_dump({"graph": "g", "grid": [{"retriever": ["bm25", "hybrid"], "k": [2], "alpha": [0.3]}]}))
+    cfgs = {c.retriever: c for c in configurations(load_sweep(p))}
+    assert cfgs["hybrid"].params == {"alpha": 0.3} and cfgs["bm25"].params == {}  # taken by the retriever that has it
+    p.write_text(yaml.safe_dump({"graph": "g", "grid": [{"retriever": ["sage"], "total_k": [10]}]}))
+    with pytest.raises(ConfigError, match="total_k needs k"):
+        load_sweep(p)

@@ -10,7 +10,6 @@ Only questions both runs scored are compared, and their number is reported.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -18,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from sagegraph.eval.runner import EvalConfig, group_columns, read_done, read_partial
+from sagegraph.eval.runner import EvalConfig, group_columns, read_done, read_partial, run_dir
+from sagegraph.retrieve.registry import default_baseline
 
 METRICS = ("hit@1", "recall@20")
 
@@ -26,13 +26,12 @@ METRICS = ("hit@1", "recall@20")
 def load_results(runs: Path, partial: bool = False) -> list[tuple[EvalConfig, dict[str, Any]]]:
     """The finished runs under a sweep's runs/ directory (config.json and metrics.json each); with
     `partial`, also the runs not finished yet, summarised over the questions they have done."""
-    names = {f.name for f in dataclasses.fields(EvalConfig)}
     out = []
     for d in sorted(Path(runs).iterdir()):
         if not (d / "config.json").exists():
             continue
         cfg = json.loads((d / "config.json").read_text())
-        c = EvalConfig(**{k: v for k, v in cfg.items() if k in names})
+        c = EvalConfig.from_record(cfg)
         if (d / "metrics.json").exists():
             out.append((c, json.loads((d / "metrics.json").read_text())))
         elif partial and (m := read_partial(d, c)) is not None:
@@ -98,11 +97,12 @@ def row_label(c: EvalConfig, m: dict[str, Any], results: list[tuple[EvalConfig, 
     return display_label(c, results) + (f" (partial: {m.get('questions')} q)" if m.get("partial") else "")
 
 
-def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str = "hybrid") -> list[dict[str, Any]]:
+def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str | None = None) -> list[dict[str, Any]]:
     """One row per configuration: quality, LLM cost per query, and for each of METRICS the paired
     difference to the baseline configuration (the first with that retriever) with its interval."""
+    baseline = baseline or default_baseline()
     base = next((c for c, _ in results if c.retriever == baseline), None)
-    base_q = {metric: per_query(runs / base.key(), metric) for metric in METRICS} if base is not None else {}
+    base_q = {metric: per_query(run_dir(runs, base), metric) for metric in METRICS} if base is not None else {}
     rows = []
     for c, m in results:
         row: dict[str, Any] = {"config": row_label(c, m, results), "retriever": c.retriever, "questions": m.get("questions"), "partial": bool(m.get("partial")),
@@ -113,7 +113,7 @@ def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, bas
                     "usd/q": m.get("llm_cost_usd_per_query"), "prompt_tokens/q": m.get("llm_work_prompt_tokens_per_query"),
                     "latency_p50_ms": m.get("latency_p50_ms")})
         row.update({k: v for k, v in group_columns(m).items() if not k.startswith("questions")})  # 'hit@1 hops=2', ...
-        mine = {metric: per_query(runs / c.key(), metric) for metric in METRICS}
+        mine = {metric: per_query(run_dir(runs, c), metric) for metric in METRICS}
         for metric in METRICS:
             row[f"{metric} interval"] = interval(mine[metric])
         if base is not None and c.key() != base.key():
@@ -211,7 +211,7 @@ def plot_quality_cost(rows: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def compare_files(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, out: Path, baseline: str = "hybrid") -> list[Path]:
+def compare_files(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, out: Path, baseline: str | None = None) -> list[Path]:
     """comparison.csv/.json and the two plots, written under `out`; nothing when fewer than two
     retrievers ran."""
     if len({c.retriever for c, _ in results}) < 2:

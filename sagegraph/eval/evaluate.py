@@ -1,5 +1,6 @@
-"""Evaluate retriever configurations on a built graph; a group of SAGE configurations sharing
-(seed retriever, k, alpha) computes its seeds once per question and reuses them across k'."""
+"""Evaluate retriever configurations on a built graph. Configurations whose retriever starts
+from another's results (`ExpandsSeeds`, e.g. SAGE) and whose seeds are the same configuration
+compute those seeds once per question and reuse them."""
 
 from __future__ import annotations
 
@@ -13,31 +14,19 @@ from sagegraph.corpus.jsonl import ErrorPolicy
 from sagegraph.corpus.questions import load_questions
 from sagegraph.corpus.records import Question
 from sagegraph.errors import SageGraphError
-from sagegraph.eval.runner import EvalConfig, run_eval
-from sagegraph.retrieve.base import Resources, Retriever
-from sagegraph.retrieve.registry import get_retriever, retriever_class
+from sagegraph.eval.runner import EvalConfig, adopt_legacy_run, run_eval
+from sagegraph.retrieve.base import ExpandsSeeds, Resources, Retrieval, Retriever
 from sagegraph.retrieve.graph_index import GraphIndex
-from sagegraph.retrieve.sage import SageRetriever
-
-AXES = ("k_prime", "seed_retriever", "alpha", "policy")  # EvalConfig fields a retriever takes when its Params has them
-
-
-def retriever_params(cfg: EvalConfig) -> dict[str, Any]:
-    """The sweep axes this retriever declares, then its own `params` (which win)."""
-    cls = retriever_class(cfg.retriever)
-    fields = cls.Params.model_fields
-    axes = AXES if cls.shared_axes is None else cls.shared_axes
-    return {**{a: getattr(cfg, a) for a in axes if a in fields}, **cfg.params}
+from sagegraph.retrieve.registry import get_retriever
 
 
 def prompt_version(cfg: EvalConfig) -> str:
-    """The prompt version of the retriever, or of sage's seed retriever: part of the run key."""
-    own = retriever_class(cfg.retriever).prompt_version
-    return own or (retriever_class(cfg.seed_retriever).prompt_version if cfg.retriever == "sage" else "")
+    """The prompt version behind the configuration's replies: part of its run key."""
+    return cfg.retriever_class.prompt_for(cfg.validated())
 
 
 def make_retriever(res: Resources | GraphIndex, cfg: EvalConfig) -> Retriever:
-    return get_retriever(cfg.retriever, res, **retriever_params(cfg))
+    return get_retriever(cfg.retriever, res, **cfg.params)
 
 
 def default_questions(graph_dir: Path) -> Path:
@@ -62,7 +51,7 @@ def _resources(x: Resources | GraphIndex) -> Resources:
 
 
 def needs_llm(cfg: EvalConfig) -> bool:
-    return retriever_class(cfg.retriever).uses_llm or (cfg.retriever == "sage" and retriever_class(cfg.seed_retriever).uses_llm)
+    return cfg.needs_llm()
 
 
 def provenance(res: Resources, cfg: EvalConfig) -> dict[str, Any]:
@@ -83,35 +72,40 @@ def evaluate_one(res: Resources | GraphIndex, cfg: EvalConfig, questions: list[Q
 
 
 def group_key(c: EvalConfig) -> tuple:
-    """Configurations with equal keys share their seeds: they differ in k' alone."""
-    return (c.retriever, c.seed_retriever, c.k, c.alpha, c.policy, c.edges, json.dumps(c.params, sort_keys=True), c.prompt)
+    """Configurations with equal keys share their seeds: those of a seed-expanding retriever whose
+    seed configuration is the same (SAGE's k' and policy axes); every other is a group of one."""
+    cls = c.retriever_class
+    if isinstance(cls, type) and issubclass(cls, ExpandsSeeds):
+        name, k, params = cls.seed_config(c.k, c.validated())
+        return ("seeds", c.retriever, name, k, json.dumps(params, sort_keys=True, default=str), c.edges, c.prompt)
+    return ("config", c.key())
 
 
 def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], questions: list[Question], out_root: Path,
                    concurrency: int = 1, timeout_s: float | None = None, report: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Configurations that differ only in k' (same seed retriever, k, alpha, policy, params): one
-    seed retrieval per question, memoised, then one cheap expansion per k'."""
+    """Configurations of one `group_key`: one seed retrieval per question, memoised, then each
+    configuration's own expansion of it. A run made under a version-1 run key is adopted first."""
     res = _resources(res)
     g = res.graph
-    base = cfgs[0]
-    if any(group_key(c) != group_key(base) for c in cfgs):
-        raise ValueError("evaluate_group needs configurations that differ only in k'")
+    if len({group_key(c) for c in cfgs}) > 1:
+        raise ValueError("evaluate_group needs configurations of one group (group_key)")
     g.encode_queries([q.text for q in questions])
-    if base.retriever != "sage":
-        return [evaluate_one(res, c, questions, out_root / c.key(), concurrency, timeout_s, report) for c in cfgs]
-    sage = make_retriever(res, base)
-    assert isinstance(sage, SageRetriever)
-    seeds: dict[str, tuple[Any, float]] = {}
+    dirs = [adopt_legacy_run(out_root, c) for c in cfgs]
+    if group_key(cfgs[0])[0] != "seeds":
+        return [evaluate_one(res, c, questions, d, concurrency, timeout_s, report) for c, d in zip(cfgs, dirs)]
+    retrievers = [make_retriever(res, c) for c in cfgs]
+    seeds: dict[str, tuple[Retrieval, float]] = {}
 
-    def search(q: Question, k_prime: int):
+    def search(q: Question, r: Any) -> Retrieval:
         if q.id in seeds:
-            r, seed_ms = seeds[q.id]
-            out = sage.expand(q.text, r, k_prime)
+            found, seed_ms = seeds[q.id]
+            out = r.expand(q.text, found)
             out.trace["reused_seed_ms"] = seed_ms  # latency reports what an uncached query would cost
             return out
         t0 = time.perf_counter()
-        r = sage.seed.search(q.text, base.k)
-        seeds[q.id] = (r, (time.perf_counter() - t0) * 1000)
-        return sage.expand(q.text, r, k_prime)
+        found = r.seed_search(q.text, cfgs[0].k)
+        seeds[q.id] = (found, (time.perf_counter() - t0) * 1000)
+        return r.expand(q.text, found)
 
-    return [run_eval(g, questions, c, lambda q, c=c: search(q, c.k_prime), out_root / c.key(), concurrency, timeout_s, provenance(res, c), report) for c in cfgs]
+    return [run_eval(g, questions, c, lambda q, r=r: search(q, r), d, concurrency, timeout_s, provenance(res, c), report)
+            for c, r, d in zip(cfgs, retrievers, dirs)]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from sagegraph.construct.artifacts import move_aside
 from sagegraph.corpus.records import Question
@@ -31,42 +32,104 @@ from sagegraph.eval.metrics import (
 )
 from sagegraph.eval.progress import Progress
 from sagegraph.eval.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_trec
-from sagegraph.retrieve.base import Retrieval
-from sagegraph.runlock import hold
+from sagegraph.retrieve.base import Retrieval, Retriever
 from sagegraph.retrieve.graph_index import GraphIndex
+from sagegraph.retrieve.registry import retriever_class, validate_params
+from sagegraph.runlock import hold
 
 log = logging.getLogger("sagegraph.eval")
 
 
+KEY_VERSION = 2  # run keys hash (retriever, k, params, edges, prompt); version 1 hashed SAGE's axes as fields
+
+# Version 1's configuration fields beyond (retriever, k) with their defaults: each was a sweep axis
+# shared by every retriever and went into every run key. Kept only so that runs made then resume.
+LEGACY_AXES: dict[str, Any] = {"k_prime": 0, "alpha": 0.6, "seed_retriever": "hybrid", "policy": "+edge"}
+
+
 @dataclass
 class EvalConfig:
+    """One evaluation configuration: which retriever, its k, its parameters (opaque here: the
+    retriever class validates them and answers what evaluation needs to know), the graph's edge
+    variant and the prompt version its replies came from."""
+
     retriever: str
     k: int
-    k_prime: int = 0
-    alpha: float = 0.6
-    seed_retriever: str = "hybrid"
-    policy: str = "+edge"
+    params: dict[str, Any] = field(default_factory=dict)  # as given: labels show them, keys hash their validated form
     edges: str = ""  # edge-setting variant of the graph ("percentile=90"); "" = the graph as built
-    params: dict[str, Any] = field(default_factory=dict)  # the retriever's own parameters beyond the axes above
     prompt: str = ""  # the retriever's prompt version: a changed prompt reruns instead of resuming old rows
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "EvalConfig":
+        """A configuration from a run's config.json (or a task's payload), version 1's shape
+        included: its axis fields become parameters of the retrievers that take them."""
+        params = dict(record.get("params") or {})
+        if record.get("key_version", 1) < 2 and any(a in record for a in LEGACY_AXES):
+            taken = retriever_class(record["retriever"]).axes()
+            params = {**{a: record[a] for a, d in LEGACY_AXES.items() if a in taken and a in record and record[a] != d}, **params}
+        return cls(record["retriever"], int(record["k"]), params, record.get("edges", ""), record.get("prompt", ""))
+
+    def validated(self) -> BaseModel:
+        return validate_params(self.retriever, self.params)
+
+    @property
+    def retriever_class(self) -> type[Retriever]:
+        return retriever_class(self.retriever)
 
     @property
     def total(self) -> int:
-        return self.k + (self.k_prime if self.retriever == "sage" else 0)
+        """The result size, the recall cut-off this configuration reports."""
+        return self.retriever_class.result_size(self.k, self.validated())
+
+    def needs_llm(self) -> bool:
+        return self.retriever_class.needs_llm(self.validated())
+
+    def canonical_params(self) -> dict[str, Any]:
+        """The parameters that differ from the retriever's defaults: equal runs, equal keys,
+        whether a default was written out or not."""
+        return self.validated().model_dump(mode="json", exclude_defaults=True)
 
     def key(self) -> str:
-        # Fields added later are left out at their default, so keys of runs made before them stay valid.
-        fields = {k: v for k, v in self.__dict__.items() if k not in ("edges", "params", "prompt") or v}
+        fields = {"v": KEY_VERSION, "retriever": self.retriever, "k": self.k, "params": self.canonical_params(), "edges": self.edges, "prompt": self.prompt}
         return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
 
+    def legacy_key(self) -> str:
+        """This configuration's version-1 run key, so runs made under it are found and resumed."""
+        cls, valid = self.retriever_class, self.validated()
+        taken = [a for a in LEGACY_AXES if a in cls.axes()]
+        fields: dict[str, Any] = {"retriever": self.retriever, "k": self.k}
+        fields.update({a: (getattr(valid, a) if a in taken else d) for a, d in LEGACY_AXES.items()})
+        rest = {a: v for a, v in self.params.items() if a not in taken}
+        fields.update({k: v for k, v in (("edges", self.edges), ("params", rest), ("prompt", self.prompt)) if v})
+        return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
+
+    def record(self) -> dict[str, Any]:
+        """config.json's configuration part (read back by `from_record`)."""
+        return {"retriever": self.retriever, "k": self.k, "params": self.params, "edges": self.edges, "prompt": self.prompt,
+                "key_version": KEY_VERSION, "total": self.total}
+
     def label(self) -> str:
-        if self.retriever == "sage":
-            name = f"sage[{self.seed_retriever},k={self.k},k'={self.k_prime},a={self.alpha},{self.policy}]"
-        else:
-            name = f"{self.retriever}[k={self.k},a={self.alpha}]" if self.retriever == "hybrid" else f"{self.retriever}[k={self.k}]"
-        if self.params:
-            name = name[:-1] + "," + ",".join(f"{k}={v}" for k, v in sorted(self.params.items())) + "]"
+        name = self.retriever_class.label(self.k, self.params, self.validated())
         return f"{name}@{{{self.edges}}}" if self.edges else name
+
+
+def run_dir(runs: Path, cfg: EvalConfig) -> Path:
+    """A configuration's directory under a sweep's runs/: by its key, or by its version-1 key when
+    only a run made under that exists."""
+    new = Path(runs) / cfg.key()
+    if not new.exists() and (old := Path(runs) / cfg.legacy_key()).exists():
+        return old
+    return new
+
+
+def adopt_legacy_run(runs: Path, cfg: EvalConfig) -> Path:
+    """Before a configuration runs: a run made under its version-1 key is renamed to its key, so
+    its finished questions are resumed, not paid again."""
+    new = Path(runs) / cfg.key()
+    if not new.exists() and (old := Path(runs) / cfg.legacy_key()).exists():
+        old.rename(new)
+        log.info("%s: run %s adopted as %s (run keys version %d)", cfg.label(), old.name, new.name, KEY_VERSION)
+    return new
 
 
 def dedupe_sources(g: GraphIndex, r: Retrieval) -> tuple[list[str], list[float]]:
@@ -176,7 +239,7 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
     _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "inputs.txt").write_text(stamp)
-    (out_dir / "config.json").write_text(json.dumps({**cfg.__dict__, "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str))
+    (out_dir / "config.json").write_text(json.dumps({**cfg.record(), "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str))
     log_path = out_dir / "per_query.jsonl"
     done = read_done(log_path)
     scorable, missing = split_questions(g, questions)

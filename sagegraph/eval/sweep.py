@@ -1,5 +1,5 @@
-"""Sweep grids: YAML validated by pydantic, expanded into evaluation configurations, grouped so that
-SAGE configurations sharing (seed retriever, k, alpha, policy) reuse their seeds across k'."""
+"""Sweep grids: YAML validated by pydantic, expanded into evaluation configurations (each retriever
+class expands its own keys), grouped so that configurations sharing their seeds compute them once."""
 
 from __future__ import annotations
 
@@ -13,37 +13,35 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sagegraph.config import BuildConfig, LLMConfig, format_errors, load_llm_config, project_dir, read_yaml_mapping, resolve_path
 from sagegraph.corpus.questions import matching_questions, sample_questions, write_question_subset
-from sagegraph.errors import ConfigError, InputError
-from sagegraph.eval.evaluate import default_questions, needs_llm, read_questions
+from sagegraph.errors import ConfigError, InputError, SageGraphError
+from sagegraph.eval.evaluate import default_questions, group_key, needs_llm, prompt_version, read_questions
 from sagegraph.eval.runner import EvalConfig
+from sagegraph.retrieve.base import ExpandsSeeds
+from sagegraph.retrieve.registry import retriever_class
 
 
 class GridBlock(BaseModel):
-    """A cartesian product of values. For SAGE splits k = k1 + k2, give `total_k` with either the
-    seed sizes `k` (every k1 < total; configurations sharing k1 reuse their seeds) or `seed_share`."""
+    """A cartesian product of values: retrievers, k, their `params`, and further keys that the
+    block's retrievers read themselves: a parameter of theirs given beside `params` (`alpha`,
+    `k_prime`, `seed_retriever`, `policy`, ...) or a retriever's own grid sugar (SAGE's `total_k`
+    with `seed_share`). A key that no retriever of the block takes is refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
     retriever: list[str]
     k: list[int] = Field(default_factory=list)
-    k_prime: list[int] = Field(default_factory=lambda: [0])
-    alpha: list[float] = Field(default_factory=lambda: [0.6])
-    seed_retriever: list[str] = Field(default_factory=lambda: ["hybrid"])
-    policy: list[str] = Field(default_factory=lambda: ["+edge"])
-    total_k: list[int] = Field(default_factory=list)
-    seed_share: list[float] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict, description="the retrievers' own parameters; a list is an axis (a list-valued parameter is given as a list of lists)")
 
     @model_validator(mode="after")
     def _check(self) -> "GridBlock":
-        if not self.k and not self.total_k:
-            raise ValueError("give k (and k_prime) or total_k (and seed_share)")
-        if self.total_k and not (self.seed_share or self.k) and "sage" in self.retriever:
-            raise ValueError("total_k for sage needs k (seed sizes) or seed_share")
-        if any(v < 1 for v in self.k + self.total_k):
+        if not self.k and "total_k" not in self.axes():
+            raise ValueError("give k (or a retriever's own result-size key such as total_k)")
+        if any(v < 1 for v in self.k + [v for v in self.axes().get("total_k", []) if isinstance(v, int)]):
             raise ValueError("k values must be >= 1")
-        if any(v < 0 for v in self.k_prime):
-            raise ValueError("k_prime values must be >= 0")
         return self
+
+    def axes(self) -> dict[str, list[Any]]:
+        """The block's keys beside retriever, k and params, each as a list of values."""
+        return {key: (v if isinstance(v, list) else [v]) for key, v in (self.model_extra or {}).items()}
 
 
 class MlflowConfig(BaseModel):
@@ -135,99 +133,110 @@ def param_grid(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def expand(block: GridBlock) -> list[EvalConfig]:
-    return [dataclasses.replace(c, params=p) for c in _expand_axes(block) for p in param_grid(block.params)]
-
-
-def _expand_axes(block: GridBlock) -> list[EvalConfig]:
+    """The block's configurations: each retriever's own (k, params) grid from the block's k and
+    axes, crossed with its `params` grid (which wins over an axis of the same name)."""
+    axes = block.axes()
     out = []
-    for retriever, alpha, seed, policy in itertools.product(block.retriever, block.alpha, block.seed_retriever, block.policy):
-        if retriever == "sage":
-            if block.total_k:
-                pairs = [(k1, total - k1) for total in block.total_k for k1 in block.k if k1 < total]
-            else:
-                pairs = list(itertools.product(block.k, block.k_prime))
-            for total, share in itertools.product(block.total_k, block.seed_share):
-                k1 = min(total - 1, max(1, round(total * share)))
-                if total >= 2:
-                    pairs.append((k1, total - k1))
-            for k, kp in dict.fromkeys(pairs):
-                out.append(EvalConfig("sage", k, kp, alpha, seed, policy))
-        else:
-            for k in dict.fromkeys(block.k + block.total_k):
-                out.append(EvalConfig(retriever, k, 0, alpha, "hybrid", "+edge"))
+    for name in block.retriever:
+        for k, own in retriever_class(name).grid(list(block.k), axes):
+            out.extend(EvalConfig(name, k, {**own, **p}) for p in param_grid(block.params))
     return out
 
 
+def _check_axes(i: int, block: GridBlock) -> None:
+    classes = [retriever_class(name) for name in block.retriever]
+    for key in block.axes():
+        if key == "total_k" or any(key in cls.axes() or key in cls.grid_keys for cls in classes):
+            continue
+        raise ConfigError(f"grid.{i}: no retriever of this block ({', '.join(block.retriever)}) takes {key!r}")
+
+
 def configurations(cfg: SweepConfig) -> list[EvalConfig]:
-    """All configurations, deduplicated; unknown retriever names fail here, before any work. With an
-    `edges` axis, retrievers that use edges run once per edge variant, the others once."""
+    """All configurations, deduplicated; unknown retriever names, keys and parameters fail here,
+    before any work. With an `edges` axis, retrievers that use edges run once per edge variant,
+    the others once."""
     from sagegraph.construct.variants import label
-    from sagegraph.retrieve import retriever_names, uses_edges
 
-    from sagegraph.eval.evaluate import prompt_version, retriever_params
-    from sagegraph.retrieve.registry import validate_params
-
-    known = set(retriever_names())
     variants = [label(v) for v in cfg.edge_variants()] or [""]
     seen: dict[str, EvalConfig] = {}
     for i, block in enumerate(cfg.grid):
-        for name in block.retriever + [s for s in block.seed_retriever if "sage" in block.retriever]:
-            if name not in known:
-                raise ConfigError(f"grid.{i}: unknown retriever {name!r}; registered: {', '.join(sorted(known))}")
-        for c in expand(block):
+        try:
+            _check_axes(i, block)
+            configs = expand(block)
+        except (ConfigError, SageGraphError) as exc:
+            raise ConfigError(f"grid.{i}: {exc}") from None
+        for c in configs:
             try:
-                validate_params(c.retriever, retriever_params(c))
+                c.prompt = prompt_version(c)  # validates the parameters, a seed retriever's included
             except ConfigError as exc:
                 raise ConfigError(f"grid.{i}.params: {exc}") from None
-            c.prompt = prompt_version(c)
-            for edges in variants if uses_edges(c.retriever) else [""]:
+            for edges in variants if c.retriever_class.uses_edges else [""]:
                 v = dataclasses.replace(c, edges=edges)
                 seen.setdefault(v.key(), v)
     return list(seen.values())
 
 
 def groups(cfgs: list[EvalConfig]) -> list[list[EvalConfig]]:
-    """One group per seed computation and graph: (retriever, seed retriever, k, alpha, policy, edges)."""
-    from sagegraph.eval.evaluate import group_key
-
+    """One group per seed computation and graph (`group_key`)."""
     out: dict[tuple, list[EvalConfig]] = {}
     for c in cfgs:
         out.setdefault(group_key(c), []).append(c)
     return list(out.values())
 
 
+def _seed_family(c: EvalConfig) -> tuple[str, str] | None:
+    """(seed retriever, its canonical parameters) of a seed-expanding configuration, else None."""
+    cls = c.retriever_class
+    if not issubclass(cls, ExpandsSeeds):
+        return None
+    name, k, params = cls.seed_config(c.k, c.validated())
+    return name, json.dumps(EvalConfig(name, k, params).canonical_params(), sort_keys=True)
+
+
 def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int], edges: str = "") -> list[dict[str, Any]]:
-    """SAGE Fig. 4 rows: at each total k, Extended BL (hybrid@k), BL+Graph (best k1+k2=k split,
-    chosen on these questions, on the graph variant `edges`), and BL (the seeds alone, hybrid@k1 of
-    that split)."""
-    hybrid = {c.k: m for c, m in results if c.retriever == "hybrid" and c.alpha == 0.6}
+    """SAGE Fig. 4 rows for each seed retriever the sweep ran alone too (its `baseline`): at each
+    total k, Extended BL (the seed retriever at k), BL+Graph (the best k1 + k2 = k split of the
+    configurations that expand its seeds, chosen on these questions, on the graph variant
+    `edges`), and BL (the seeds alone: the seed retriever at k1 of that split)."""
     rows = []
-    for total in totals:
-        key = f"recall@{total}"
-        splits = [(c, m) for c, m in results if c.retriever == "sage" and c.seed_retriever == "hybrid" and c.edges == edges and c.k + c.k_prime == total]
-        ext = hybrid.get(total)
-        row: dict[str, Any] = {"k": total, "edges": edges, "extended_bl": ext[key] if ext and key in ext else None}
-        if splits:
-            best_c, best_m = max(splits, key=lambda cm: (cm[1][key], -cm[0].k))
-            row.update({"bl_graph": best_m[key], "k1": best_c.k, "k2": best_c.k_prime})
-            bl = hybrid.get(best_c.k)  # the seeds alone: a k1-long list, so its recall@k1
-            row["bl"] = bl.get(f"recall@{best_c.k}") if bl else None
-        if row.get("bl_graph") is not None and row["extended_bl"] is not None:
-            row["gain"] = row["bl_graph"] - row["extended_bl"]
-        rows.append(row)
+    families = dict.fromkeys(f for c, _ in results if c.edges == edges and (f := _seed_family(c)))
+    for name, params in families:
+        alone = {c.k: (c, m) for c, m in results if c.retriever == name and c.edges in ("", edges)
+                 and json.dumps(c.canonical_params(), sort_keys=True) == params}
+        if not alone:
+            continue
+        baseline = next(iter(alone.values()))[0].label().split("[")[0]
+        for total in totals:
+            key = f"recall@{total}"
+            splits = [(c, m) for c, m in results if c.edges == edges and _seed_family(c) == (name, params) and c.total == total]
+            ext = alone.get(total, (None, None))[1]
+            row: dict[str, Any] = {"k": total, "edges": edges, "baseline": baseline, "extended_bl": ext[key] if ext and key in ext else None}
+            if splits:
+                best_c, best_m = max(splits, key=lambda cm: (cm[1][key], -cm[0].k))
+                row.update({"bl_graph": best_m[key], "k1": best_c.k, "k2": best_c.total - best_c.k})
+                bl = alone.get(best_c.k, (None, None))[1]  # the seeds alone: a k1-long list, so its recall@k1
+                row["bl"] = bl.get(f"recall@{best_c.k}") if bl else None
+            if row.get("bl_graph") is not None and row["extended_bl"] is not None:
+                row["gain"] = row["bl_graph"] - row["extended_bl"]
+            rows.append(row)
     return rows
 
 
 def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path | None:
-    """None when the sweep has nothing to draw (no hybrid or sage configuration at its plot totals):
-    an empty figure would pass for a result."""
-    variants = list(dict.fromkeys(r.get("edges", "") for r in rows))
-    first = [r for r in rows if r.get("edges", "") == variants[0]] if variants else []
-    lines = [(first, "extended_bl", "Extended BL (k)", "s--")]
-    if len(variants) == 1:  # BL is the seeds of the best split, which differs per edge variant
-        lines.insert(0, (first, "bl", "BL (k1 seeds only)", "o:"))
-    for v in variants:
-        lines.append(([r for r in rows if r.get("edges", "") == v], "bl_graph", f"BL+Graph (k1 + k2){' ' + v if v else ''}", "^-"))
+    """None when the sweep has nothing to draw (no seed-expanding configuration and its seed
+    retriever at its plot totals): an empty figure would pass for a result."""
+    lines = []
+    baselines = list(dict.fromkeys(r.get("baseline", "") for r in rows))
+    for b in baselines:
+        mine = [r for r in rows if r.get("baseline", "") == b]
+        named = f" {b}" if len(baselines) > 1 else ""
+        variants = list(dict.fromkeys(r.get("edges", "") for r in mine))
+        first = [r for r in mine if r.get("edges", "") == variants[0]]
+        if len(variants) == 1:  # BL is the seeds of the best split, which differs per edge variant
+            lines.append((first, "bl", f"BL{named} (k1 seeds only)", "o:"))
+        lines.append((first, "extended_bl", f"Extended BL{named} (k)", "s--"))
+        for v in variants:
+            lines.append(([r for r in mine if r.get("edges", "") == v], "bl_graph", f"BL+Graph{named} (k1 + k2){' ' + v if v else ''}", "^-"))
     series = [(label, style, pts) for subset, key, label, style in lines
               if (pts := [(r["k"], 100 * r[key]) for r in subset if r.get(key) is not None])]
     if not series:

@@ -31,11 +31,11 @@ def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) 
     groups = {k: None for _, m in results for k in group_columns(m)}  # per question group (hops, family, qtype)
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["config", "retriever", "k", "k_prime", "total", "alpha", "edges", "params", *keys, *groups])
+        w.writerow(["config", "retriever", "k", "total", "edges", "params", *keys, *groups])
         for c, m in ordered(results):
             params = json.dumps(c.params, sort_keys=True) if c.params else ""
             by = group_columns(m)
-            w.writerow([c.label(), c.retriever, c.k, c.k_prime, c.total, c.alpha, c.edges, params, *[m.get(k) for k in keys], *[by.get(k) for k in groups]])
+            w.writerow([c.label(), c.retriever, c.k, c.total, c.edges, params, *[m.get(k) for k in keys], *[by.get(k) for k in groups]])
     return path
 
 

@@ -13,11 +13,12 @@ are refused with their names when a sweep file loads, before any work.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -87,14 +88,59 @@ class NoParams(BaseModel):
 
 
 class Retriever(ABC):
+    """What the evaluation layer needs to know about a configuration (its label, result size, LLM
+    use, prompt version, sweep-grid sugar) is asked of the class with the configuration's
+    parameters, so evaluation, sweeps and the CLI never test a retriever's name."""
+
     name: ClassVar[str] = "abstract"
     uses_edges: ClassVar[bool] = False  # results depend on the graph's edges: sweeps run it on every edge variant
     uses_llm: ClassVar[bool] = False
     prompt_version: ClassVar[str] = ""  # part of the run key: a changed prompt reruns instead of resuming
     Params: ClassVar[type[BaseModel]] = NoParams
-    # Sweep axes (alpha, k_prime, ...) mapped onto same-named params; None: all it has. A retriever
-    # whose param means something else under a shared name opts out (AF's alpha is a share of k).
+    # Sweep-block keys beside `params` (alpha, k_prime, ...) mapped onto same-named params; None: all
+    # it has. A retriever whose param means something else under a shared name opts out (AF's alpha
+    # is a share of k, not a fusion weight).
     shared_axes: ClassVar[tuple[str, ...] | None] = None
+    # Sweep-block keys the class reads itself in `grid` rather than as params (SAGE's total_k).
+    grid_keys: ClassVar[tuple[str, ...]] = ()
+    # The comparison's default baseline: the one registered retriever every other is compared to.
+    baseline: ClassVar[bool] = False
+
+    @classmethod
+    def result_size(cls, k: int, params: BaseModel) -> int:
+        """How many results `search(q, k)` returns at most: the recall cut-off a run reports."""
+        return k
+
+    @classmethod
+    def label(cls, k: int, given: dict[str, Any], params: BaseModel) -> str:
+        """A configuration's name in tables and MLflow: the parameters the user gave."""
+        extra = "".join(f",{key}={v}" for key, v in sorted(given.items()))
+        return f"{cls.name}[k={k}{extra}]"
+
+    @classmethod
+    def needs_llm(cls, params: BaseModel) -> bool:
+        return cls.uses_llm
+
+    @classmethod
+    def prompt_for(cls, params: BaseModel) -> str:
+        """The prompt version behind a configuration's replies (part of its run key)."""
+        return cls.prompt_version
+
+    @classmethod
+    def axes(cls) -> tuple[str, ...]:
+        """The sweep-block keys beside `params` this class takes as parameters."""
+        own = tuple(cls.Params.model_fields)
+        return own if cls.shared_axes is None else tuple(a for a in cls.shared_axes if a in own)
+
+    @classmethod
+    def grid(cls, ks: list[int], axes: dict[str, list[Any]]) -> list[tuple[int, dict[str, Any]]]:
+        """A sweep block's (k, params) pairs for this class from its k values and the block's other
+        keys (each a list of values); keys the class does not take are ignored here (the sweep
+        refuses a key no retriever of its block takes). `total_k` is the result size, which for a
+        retriever without sugar of its own is k."""
+        mine = {a: v for a, v in axes.items() if a in cls.axes()}
+        ks = list(dict.fromkeys(ks + list(axes.get("total_k", []))))
+        return [(k, dict(zip(mine, combo))) for k in ks for combo in itertools.product(*mine.values())]
 
     def __init__(self, res: Resources, params: BaseModel):
         self.res = res
@@ -119,3 +165,20 @@ class Retriever(ABC):
         evaluator's per-step diagnostics (`trace["stage_sets"]`); the retriever never scores them."""
         ids = list(dict.fromkeys(str(self.g.source_ids[r]) for r in rows))
         return ids if cap is None else ids[:cap]
+
+
+@runtime_checkable
+class ExpandsSeeds(Protocol):
+    """A capability: a retriever whose results start from another retriever's (its seeds). The
+    evaluation computes the seeds once per question for every configuration whose `seed_config` is
+    equal (SAGE's k' sweep), and its Fig. 4 report compares such a configuration with its seed
+    retriever at the same result size."""
+
+    def seed_search(self, query: str, k: int) -> Retrieval: ...
+
+    def expand(self, query: str, seeds: Retrieval) -> Retrieval: ...
+
+    @classmethod
+    def seed_config(cls, k: int, params: BaseModel) -> tuple[str, int, dict[str, Any]]:
+        """(retriever, k, parameters) of the configuration whose results are the seeds."""
+        ...

@@ -46,6 +46,12 @@ class HybridRetriever(Retriever):
     each candidate scored exactly by both."""
 
     Params = HybridParams
+    baseline = True  # the flat baseline every other retriever is compared to (SAGE's "BL")
+
+    @classmethod
+    def label(cls, k: int, given: dict, params: HybridParams) -> str:
+        extra = "".join(f",{key}={v}" for key, v in sorted(given.items()) if key != "alpha")
+        return f"hybrid[k={k},a={params.alpha}{extra}]"
 
     @classmethod
     def over(cls, graph_or_res, alpha: float = 0.6, depth: int = 200) -> "HybridRetriever":

@@ -64,6 +64,14 @@ def retriever_class(name: str) -> type[Retriever]:
     return REGISTRY[name]
 
 
+def default_baseline() -> str:
+    """The registered retriever marked as the comparison's baseline (`baseline = True`)."""
+    marked = [n for n in retriever_names() if REGISTRY[n].baseline]
+    if len(marked) != 1:
+        raise ConfigError(f"one retriever must be marked as the default baseline, found {marked or 'none'}; name one with --baseline")
+    return marked[0]
+
+
 def uses_edges(name: str) -> bool:
     retriever_names()
     return bool(getattr(REGISTRY.get(name), "uses_edges", False))

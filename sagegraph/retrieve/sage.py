@@ -6,16 +6,17 @@ already constrained edges (its trace says `edge_constrained`), as SPARK's Cypher
 
 from __future__ import annotations
 
+import itertools
 import time
+from typing import Any, Literal
 
 import numpy as np
-
-from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
-from sagegraph.retrieve.registry import get_retriever, register, retriever_class
+from sagegraph.errors import ConfigError
+from sagegraph.retrieve.registry import get_retriever, register, retriever_class, validate_params
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.fusion import minmax, rank
 
@@ -39,8 +40,11 @@ class SageParams(BaseModel):
 
 @register("sage")
 class SageRetriever(Retriever):
+    """SAGE: k seeds from any other retriever, then k' of their one-hop neighbours reranked."""
+
     uses_edges = True
     Params = SageParams
+    grid_keys = ("total_k", "seed_share")
 
     def __init__(self, res: Resources, params: SageParams, seed: Retriever | None = None):
         super().__init__(res, params)
@@ -48,18 +52,64 @@ class SageRetriever(Retriever):
         self.policy = params.policy
         self.edge_types = set(params.edge_types) if params.edge_types else None
         if seed is None:
-            seed_params = dict(params.seed_params)
-            if "alpha" in retriever_class(params.seed_retriever).Params.model_fields:
-                seed_params.setdefault("alpha", params.alpha)
-            seed = get_retriever(params.seed_retriever, res, **seed_params)
+            name, _, seed_params = self.seed_config(0, params)
+            seed = get_retriever(name, res, **seed_params)
         self.seed = seed
-        self.uses_llm = getattr(seed, "uses_llm", False)
-        self.prompt_version = getattr(seed, "prompt_version", "")
         self.rerank = HybridRetriever.over(res, alpha=params.alpha)
         self.seed_name = params.seed_retriever
 
-    def expand(self, query: str, seeds: Retrieval, k_prime: int) -> Retrieval:
-        """Add up to k' reranked one-hop neighbours to given seeds (seeds computed once, reused across k')."""
+    @classmethod
+    def seed_config(cls, k: int, params: SageParams) -> tuple[str, int, dict[str, Any]]:
+        seed_params = dict(params.seed_params)
+        if "alpha" in retriever_class(params.seed_retriever).Params.model_fields:
+            seed_params.setdefault("alpha", params.alpha)
+        return params.seed_retriever, k, seed_params
+
+    @classmethod
+    def result_size(cls, k: int, params: SageParams) -> int:
+        return k + params.k_prime
+
+    @classmethod
+    def label(cls, k: int, given: dict[str, Any], params: SageParams) -> str:
+        extra = "".join(f",{key}={v}" for key, v in sorted(given.items()) if key not in ("k_prime", "seed_retriever", "alpha", "policy"))
+        return f"sage[{params.seed_retriever},k={k},k'={params.k_prime},a={params.alpha},{params.policy}{extra}]"
+
+    @classmethod
+    def needs_llm(cls, params: SageParams) -> bool:
+        seed = retriever_class(params.seed_retriever)
+        return seed.needs_llm(validate_params(params.seed_retriever, cls.seed_config(0, params)[2]))
+
+    @classmethod
+    def prompt_for(cls, params: SageParams) -> str:
+        seed = retriever_class(params.seed_retriever)
+        return seed.prompt_for(validate_params(params.seed_retriever, cls.seed_config(0, params)[2]))
+
+    @classmethod
+    def grid(cls, ks: list[int], axes: dict[str, list[Any]]) -> list[tuple[int, dict[str, Any]]]:
+        """SAGE splits a result size k = k1 + k2 between seeds and neighbours: `total_k` with the
+        seed sizes `k` (each k1 < total; configurations sharing k1 reuse their seeds) or with
+        `seed_share` (k1 = round(total x share)); otherwise k seeds and each `k_prime`."""
+        totals, shares = list(axes.get("total_k", [])), list(axes.get("seed_share", []))
+        if totals and not (shares or ks):
+            raise ConfigError("sage: total_k needs k (seed sizes) or seed_share")
+        if totals:
+            pairs = [(k1, total - k1) for total in totals for k1 in ks if k1 < total]
+        else:
+            pairs = list(itertools.product(ks, axes.get("k_prime", [SageParams.model_fields["k_prime"].default])))
+        for total, share in itertools.product(totals, shares):
+            if total >= 2:
+                k1 = min(total - 1, max(1, round(total * share)))
+                pairs.append((k1, total - k1))
+        rest = {a: v for a, v in axes.items() if a in cls.axes() and a != "k_prime"}
+        return [(k, {"k_prime": kp, **dict(zip(rest, combo))}) for k, kp in dict.fromkeys(pairs) for combo in itertools.product(*rest.values())]
+
+    def seed_search(self, query: str, k: int) -> Retrieval:
+        return self.seed.search(query, k)
+
+    def expand(self, query: str, seeds: Retrieval, k_prime: int | None = None) -> Retrieval:
+        """Add up to k' (this configuration's unless given) reranked one-hop neighbours to given
+        seeds (seeds computed once, reused across k')."""
+        k_prime = self.k_prime if k_prime is None else k_prime
         t0 = time.perf_counter()
         if self.policy == "-edge" and seeds.trace.get("edge_constrained"):
             return Retrieval(seeds.idx, seeds.scores, list(seeds.found_by), {**seeds.trace, "expanded": False}, seeds.usage)
@@ -79,5 +129,5 @@ class SageRetriever(Retriever):
         return Retrieval(idx, scores, list(seeds.found_by[: len(seeds.idx)]) + ["neighbour"] * len(added), {**trace, "expanded": True}, seeds.usage)
 
     def _search(self, query: str, k: int) -> Retrieval:
-        return self.expand(query, self.seed.search(query, k), self.k_prime)
+        return self.expand(query, self.seed.search(query, k))
 
