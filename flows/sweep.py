@@ -97,7 +97,7 @@ def _run(cfg: SweepConfig, tracker: SweepTracker, graph: Path, questions: Path, 
     plot = plot_figure4(rows, out / "recall_at_k.png")
     table = write_summary(out / "summary.csv", results)
     files = [table, *([plot] if plot else []), out / "figure4.json", graph.parent / "stats" / "graph_stats.json"]
-    files += compare_files(ordered(results), out / "runs", out)  # several retrievers: side by side, CIs against hybrid
+    files += compare_files(ordered(results), out / "runs", out)  # several retrievers: side by side, CIs against the default baseline
     if cfg.edges:
         files.append(out / "edge_variants.json")
         (out / "edge_variants.json").write_text(json.dumps(variant_summary(graphs), indent=1))

@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 import yaml
@@ -88,13 +89,22 @@ def test_edge_variant_shares_nodes_and_rebuilds_only_edges(graph_dir):
 
 
 @pytest.mark.e2e
-def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path):
+def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path, monkeypatch):
+    """Also runs CONTRIBUTING.md's example retriever, loaded through SAGEGRAPH_RETRIEVERS (which
+    the CLI process and its Dask workers inherit), with no edit of sagegraph."""
+    from pathlib import Path
+
     from mlflow.tracking import MlflowClient
+
+    examples = Path(__file__).resolve().parents[1] / "docs" / "examples"
+    monkeypatch.setenv("SAGEGRAPH_RETRIEVERS", "neighbour_vote")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(examples), os.environ.get("PYTHONPATH")])))
 
     spec = {
         "name": "t", "graph": str(graph_dir), "questions": str(ottqa_dir / "questions.jsonl"), "out": str(tmp_path / "sweep"),
         "mlflow": {"experiment": "test"},
-        "grid": [{"retriever": ["hybrid"], "k": [1, 2, 4]}, {"retriever": ["sage"], "total_k": [2, 4], "seed_share": [0.5]}, {"retriever": ["bm25", "nope"], "k": [2]}],
+        "grid": [{"retriever": ["hybrid"], "k": [1, 2, 4]}, {"retriever": ["sage"], "total_k": [2, 4], "seed_share": [0.5]}, {"retriever": ["bm25", "nope"], "k": [2]},
+                 {"retriever": ["neighbour-vote"], "k": [2], "params": {"depth": 5}}],
         "edges": {"percentile": [60, 95]},
         "plot_totals": [2, 4],
     }
@@ -109,11 +119,11 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
     assert "bm25[k=2]: 12 of 12 questions to run" in first.stderr and "bm25[k=2]: 12/12 questions" in first.stderr  # progress, in the task's log
-    assert summary["configurations"] == 8  # 3 hybrid + bm25, and 2 sage splits on each of 2 edge variants
+    assert summary["configurations"] == 10  # 3 hybrid + bm25, and 2 sage splits and the example on each of 2 edge variants
     assert {(r["k"], r["edges"]) for r in summary["figure4"]} == {(k, f"percentile={p}") for k in (2, 4) for p in (60, 95)}
     assert all("extended_bl" in r for r in summary["figure4"])
     out = tmp_path / "sweep"
-    assert (out / "recall_at_k.png").exists() and (out / "summary.csv").read_text().count("\n") == 9
+    assert (out / "recall_at_k.png").exists() and (out / "summary.csv").read_text().count("\n") == 11
     variants = json.loads((out / "edge_variants.json").read_text())
     assert variants["percentile=60"]["edges"] > variants["percentile=95"]["edges"]
     client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
@@ -121,7 +131,9 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
     runs = client.search_runs([exp.experiment_id])
     parent = [r for r in runs if r.data.tags.get("sagegraph.kind") == "sweep"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id]
-    assert len(parent) == 1 and len(children) == 8
+    assert len(parent) == 1 and len(children) == 10
+    assert sorted(c.data.params["edges.percentile"] for c in children if c.data.params["retriever"] == "neighbour-vote") == ["60", "95"]
+    assert "neighbour-vote[k=2,depth=5]" in (out / "comparison.csv").read_text()
     assert sorted(c.data.params["edges.percentile"] for c in children if c.data.params["retriever"] == "sage") == ["60", "60", "95", "95"]
     assert any(k.startswith("bl_graph_gain_at_2/percentile_60") for k in parent[0].data.metrics)
     child = children[0]
@@ -132,7 +144,7 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path)
     second = sagegraph("sweep", str(p))
     assert second.returncode == 0, second.stderr[-3000:]
     runs = client.search_runs([exp.experiment_id])
-    assert len(runs) == 9
+    assert len(runs) == 11
 
 
 @pytest.mark.e2e

@@ -4,12 +4,15 @@ A retriever module registers its class with `@register("name")`; `MODULES` lists
 that hold sagegraph's own, imported by name when a retriever is first looked up (so this module
 imports none of them, and none of them imports it back in a cycle). A retriever outside this
 package is found through the `sagegraph.retrievers` entry-point group (`name = "pkg.module"` in
-its distribution's metadata), and needs no change here, in the evaluation layer or in the CLI.
+its distribution's metadata) or, unpackaged, through the modules named in SAGEGRAPH_RETRIEVERS
+(an environment variable, so Dask workers see it too); it needs no change here, in the
+evaluation layer or in the CLI.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +33,7 @@ MODULES = (
     "sagegraph.retrieve.graphraft",
 )
 ENTRY_POINTS = "sagegraph.retrievers"
+ENV = "SAGEGRAPH_RETRIEVERS"  # comma-separated modules to import: a retriever tried without packaging it
 
 REGISTRY: dict[str, type[Retriever]] = {}
 
@@ -53,6 +57,11 @@ def retriever_names() -> list[str]:
             importlib.import_module(module)
         for ep in entry_points(group=ENTRY_POINTS):
             importlib.import_module(ep.value.split(":")[0])
+        for module in filter(None, (m.strip() for m in os.environ.get(ENV, "").split(","))):
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ConfigError(f"{ENV}: cannot import {module!r} ({exc}); is its folder on PYTHONPATH?") from None
         _loaded = True
     return sorted(REGISTRY)
 
