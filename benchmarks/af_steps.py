@@ -24,7 +24,7 @@ import numpy as np
 from benchmarks.machine import machine
 from sagegraph.eval.evaluate import default_questions, read_questions
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.af_parse import return_names
+from sagegraph.retrieve.af.parse import return_names
 from sagegraph.retrieve.graph_index import GraphIndex
 
 

@@ -25,9 +25,9 @@ import numpy as np
 
 from benchmarks.machine import machine
 from sagegraph.eval.evaluate import default_questions, read_questions
-from sagegraph.eval.runfiles import read_traces
-from sagegraph.retrieve.dgr_agent import read_text_actions
-from sagegraph.retrieve.dgr_tools import GraphTools
+from sagegraph.runfiles import read_traces
+from sagegraph.retrieve.dgr.agent import read_text_actions
+from sagegraph.retrieve.dgr.tools import GraphTools
 from sagegraph.retrieve.graph_index import GraphIndex
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import machine
-from sagegraph.eval.runfiles import read_traces
+from sagegraph.runfiles import read_traces
 from sagegraph.local_model import MODEL_ALIAS, default_model_path, serve_command
 
 FLUSH = [{"role": "user", "content": "Name three colours."}]

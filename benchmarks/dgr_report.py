@@ -21,7 +21,7 @@ import numpy as np
 from benchmarks.machine import machine
 from benchmarks.report_table import QUALITY_COST, print_markdown, quality_cost_row
 from sagegraph.eval.compare import display_label, load_results, row_label
-from sagegraph.eval.runfiles import read_traces
+from sagegraph.runfiles import read_traces
 
 
 def dgr_behaviour(run: Path, m: dict) -> dict:

@@ -20,7 +20,7 @@ from pathlib import Path
 from benchmarks.machine import machine
 from benchmarks.report_table import QUALITY_COST, print_markdown, quality_cost_row
 from sagegraph.eval.compare import load_results
-from sagegraph.eval.graphraft_labels import label_stats, read_labels, selection_accuracy
+from sagegraph.retrieve.graphraft.labels import label_stats, read_labels, selection_accuracy
 
 
 def main() -> None:

@@ -315,14 +315,14 @@ def _llm_import(args: argparse.Namespace) -> int:
 
 
 def _trace(args: argparse.Namespace) -> int:
-    from sagegraph.eval.trajectories import find_trace, format_trace
+    from sagegraph.retrieve.dgr.trajectories import find_trace, format_trace
 
     print(format_trace(find_trace(Path(args.run_dir), args.qid), lines=args.lines))
     return 0
 
 
 def _dgr_export(args: argparse.Namespace) -> int:
-    from sagegraph.eval.trajectories import export_trajectories
+    from sagegraph.retrieve.dgr.trajectories import export_trajectories
 
     print(json.dumps({**export_trajectories(Path(args.run_dir), Path(args.file), only_finished=args.only_finished), "file": str(args.file)}))
     return 0
@@ -332,7 +332,7 @@ def _graphraft_labels(args: argparse.Namespace) -> int:
     """Labels for a question file with the retriever's own entity and template steps; prints
     their statistics and the oracle ceiling, and with --run the selection accuracy of a run."""
     from sagegraph.eval.evaluate import read_questions
-    from sagegraph.eval.graphraft_labels import label_questions, label_stats, selection_accuracy
+    from sagegraph.retrieve.graphraft.labels import label_questions, label_stats, selection_accuracy
     from sagegraph.retrieve import get_retriever
     from sagegraph.retrieve.graph_index import GraphIndex
     from sagegraph.retrieve.resources import open_resources
@@ -352,14 +352,14 @@ def _graphraft_labels(args: argparse.Namespace) -> int:
 
 
 def _graphraft_export(args: argparse.Namespace) -> int:
-    from sagegraph.eval.graphraft_labels import export_labels
+    from sagegraph.retrieve.graphraft.labels import export_labels
 
     print(json.dumps({"records": export_labels(args.labels, args.file), "file": str(args.file)}))
     return 0
 
 
 def _graphraft_finetune(args: argparse.Namespace) -> int:
-    from sagegraph.finetune import FinetuneConfig, finetune
+    from sagegraph.retrieve.graphraft.finetune import FinetuneConfig, finetune
 
     cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, r=args.r, alpha=args.alpha, batch_size=args.batch_size, max_steps=args.max_steps,
                          allow_cpu=args.allow_cpu)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from sagegraph.construct.variants import parse_label
-from sagegraph.eval.runfiles import read_traces
+from sagegraph.runfiles import read_traces
 from sagegraph.eval.runner import EvalConfig, run_dir
 
 

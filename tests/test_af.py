@@ -14,10 +14,10 @@ from sagegraph.corpus.records import Question
 from sagegraph.eval.metrics import stage_diagnostics
 from sagegraph.llm import LLMRequestRefused, Reply
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.af import parse_target_type
-from sagegraph.retrieve.af_ground import ground, symbol_candidates
-from sagegraph.retrieve.af_parse import parse_cypher
-from sagegraph.retrieve.af_rerank import (
+from sagegraph.retrieve.af.retriever import parse_target_type
+from sagegraph.retrieve.af.ground import ground, symbol_candidates
+from sagegraph.retrieve.af.parse import parse_cypher
+from sagegraph.retrieve.kb.rerank import (
     Reranker,
     binary_insertion,
     parse_choice,
@@ -25,7 +25,7 @@ from sagegraph.retrieve.af_rerank import (
     parse_score,
 )
 from sagegraph.retrieve.graph_index import GraphIndex
-from sagegraph.retrieve.kb_view import KBView
+from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.resources import open_resources
 from sagegraph.retrieve.timeline import Timeline
 from tests.fake_openai import FakeOpenAI, completion
@@ -278,8 +278,8 @@ def test_trace_is_json(mini, tmp_path):
 
 def test_the_oracle_recognises_every_af_prompt():
     from sagegraph.eval.oracle import AF_CYPHER_PROMPT, AF_RERANK_MARK, AF_TYPE_PROMPT
-    from sagegraph.retrieve.af import DERIVE_CYPHER, TARGET_TYPE
-    from sagegraph.retrieve.af_rerank import LISTWISE, PAIRWISE, POINTWISE
+    from sagegraph.retrieve.af.retriever import DERIVE_CYPHER, TARGET_TYPE
+    from sagegraph.retrieve.kb.rerank import LISTWISE, PAIRWISE, POINTWISE
 
     assert AF_TYPE_PROMPT in TARGET_TYPE and AF_CYPHER_PROMPT in DERIVE_CYPHER
     assert all(AF_RERANK_MARK in p for p in (LISTWISE, PAIRWISE, POINTWISE))

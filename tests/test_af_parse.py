@@ -3,7 +3,7 @@ grounding round schedule."""
 
 import pytest
 
-from sagegraph.retrieve.af_parse import grow_schedule, parse_cypher
+from sagegraph.retrieve.af.parse import grow_schedule, parse_cypher
 
 TYPES = {"Movie", "Person", "Studio", "Genre", "Country", "Award"}
 RELS = {"DIRECTED", "ACTED_IN", "PRODUCED_BY", "HAS_GENRE", "WON", "BORN_IN"}

@@ -4,7 +4,7 @@ other way, inventing types, and putting a film's name on a Person)."""
 
 import pytest
 
-from sagegraph.retrieve.cypher_grounding import KBSchema, ground_query
+from sagegraph.retrieve.kb.grounding import KBSchema, ground_query
 
 PATTERNS = {("Film", "starred_actors", "Person"), ("Film", "directed_by", "Person"), ("Film", "release_year", "Year"),
             ("Film", "in_language", "Language"), ("Person", "spouse", "Person")}
@@ -91,7 +91,7 @@ def test_a_returned_property_that_is_a_relationship_is_followed_to_its_end():
 
 
 def test_undirected_is_the_second_try_of_a_query_that_found_nothing():
-    from sagegraph.retrieve.cypher_grounding import undirected
+    from sagegraph.retrieve.kb.grounding import undirected
 
     out, repairs = undirected("MATCH (a:Person {name: 'X'})<-[:spouse]-(b:Person)-[:starred_actors]->(f) RETURN f.id AS id")
     assert out == "MATCH (a:Person {name: 'X'})-[:spouse]-(b:Person)-[:starred_actors]-(f) RETURN f.id AS id"

@@ -11,13 +11,13 @@ from sagegraph.config import LLMConfig
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig, run_eval
-from sagegraph.eval.trajectories import export_trajectories, find_trace, format_trace
+from sagegraph.retrieve.dgr.trajectories import export_trajectories, find_trace, format_trace
 from sagegraph.llm import LLMClient
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.registry import validate_params
-from sagegraph.retrieve.dgr import detect_mode
-from sagegraph.retrieve.dgr_agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent
-from sagegraph.retrieve.dgr_tools import GraphTools, ToolError, action_schema
+from sagegraph.retrieve.dgr.retriever import detect_mode
+from sagegraph.retrieve.dgr.agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent
+from sagegraph.retrieve.dgr.tools import GraphTools, ToolError, action_schema
 from sagegraph.retrieve.resources import open_resources
 from tests.fake_openai import FakeOpenAI, completion
 from tests.kb_mini import build_mini

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("peft")
 
 from sagegraph.errors import ConfigError, SageGraphError  # noqa: E402
-from sagegraph.finetune import FinetuneConfig, encode, finetune, read_records  # noqa: E402
+from sagegraph.retrieve.graphraft.finetune import FinetuneConfig, encode, finetune, read_records  # noqa: E402
 
 Q = "MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id"
 R = "MATCH (e0:Person)-[:ACTED_IN]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id"

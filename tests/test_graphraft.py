@@ -10,14 +10,14 @@ import pytest
 
 from sagegraph.config import LLMConfig
 from sagegraph.corpus.records import Question
-from sagegraph.eval.graphraft_labels import export_labels, label_questions, label_stats, read_labels, selection_accuracy
+from sagegraph.retrieve.graphraft.labels import export_labels, label_questions, label_stats, read_labels, selection_accuracy
 from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.graphraft_entities import entity_slots, gazetteer_entities, read_entities, resolve
-from sagegraph.retrieve.graphraft_select import entity_lines, prior_order
-from sagegraph.retrieve.graphraft_templates import enumerate_templates, run_in_store, store_counts
-from sagegraph.retrieve.kb_view import kb_view
+from sagegraph.retrieve.kb.entities import entity_slots, gazetteer_entities, read_entities, resolve
+from sagegraph.retrieve.graphraft.select import entity_lines, prior_order
+from sagegraph.retrieve.graphraft.templates import enumerate_templates, run_in_store, store_counts
+from sagegraph.retrieve.kb.view import kb_view
 from sagegraph.retrieve.resources import open_resources
 from sagegraph.store import open_store
 from tests.fake_openai import FakeOpenAI, completion
@@ -216,7 +216,7 @@ class _FakeScorer:
 
 
 def test_score_selection_is_the_exact_top_m_by_log_probability_cached_and_counted(g, tmp_path, monkeypatch):
-    import sagegraph.retrieve.graphraft as graphraft
+    import sagegraph.retrieve.graphraft.retriever as graphraft
 
     fake = _FakeScorer()
     monkeypatch.setattr(graphraft, "sequence_scorer", lambda model: fake)

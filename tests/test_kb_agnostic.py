@@ -10,14 +10,12 @@ from sagegraph.config import LLMConfig
 from sagegraph.corpus.records import Question
 from sagegraph.corpus.questions import matching_questions, sample_questions
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.cypher_grounding import ground_query, view_schema
-from sagegraph.retrieve.dgr_agent import run_agent
-from sagegraph.retrieve.dgr_tools import GraphTools, ToolError
-from sagegraph.retrieve.graphraft_entities import NER_SYSTEM
-from sagegraph.retrieve.kb_view import kb_view, normalise
+from sagegraph.retrieve.kb.grounding import ground_query, view_schema
+from sagegraph.retrieve.dgr.tools import GraphTools, ToolError
+from sagegraph.retrieve.kb.entities import NER_SYSTEM
+from sagegraph.retrieve.kb.view import kb_view, normalise
 from sagegraph.retrieve.resources import open_resources
-from sagegraph.retrieve.spark import SYSTEM as SPARK_SYSTEM
-from sagegraph.llm import LLMClient
+from sagegraph.retrieve.spark.retriever import SYSTEM as SPARK_SYSTEM
 from tests.fake_openai import FakeOpenAI, completion
 from tests.kb_mini import build_mini, family_records
 

@@ -17,7 +17,7 @@ from sagegraph.config import LLMConfig, load_config
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError, InputError, StoreUnavailable
 from sagegraph.eval.runner import EvalConfig, read_done, run_eval
-from sagegraph.eval.runfiles import cut_to_last_line
+from sagegraph.runfiles import cut_to_last_line
 from sagegraph.llm import LLMClient, retry_wait, usage_scope
 from sagegraph.retrieve.base import Retrieval
 from sagegraph.runlock import DirectoryLocked, hold

@@ -16,8 +16,8 @@ from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.resources import open_resources
-from sagegraph.retrieve.af import PROMPT_VERSION as AF_PROMPT
-from sagegraph.retrieve.spark import PROMPT_VERSION, traverses_edges
+from sagegraph.retrieve.af.retriever import PROMPT_VERSION as AF_PROMPT
+from sagegraph.retrieve.spark.retriever import PROMPT_VERSION, traverses_edges
 from tests.fake_openai import FakeOpenAI, completion
 
 pytestmark = pytest.mark.e2e  # a FalkorDB server and a loopback LLM endpoint

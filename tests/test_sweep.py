@@ -7,7 +7,7 @@ import yaml
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.eval.sweep import GridBlock, configurations, expand, figure4, groups, load_sweep, plot_figure4
-from sagegraph.retrieve.spark import PROMPT_VERSION as SPARK_PROMPT
+from sagegraph.retrieve.spark.retriever import PROMPT_VERSION as SPARK_PROMPT
 from tests.fixtures import sagegraph
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from sagegraph.corpus.questions import load_questions
 from sagegraph.loopback import FakeOpenAI, completion
-from sagegraph.retrieve.af_parse import return_names
+from sagegraph.retrieve.af.parse import return_names
 
 ORACLE_MODEL = "oracle"
-# How the oracle tells AF-Retriever's prompts apart (their fixed wording, sagegraph.retrieve.af*).
+# How the oracle tells AF-Retriever's prompts apart (their fixed wording, sagegraph.retrieve.af).
 AF_TYPE_PROMPT = "Which type are the nodes it asks for?"
 AF_CYPHER_PROMPT = "Write one Cypher query that captures what the question below asks."
 AF_RERANK_MARK = "candidate answer"

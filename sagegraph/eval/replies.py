@@ -11,22 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from sagegraph.errors import InputError, SageGraphError
-from sagegraph.eval.runfiles import read_traces
 from sagegraph.llm import ReplyCache
 from sagegraph.retrieve.timeline import llm_keys
+from sagegraph.runfiles import read_traces, run_dirs
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
-
-
-def run_dirs(path: Path) -> list[Path]:
-    """A run directory, or every run under a sweep's (or any) directory."""
-    path = Path(path)
-    if (path / "traces.jsonl").exists():
-        return [path]
-    found = sorted(p.parent for p in path.rglob("traces.jsonl") if ".stale-" not in str(p.parent))
-    if not found:
-        raise SageGraphError(f"{path}: no run here (no traces.jsonl below it)")
-    return found
 
 
 def reply_keys(run_dir: Path) -> list[str]:

@@ -31,7 +31,7 @@ from sagegraph.eval.metrics import (
     stage_diagnostics,
 )
 from sagegraph.eval.progress import Progress
-from sagegraph.eval.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_trec
+from sagegraph.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_trec
 from sagegraph.retrieve.base import Retrieval, Retriever
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.registry import retriever_class, validate_params

@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 MODULES = (
     "sagegraph.retrieve.flat",
     "sagegraph.retrieve.sage",
-    "sagegraph.retrieve.spark",
-    "sagegraph.retrieve.af",
-    "sagegraph.retrieve.dgr",
-    "sagegraph.retrieve.graphraft",
+    "sagegraph.retrieve.spark.retriever",
+    "sagegraph.retrieve.af.retriever",
+    "sagegraph.retrieve.dgr.retriever",
+    "sagegraph.retrieve.graphraft.retriever",
 )
 ENTRY_POINTS = "sagegraph.retrievers"
 ENV = "SAGEGRAPH_RETRIEVERS"  # comma-separated modules to import: a retriever tried without packaging it

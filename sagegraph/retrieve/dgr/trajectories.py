@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sagegraph.errors import SageGraphError
-from sagegraph.eval.replies import run_dirs
-from sagegraph.eval.runfiles import read_traces
-from sagegraph.retrieve.dgr_agent import ActionError, read_text_actions
+from sagegraph.retrieve.dgr.agent import ActionError, read_text_actions
+from sagegraph.runfiles import read_traces, run_dirs
 
 
 def find_trace(run_dir: Path, qid: str) -> dict[str, Any]:

@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sagegraph.llm import LLMClient, LLMRequestRefused, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
-from sagegraph.retrieve.dgr_agent import AgentRun, Mode, TokenBudget, fuse_votes, run_agent
-from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
-from sagegraph.retrieve.kb_view import KBView
+from sagegraph.retrieve.dgr.agent import AgentRun, Mode, TokenBudget, fuse_votes, run_agent
+from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
+from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
 PROMPT_VERSION = "dgr-4"

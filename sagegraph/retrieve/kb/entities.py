@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from sagegraph.llm import Reply, parse_json_reply
-from sagegraph.retrieve.kb_view import KBView, normalise
+from sagegraph.retrieve.kb.view import KBView, normalise
 
 NER_SYSTEM = """You find the named entities in a question about a knowledge graph: the people, titles, organisations,
 places, genres, awards or other named things the question mentions by name. Give each with its node type.

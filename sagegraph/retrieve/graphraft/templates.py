@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from sagegraph.retrieve.kb_view import KBView
+from sagegraph.retrieve.kb.view import KBView
 from sagegraph.store.base import safe_label
 
 if TYPE_CHECKING:

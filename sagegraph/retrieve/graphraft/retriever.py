@@ -26,13 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, Reply, usage_scope
 from sagegraph.local_model import default_model_path, sequence_scorer
-from sagegraph.retrieve.af_rerank import Reranker
+from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
-from sagegraph.retrieve.graphraft_entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
-from sagegraph.retrieve.graphraft_select import entity_lines, prior_order, select
-from sagegraph.retrieve.graphraft_templates import Template, enumerate_templates, run_in_store
-from sagegraph.retrieve.kb_view import KBView, kb_view
+from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
+from sagegraph.retrieve.graphraft.select import entity_lines, prior_order, select
+from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates, run_in_store
+from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.timeline import Timeline
 
 PROMPT_VERSION = "graphraft-2"  # graphraft-2: the entity prompt's example of a non-name names no domain

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from sagegraph.corpus.records import Question
-from sagegraph.retrieve.graphraft import GraphRAFTRetriever
-from sagegraph.retrieve.graphraft_select import entity_lines, grammar_messages
+from sagegraph.retrieve.graphraft.retriever import GraphRAFTRetriever
+from sagegraph.retrieve.graphraft.select import entity_lines, grammar_messages
 from sagegraph.retrieve.timeline import Timeline
 
 MIN_PRECISION = 0.1  # the paper's rule, with recall 1

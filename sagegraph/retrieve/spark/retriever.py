@@ -28,10 +28,10 @@ from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.cypher_grounding import KBSchema, count_repairs, ground_counters, ground_query, undirected, view_schema
-from sagegraph.retrieve.graphraft_entities import gazetteer_entities
-from sagegraph.retrieve.kb_view import kb_view, normalise
-from sagegraph.retrieve.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
+from sagegraph.retrieve.kb.grounding import KBSchema, count_repairs, ground_counters, ground_query, undirected, view_schema
+from sagegraph.retrieve.kb.entities import gazetteer_entities
+from sagegraph.retrieve.kb.view import kb_view, normalise
+from sagegraph.retrieve.kb.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
 from sagegraph.retrieve.timeline import Timeline
 
 # spark-2: grounding in the KB is on by default (the card's stored instances and the question's

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 
 from sagegraph.llm import LLMClient, LLMRequestRefused
-from sagegraph.retrieve.kb_view import KBView
+from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
 RERANKERS = ("none", "pointwise", "listwise", "pairwise")

@@ -23,7 +23,7 @@ import numpy as np
 
 from sagegraph.index.bm25 import BM25Index, top_k
 from sagegraph.retrieve.graph_index import GraphIndex
-from sagegraph.retrieve.kb_view import KBView, kb_view, normalise
+from sagegraph.retrieve.kb.view import KBView, kb_view, normalise
 
 NeighbourRanking = Literal["bm25", "substring", "none"]
 GLOBAL, NEIGHBOURS, ANSWER, FINISH = "search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from sagegraph.retrieve.af_parse import (
+from sagegraph.retrieve.af.parse import (
     NAME_KEYS,
     Condition,
     ParsedQuery,
     Symbol,
     grow_schedule,
 )
-from sagegraph.retrieve.kb_view import Column, KBView, normalise
+from sagegraph.retrieve.kb.view import Column, KBView, normalise
 
 _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sagegraph.llm import LLMClient, LLMRequestRefused, Reply
-from sagegraph.retrieve.dgr_tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, ToolError
+from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, ToolError
 from sagegraph.retrieve.timeline import Timeline
 
 Mode = Literal["native", "json"]

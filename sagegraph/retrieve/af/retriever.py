@@ -29,14 +29,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, usage_scope
-from sagegraph.retrieve.af_ground import Candidates, filter_symbol, ground, rank_constant
-from sagegraph.retrieve.af_parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
-from sagegraph.retrieve.af_rerank import Reranker
+from sagegraph.retrieve.af.ground import Candidates, filter_symbol, ground, rank_constant
+from sagegraph.retrieve.af.parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
+from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
-from sagegraph.retrieve.cypher_grounding import count_repairs, ground_counters, ground_query, view_schema
-from sagegraph.retrieve.kb_view import KBView, kb_view
-from sagegraph.retrieve.schema_card import cypher_literal, load_hints
+from sagegraph.retrieve.kb.grounding import count_repairs, ground_counters, ground_query, view_schema
+from sagegraph.retrieve.kb.view import KBView, kb_view
+from sagegraph.retrieve.kb.schema_card import cypher_literal, load_hints
 from sagegraph.retrieve.timeline import Timeline
 
 PROMPT_VERSION = "af-4"

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
-from sagegraph.retrieve.kb_view import KBView, normalise
+from sagegraph.retrieve.kb.view import KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sagegraph.llm import Reply, parse_json_reply
-from sagegraph.retrieve.graphraft_entities import Entity, entity_slots
-from sagegraph.retrieve.graphraft_templates import Template
+from sagegraph.retrieve.kb.entities import Entity, entity_slots
+from sagegraph.retrieve.graphraft.templates import Template
 
 Selector = Literal["score", "grammar", "listed", "prior"]
 Score = Callable[[list[dict[str, str]], list[str]], list[tuple[float, int]]]  # (messages, replies) -> (log-prob, tokens) each

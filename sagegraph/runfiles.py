@@ -1,4 +1,6 @@
-"""Run artifacts (EVAL.md): per-query CSV, TREC run file, metrics.json; reading traces.jsonl back."""
+"""Run artifacts (EVAL.md): per-query CSV, TREC run file, metrics.json; reading traces.jsonl back.
+Below the evaluation layer, so that what reads finished runs (a method's training-data export)
+does not depend on what writes them."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import csv
 import json
 from pathlib import Path
 from typing import IO, Any, Iterable
+
+from sagegraph.errors import SageGraphError
 
 
 def write_trec(path: Path, rows: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
@@ -81,3 +85,14 @@ def complete_lines(path: Path) -> list[str]:
     not read."""
     text = path.read_text(encoding="utf-8")
     return text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+
+
+def run_dirs(path: Path) -> list[Path]:
+    """A run directory, or every run under a sweep's (or any) directory."""
+    path = Path(path)
+    if (path / "traces.jsonl").exists():
+        return [path]
+    found = sorted(p.parent for p in path.rglob("traces.jsonl") if ".stale-" not in str(p.parent))
+    if not found:
+        raise SageGraphError(f"{path}: no run here (no traces.jsonl below it)")
+    return found
