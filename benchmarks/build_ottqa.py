@@ -31,8 +31,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="resume a previous benchmark build instead of starting fresh")
     args = ap.parse_args()
 
-    from flows.build_graph import build_graph
-    from flows.runtime import flow_runtime
+    from sagegraph.flows.build_graph import build_graph
+    from sagegraph.flows.runtime import flow_runtime
     from sagegraph.construct.stages import warm_up
     from sagegraph.config import load_config
 

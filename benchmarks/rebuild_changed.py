@@ -35,8 +35,8 @@ def _passages(n: int) -> list[dict]:
 
 
 def _build(cfg_path: Path) -> tuple[dict, float]:
-    from flows.build_graph import build_graph
-    from flows.runtime import flow_runtime
+    from sagegraph.flows.build_graph import build_graph
+    from sagegraph.flows.runtime import flow_runtime
     from sagegraph.config import load_config
     from sagegraph.construct.stages import warm_up
 

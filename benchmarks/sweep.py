@@ -26,8 +26,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("work/sweeps/bench"))
     args = ap.parse_args()
 
-    from flows.runtime import dask_runner, prefect_api
-    from flows.sweep import sweep
+    from sagegraph.flows.runtime import dask_runner, prefect_api
+    from sagegraph.flows.sweep import sweep
     from sagegraph.config import RunnerConfig
     from sagegraph.eval.sweep import configurations, load_sweep
 

@@ -1,6 +1,6 @@
 """Register sagegraph's deployments with the Prefect server at PREFECT_API_URL.
 
-    .venv/bin/python -m deployments.deploy [--pool sagegraph-local] [--cron "0 3 * * 0"]
+    .venv/bin/python -m sagegraph.deployments.deploy [--pool sagegraph-local] [--cron "0 3 * * 0"]
 
 Creates the process work pool when missing, then two deployments from this checkout:
 `rebuild-graph/ottqa-rebuild` (on the cron schedule) and `run-sweep/ottqa-sweep` (on demand).

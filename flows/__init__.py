@@ -1,1 +1,1 @@
-"""Prefect flows: they only compose tasks; `flows.runtime` sets up the server and task runner."""
+"""Prefect flows: they only compose tasks; `sagegraph.flows.runtime` sets up the server and task runner."""

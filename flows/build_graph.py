@@ -14,7 +14,7 @@ from sagegraph.construct.changes import ChangeSet, store_written, work_lines
 from sagegraph.construct.stages import graph_changes, modalities_of, preflight, present_pairs, publish_graph, resolve_corpus, up_to_date
 from sagegraph.config import BuildConfig
 from sagegraph.runlock import hold
-from tasks import build as T
+from sagegraph.tasks import build as T
 
 
 @flow(name="build_graph", log_prints=True)

@@ -8,7 +8,7 @@ from typing import Any
 from prefect import flow
 
 from sagegraph.eval.runner import EvalConfig
-from tasks import evaluate as T
+from sagegraph.tasks import evaluate as T
 
 
 @flow(name="evaluate", log_prints=True)

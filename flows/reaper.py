@@ -7,9 +7,9 @@ this watcher in a session of its own: it notes the run's descendants every half 
 the run is gone, terminates the ones still alive (SIGKILL after 5 s), together with any process
 that carries the run's token in its environment (a helper started in the last half second, which
 the kernel handed to init before it was noted). A run that ends normally stops the watcher first
-(`flows.runtime.reaped`).
+(`sagegraph.flows.runtime.reaped`).
 
-    python -m flows.reaper PARENT_PID TOKEN
+    python -m sagegraph.flows.reaper PARENT_PID TOKEN
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def apply_env_defaults(work_dir: Path) -> None:
 
 @contextlib.contextmanager
 def reaped() -> Iterator[None]:
-    """While the block runs, a watcher (`flows.reaper`) stands ready to stop this process's helper
+    """While the block runs, a watcher (`sagegraph.flows.reaper`) stands ready to stop this process's helper
     processes (the API server, Dask workers) if this process is killed before it can. One watcher
     a process: nested blocks share it."""
     global _watching
@@ -50,12 +50,12 @@ def reaped() -> Iterator[None]:
     _watching = True
     import uuid
 
-    from flows.reaper import TOKEN_VAR
+    from sagegraph.flows.reaper import TOKEN_VAR
 
     token = uuid.uuid4().hex
     before = os.environ.get(TOKEN_VAR)
     os.environ[TOKEN_VAR] = token  # inherited by every helper started in the block
-    watcher = subprocess.Popen([sys.executable, "-m", "flows.reaper", str(os.getpid()), token], start_new_session=True,
+    watcher = subprocess.Popen([sys.executable, "-m", "sagegraph.flows.reaper", str(os.getpid()), token], start_new_session=True,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield

@@ -20,8 +20,8 @@ from sagegraph.eval.sweep import SweepConfig, configurations, figure4, graph_dir
 from sagegraph.eval.sweep_report import brief_table, variant_summary, write_summary
 from sagegraph.llm import resolved_base_url
 from sagegraph.tracking import SweepTracker, default_tracking_uri
-from tasks import build as TB
-from tasks import evaluate as T
+from sagegraph.tasks import build as TB
+from sagegraph.tasks import evaluate as T
 
 
 _UNCHECKED: Any = object()
@@ -34,8 +34,8 @@ def ensure_graph(cfg: SweepConfig, build_cfg: BuildConfig | None = _UNCHECKED) -
     if build_cfg is _UNCHECKED:
         build_cfg = graph_to_build(cfg)
     if build_cfg is not None:
-        from flows.build_graph import build_graph
-        from flows.runtime import dask_runner
+        from sagegraph.flows.build_graph import build_graph
+        from sagegraph.flows.runtime import dask_runner
 
         build_graph.with_options(task_runner=dask_runner(build_cfg.runner))(build_cfg)
     return graph_dir_of(cfg)

@@ -32,8 +32,8 @@ def _build(args: argparse.Namespace) -> int:
     if changes is not None:
         print(f"sagegraph: {changes.line()}", flush=True)
 
-    from flows.build_graph import build_graph
-    from flows.runtime import flow_runtime
+    from sagegraph.flows.build_graph import build_graph
+    from sagegraph.flows.runtime import flow_runtime
     from sagegraph.construct.stages import warm_up
     from sagegraph.runlock import hold
 
@@ -99,8 +99,8 @@ def _sweep(args: argparse.Namespace) -> int:
             cfg.llm.cache_mode = args.cache_mode
         if cfg.llm.cache_mode == "live":
             require_credentials(cfg.llm)  # no key: one line now, not a failed Dask task later
-    from flows.runtime import dask_runner, prefect_api
-    from flows.sweep import ensure_graph, sweep
+    from sagegraph.flows.runtime import dask_runner, prefect_api
+    from sagegraph.flows.sweep import ensure_graph, sweep
     from sagegraph.construct.stages import preflight
     from sagegraph.eval.sweep import graph_to_build
 

@@ -82,7 +82,7 @@ def test_workers_start_and_warm_up_beside_the_api_server(tmp_path, monkeypatch):
     import functools
     import os
 
-    from flows.runtime import flow_runtime
+    from sagegraph.flows.runtime import flow_runtime
     from sagegraph.config import RunnerConfig
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -97,7 +97,7 @@ def test_workers_start_and_warm_up_beside_the_api_server(tmp_path, monkeypatch):
 
 def test_the_build_flow_itself_checks_its_inputs_first(tmp_path):
     """Deployments call the flow directly, without the CLI's check."""
-    from flows.build_graph import build_graph
+    from sagegraph.flows.build_graph import build_graph
     from sagegraph.config import load_config
     from sagegraph.errors import ConfigError
     from tests.fixtures import write_config

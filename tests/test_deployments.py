@@ -6,7 +6,7 @@ import pytest
 
 from prefect.testing.utilities import prefect_test_harness
 
-from deployments.deploy import deploy
+from sagegraph.deployments.deploy import deploy
 
 pytestmark = pytest.mark.e2e  # the CLI in a subprocess, a Prefect API server, Dask workers
 

@@ -149,8 +149,8 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path,
 
 @pytest.mark.e2e
 def test_sweep_rebuilds_a_graph_built_from_other_settings(ottqa_dir, tmp_path, monkeypatch):
-    import flows.build_graph
-    from flows.sweep import ensure_graph
+    import sagegraph.flows.build_graph
+    from sagegraph.flows.sweep import ensure_graph
     from sagegraph.construct.artifacts import Layout
     from sagegraph.config import load_config
     from sagegraph.eval.sweep import SweepConfig
@@ -163,7 +163,7 @@ def test_sweep_rebuilds_a_graph_built_from_other_settings(ottqa_dir, tmp_path, m
         def with_options(self, **_):
             return lambda cfg: built.append(cfg)
 
-    monkeypatch.setattr(flows.build_graph, "build_graph", FakeFlow())
+    monkeypatch.setattr(sagegraph.flows.build_graph, "build_graph", FakeFlow())
     sweep_cfg = SweepConfig(build=conf, grid=[{"retriever": ["bm25"], "k": [2]}])
     ensure_graph(sweep_cfg)
     assert len(built) == 1  # nothing built yet
@@ -180,7 +180,7 @@ def test_sweep_rebuilds_a_graph_built_from_other_settings(ottqa_dir, tmp_path, m
 
 @pytest.mark.e2e
 def test_sweep_on_a_missing_corpus_fails_before_prefect_starts(tmp_path, monkeypatch, capsys):
-    import flows.runtime
+    import sagegraph.flows.runtime
     from sagegraph.cli import main
     from tests.fixtures import write_config
 
@@ -191,7 +191,7 @@ def test_sweep_on_a_missing_corpus_fails_before_prefect_starts(tmp_path, monkeyp
     def no_server(*_a, **_k):
         raise AssertionError("a Prefect server was started for a sweep that cannot build its graph")
 
-    monkeypatch.setattr(flows.runtime, "prefect_api", no_server)
+    monkeypatch.setattr(sagegraph.flows.runtime, "prefect_api", no_server)
     assert main(["sweep", str(spec)]) == 2
     err = capsys.readouterr().err
     assert "corpus.path (ottqa reads tables.jsonl, passages.jsonl there): " in err and "no-such-dir does not exist" in err

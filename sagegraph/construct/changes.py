@@ -147,7 +147,7 @@ def store_written(store: Mapping[str, Any]) -> str | None:
 
 
 def work_lines(work: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(what, how much) of a build's `work` record (`flows.build_graph`): the graph's difference
+    """(what, how much) of a build's `work` record (`sagegraph.flows.build_graph`): the graph's difference
     from the published one, texts encoded, LLM metadata paid for, how the store was written."""
     out = []
     if (g := work.get("graph")) is not None:
