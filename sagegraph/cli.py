@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import logging
 import sys
 from pathlib import Path
 
+from sagegraph.cliargs import graph_dir as _graph_dir
+from sagegraph.cliargs import key_values as _params
+from sagegraph.cliargs import llm_config as _llm_config
 from sagegraph.errors import SageGraphError
+from sagegraph.retrieve.registry import command_modules
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -116,7 +121,7 @@ def _sweep(args: argparse.Namespace) -> int:
         result = sweep.with_options(task_runner=dask_runner(runner))(cfg)
     ml = result["mlflow"]
     print(f"\nsummary table:   {result['summary']}")
-    print(f"Recall@k plot:   {result['plot'] or 'none (no hybrid or sage configuration at plot_totals)'}")
+    print(f"Recall@k plot:   {result['plot'] or 'none (no seed-expanding configuration beside its seed retriever at plot_totals)'}")
     print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
     print(f"                 view: .venv/bin/mlflow ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
     for i, row in enumerate(result["table"]):
@@ -152,20 +157,6 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _params(pairs: list[str] | None) -> dict:
-    """--param key=value (value read as JSON when it parses: 3, 0.5, true, ["a"]; else text)."""
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SageGraphError(f"--param {pair!r}: expected key=value")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
 def _synth_kb(args: argparse.Namespace) -> int:
     from sagegraph.corpus.synth_kb import write_synth_kb
 
@@ -178,35 +169,15 @@ def _eval_config(args: argparse.Namespace):
     from sagegraph.eval.evaluate import prompt_version
     from sagegraph.eval.runner import EvalConfig
 
-    cfg = EvalConfig(retriever=args.retriever, k=args.k, params=_params(args.param))
+    from sagegraph.retrieve.registry import default_baseline
+
+    cfg = EvalConfig(retriever=args.retriever or default_baseline(), k=args.k, params=_params(args.param))
     cfg.prompt = prompt_version(cfg)
     return cfg
 
 
-def _graph_dir(path: Path) -> Path:
-    """A build's output dir works as well as its graph/ folder."""
-    path = Path(path)
-    return path / "graph" if not (path / "nodes.parquet").exists() and (path / "graph" / "nodes.parquet").exists() else path
-
-
-def _llm_config(args: argparse.Namespace, needs_llm: bool):
-    from sagegraph.config import LLMConfig, load_llm_config
-
-    if args.llm:
-        cfg = load_llm_config(args.llm)
-    elif needs_llm:
-        cfg = LLMConfig()  # the environment alone: OPENAI_BASE_URL / OPENAI_API_KEY
-    else:
-        return None
-    if getattr(args, "cache_mode", None):
-        cfg.cache_mode = args.cache_mode
-    return cfg
-
-
 def _needs_llm(cfg) -> bool:
-    from sagegraph.eval.evaluate import needs_llm
-
-    return needs_llm(cfg)
+    return cfg.needs_llm()
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -315,55 +286,18 @@ def _llm_import(args: argparse.Namespace) -> int:
 
 
 def _trace(args: argparse.Namespace) -> int:
-    from sagegraph.retrieve.dgr.trajectories import find_trace, format_trace
+    from sagegraph.retrieve.registry import retriever_class
+    from sagegraph.runfiles import find_trace
 
-    print(format_trace(find_trace(Path(args.run_dir), args.qid), lines=args.lines))
-    return 0
+    run = Path(args.run_dir)
+    config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
+    row = find_trace(run, args.qid)
+    if config.get("retriever"):
+        print(retriever_class(config["retriever"]).format_trace(row, lines=args.lines))
+    else:
+        from sagegraph.retrieve.timeline import format_events
 
-
-def _dgr_export(args: argparse.Namespace) -> int:
-    from sagegraph.retrieve.dgr.trajectories import export_trajectories
-
-    print(json.dumps({**export_trajectories(Path(args.run_dir), Path(args.file), only_finished=args.only_finished), "file": str(args.file)}))
-    return 0
-
-
-def _graphraft_labels(args: argparse.Namespace) -> int:
-    """Labels for a question file with the retriever's own entity and template steps; prints
-    their statistics and the oracle ceiling, and with --run the selection accuracy of a run."""
-    from sagegraph.eval.evaluate import read_questions
-    from sagegraph.retrieve.graphraft.labels import label_questions, label_stats, selection_accuracy
-    from sagegraph.retrieve import get_retriever
-    from sagegraph.retrieve.graph_index import GraphIndex
-    from sagegraph.retrieve.resources import open_resources
-
-    g = GraphIndex(_graph_dir(args.graph_dir))
-    questions = read_questions(args.questions)[: args.limit or None]
-    res = open_resources(g, _llm_config(args, args.ner == "llm"))
-    try:
-        rows = label_questions(get_retriever("graphraft", res, ner=args.ner, **_params(args.param)), questions, args.out, k=args.k)
-    finally:
-        res.close()
-    out = {"labels": str(args.out), "ner": args.ner, **label_stats(rows, k=args.k)}
-    if args.run:
-        out["selection"] = selection_accuracy(args.run, rows)
-    print(json.dumps(out))
-    return 0
-
-
-def _graphraft_export(args: argparse.Namespace) -> int:
-    from sagegraph.retrieve.graphraft.labels import export_labels
-
-    print(json.dumps({"records": export_labels(args.labels, args.file), "file": str(args.file)}))
-    return 0
-
-
-def _graphraft_finetune(args: argparse.Namespace) -> int:
-    from sagegraph.retrieve.graphraft.finetune import FinetuneConfig, finetune
-
-    cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, r=args.r, alpha=args.alpha, batch_size=args.batch_size, max_steps=args.max_steps,
-                         allow_cpu=args.allow_cpu)
-    print(json.dumps(finetune(args.records, args.model, args.out, cfg)))
+        print(format_events(row, lines=args.lines))
     return 0
 
 
@@ -400,7 +334,7 @@ def _retrievers(args: argparse.Namespace) -> int:
 
 
 def _add_retriever_args(p: argparse.ArgumentParser, k: int) -> None:
-    p.add_argument("--retriever", default="hybrid", help="a registered retriever (`sagegraph retrievers`)")
+    p.add_argument("--retriever", help="a registered retriever (`sagegraph retrievers`); default: the baseline (hybrid)")
     p.add_argument("--k", type=int, default=k, help="results (sage: seeds)")
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                    help="a retriever parameter (repeatable; `sagegraph retrievers NAME` lists them), e.g. -p k_prime=10 -p policy=-edge -p seed_retriever=spark")
@@ -470,50 +404,14 @@ def parser() -> argparse.ArgumentParser:
     li.add_argument("cache", type=Path, help="reply cache file, e.g. data/kb-synth/out/cache/llm.sqlite")
     li.set_defaults(func=_llm_import)
 
-    t = sub.add_parser("trace", help="print what an LLM retriever did for one question of a run (DGR: each agent's steps)")
+    t = sub.add_parser("trace", help="print what an LLM retriever did for one question of a run (its calls, or what its class shows: agents' steps)")
     t.add_argument("run_dir", type=Path, help="a run directory (with traces.jsonl)")
     t.add_argument("qid", help="question id")
     t.add_argument("--lines", type=int, default=8, help="lines shown of each observation or reply")
     t.set_defaults(func=_trace)
 
-    dg = sub.add_parser("dgr", help="DGR tools")
-    dgr_sub = dg.add_subparsers(dest="dgr_command", required=True)
-    dx = dgr_sub.add_parser("export-trajectories", help="write a run's DGR agent trajectories as chat-format SFT records (JSONL, no gold labels)")
-    dx.add_argument("run_dir", type=Path, help="a run directory or a sweep's output directory")
-    dx.add_argument("file", type=Path)
-    dx.add_argument("--only-finished", action="store_true", help="only agents that stopped by calling finish (a label-free filter)")
-    dx.set_defaults(func=_dgr_export)
-
-    gr = sub.add_parser("graphraft", help="GraphRAFT tools")
-    gr_sub = gr.add_subparsers(dest="graphraft_command", required=True)
-    gl = gr_sub.add_parser("labels", help="label each question with its best grounded template (reads gold: training data and the oracle ceiling, never retrieval)")
-    gl.add_argument("graph_dir", type=Path)
-    gl.add_argument("--questions", type=Path, required=True, help="questions with gold (e.g. data/kb-synth/questions-train.jsonl)")
-    gl.add_argument("--out", type=Path, required=True, help="labels JSONL to write")
-    gl.add_argument("--ner", choices=["llm", "gazetteer"], default="llm", help="how entities are named (as the retriever's `ner`)")
-    gl.add_argument("--k", type=int, default=20, help="the oracle ceiling's cutoff")
-    gl.add_argument("--limit", type=int, help="first N questions only")
-    gl.add_argument("--run", type=Path, help="a graphraft run directory on the same questions: report its selection accuracy")
-    gl.add_argument("--param", action="append", metavar="KEY=VALUE", help="a graphraft parameter (two_hop, paths, max_mid_degree)")
-    gl.add_argument("--llm", type=Path, help="LLM settings YAML for --ner llm (e.g. conf/llm_local.yaml)")
-    gl.add_argument("--cache-mode", choices=["live", "replay"])
-    gl.set_defaults(func=_graphraft_labels)
-    ge = gr_sub.add_parser("export-labels", help="write kept labels as chat-format records (question and entities -> best template) for fine-tuning")
-    ge.add_argument("labels", type=Path)
-    ge.add_argument("file", type=Path)
-    ge.set_defaults(func=_graphraft_export)
-    gf = gr_sub.add_parser("finetune", help="LoRA-tune a Hugging Face causal LM on exported label records (needs a GPU, or --allow-cpu)")
-    gf.add_argument("records", type=Path, help="chat records from `export-labels`")
-    gf.add_argument("--model", required=True, help="a Hugging Face model name or local directory")
-    gf.add_argument("--out", type=Path, required=True, help="where the adapter is saved")
-    gf.add_argument("--epochs", type=float, default=1.0)
-    gf.add_argument("--lr", type=float, default=2e-5, help="the paper's 2e-5")
-    gf.add_argument("--r", type=int, default=64, help="LoRA rank (the paper's 64)")
-    gf.add_argument("--alpha", type=int, default=16)
-    gf.add_argument("--batch-size", type=int, default=4)
-    gf.add_argument("--max-steps", type=int)
-    gf.add_argument("--allow-cpu", action="store_true", help="run without a GPU (small models only)")
-    gf.set_defaults(func=_graphraft_finetune)
+    for module in command_modules():  # a method's own tools (sagegraph dgr ..., sagegraph graphraft ...)
+        importlib.import_module(module).add_commands(sub)
 
     cp = sub.add_parser("compare", help="side by side: the finished runs of a sweep, with paired bootstrap intervals against a baseline and two plots")
     cp.add_argument("sweep_dir", type=Path)

@@ -96,3 +96,13 @@ def run_dirs(path: Path) -> list[Path]:
     if not found:
         raise SageGraphError(f"{path}: no run here (no traces.jsonl below it)")
     return found
+
+
+def find_trace(run_dir: Path, qid: str) -> dict[str, Any]:
+    rows = read_traces(Path(run_dir) / "traces.jsonl")
+    for row in rows:
+        if str(row["qid"]) == str(qid):
+            return row
+    if not rows:
+        raise SageGraphError(f"{run_dir}: no traced question here (traces.jsonl missing or empty)")
+    raise SageGraphError(f"{run_dir}: no trace for question {qid!r} (traced: {', '.join(str(r['qid']) for r in rows[:8])}{', ...' if len(rows) > 8 else ''})")

@@ -277,8 +277,10 @@ def test_trace_is_json(mini, tmp_path):
 
 
 def test_the_oracle_recognises_every_af_prompt():
-    from sagegraph.eval.oracle import AF_CYPHER_PROMPT, AF_RERANK_MARK, AF_TYPE_PROMPT
     from sagegraph.retrieve.af.retriever import DERIVE_CYPHER, TARGET_TYPE
+    from sagegraph.retrieve.af.retriever import ORACLE_CYPHER_MARK as AF_CYPHER_PROMPT
+    from sagegraph.retrieve.af.retriever import ORACLE_RERANK_MARK as AF_RERANK_MARK
+    from sagegraph.retrieve.af.retriever import ORACLE_TYPE_MARK as AF_TYPE_PROMPT
     from sagegraph.retrieve.kb.rerank import LISTWISE, PAIRWISE, POINTWISE
 
     assert AF_TYPE_PROMPT in TARGET_TYPE and AF_CYPHER_PROMPT in DERIVE_CYPHER

@@ -57,3 +57,15 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     assert main(["retrievers"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "sagegraph: interrupted; finished work is kept and the same command resumes it"
+
+
+def test_trace_asks_the_run_retriever_class_how_to_show_a_question(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"retriever": "spark", "k": 20, "params": {}, "key_version": 2}))
+    event = {"kind": "cypher", "name": "run", "seconds": 0.01, "inputs": {"query": "MATCH (n) RETURN n"}, "outputs": "3 rows"}
+    (run / "traces.jsonl").write_text(json.dumps({"qid": "q1", "question": "Who?", "latency_ms": 5, "events": [event], "top": ["a"]}) + "\n")
+    assert main(["trace", str(run), "q1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("question q1: Who?") and "[cypher] run" in out and "MATCH (n) RETURN n" in out
+

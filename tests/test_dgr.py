@@ -11,7 +11,8 @@ from sagegraph.config import LLMConfig
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig, run_eval
-from sagegraph.retrieve.dgr.trajectories import export_trajectories, find_trace, format_trace
+from sagegraph.retrieve.dgr.trajectories import export_trajectories, format_trace
+from sagegraph.runfiles import find_trace
 from sagegraph.llm import LLMClient
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.registry import validate_params

@@ -7,56 +7,42 @@ It is for tests and ceilings only. It is never a default, and every number it pr
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from sagegraph.corpus.questions import load_questions
 from sagegraph.loopback import FakeOpenAI, completion
-from sagegraph.retrieve.af.parse import return_names
+from sagegraph.retrieve.registry import REGISTRY, retriever_names
 
 ORACLE_MODEL = "oracle"
-# How the oracle tells AF-Retriever's prompts apart (their fixed wording, sagegraph.retrieve.af).
-AF_TYPE_PROMPT = "Which type are the nodes it asks for?"
-AF_CYPHER_PROMPT = "Write one Cypher query that captures what the question below asks."
-AF_RERANK_MARK = "candidate answer"
 _QUESTION = re.compile(r"^Question: (.+)$", re.MULTILINE)
 
 
 class Oracle:
+    """Finds the question a request is about, then asks each registered retriever class for the
+    reply its prompt would get from a perfect model (`Retriever.oracle_reply`); a prompt no class
+    claims, or a question with no gold, gets an empty reply (the method's fallback runs)."""
+
     def __init__(self, questions: Path | list):
         qs = load_questions(Path(questions)) if not isinstance(questions, list) else questions
         self.by_text = {q.text: q.meta for q in qs}
         self.misses = 0
 
-    def plan_for(self, question: str) -> dict[str, Any]:
-        meta = self.by_text.get(question)
-        if meta is None:
-            self.misses += 1
-            return {"target": None, "cypher": None, "vector": []}
-        return {"target": meta.get("target_type"), "cypher": meta.get("gold_cypher"), "vector": [], "combine": "intersect"}
-
-    def af_reply(self, question: str, prompt: str) -> str:
-        """AF's step 1 (the gold target type) and step 2 (the gold Cypher, returning the answer's
-        name as AF asks); rerank prompts get no usable answer, so reranking keeps the order."""
-        meta = self.by_text.get(question)
-        if meta is None:
+    def reply(self, messages: list[dict[str, Any]]) -> str:
+        last = next((str(m["content"]) for m in reversed(messages) if m.get("role") == "user"), "")
+        found = _QUESTION.findall(last) or _QUESTION.findall(" ".join(str(m.get("content")) for m in messages))
+        gold = self.by_text.get(found[-1].strip() if found else "")
+        if gold is None:
             self.misses += 1
             return ""
-        if AF_TYPE_PROMPT in prompt:
-            return str(meta.get("target_type") or "")
-        if AF_CYPHER_PROMPT in prompt:
-            return return_names(meta.get("gold_cypher") or "")
+        for name in retriever_names():
+            if (text := REGISTRY[name].oracle_reply(messages, gold)) is not None:
+                return text
         return ""
 
     def __call__(self, body: dict) -> tuple[int, dict]:
-        last = next((m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
-        found = _QUESTION.findall(last) or _QUESTION.findall(" ".join(str(m.get("content")) for m in body.get("messages", [])))
-        question = found[-1].strip() if found else ""
-        if AF_TYPE_PROMPT in last or AF_CYPHER_PROMPT in last or AF_RERANK_MARK in last:
-            return 200, completion(self.af_reply(question, last), prompt_tokens=0, completion_tokens=0)
-        return 200, completion(json.dumps(self.plan_for(question)), prompt_tokens=0, completion_tokens=0)
+        return 200, completion(self.reply(body.get("messages", [])), prompt_tokens=0, completion_tokens=0)
 
 
 def oracle_endpoint(questions: Path | list) -> FakeOpenAI:

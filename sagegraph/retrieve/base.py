@@ -127,6 +127,20 @@ class Retriever(ABC):
         return cls.prompt_version
 
     @classmethod
+    def oracle_reply(cls, messages: list[dict[str, Any]], gold: dict[str, Any]) -> str | None:
+        """For the oracle endpoint only (tests and ceilings, never retrieval): the reply a perfect
+        model would give to this method's prompt, from the question's gold annotations
+        (`gold_cypher`, `target_type`); None when the prompt is not this method's."""
+        return None
+
+    @classmethod
+    def format_trace(cls, row: dict[str, Any], lines: int = 8) -> str:
+        """One traced question of a run as text (`sagegraph trace`): its timed events by default."""
+        from sagegraph.retrieve.timeline import format_events
+
+        return format_events(row, lines)
+
+    @classmethod
     def axes(cls) -> tuple[str, ...]:
         """The sweep-block keys beside `params` this class takes as parameters."""
         own = tuple(cls.Params.model_fields)

@@ -33,6 +33,14 @@ MODULES = (
     "sagegraph.retrieve.graphraft.retriever",
 )
 ENTRY_POINTS = "sagegraph.retrievers"
+# A method's own CLI commands (`sagegraph dgr ...`): modules with `add_commands(subparsers)`, light
+# to import (their handlers import the method when run); other packages add theirs through the
+# `sagegraph.commands` entry-point group.
+COMMAND_MODULES = (
+    "sagegraph.retrieve.dgr.commands",
+    "sagegraph.retrieve.graphraft.commands",
+)
+COMMAND_ENTRY_POINTS = "sagegraph.commands"
 ENV = "SAGEGRAPH_RETRIEVERS"  # comma-separated modules to import: a retriever tried without packaging it
 
 REGISTRY: dict[str, type[Retriever]] = {}
@@ -71,6 +79,10 @@ def retriever_class(name: str) -> type[Retriever]:
     if name not in REGISTRY:
         raise SageGraphError(f"unknown retriever {name!r}; registered: {', '.join(names)}")
     return REGISTRY[name]
+
+
+def command_modules() -> list[str]:
+    return [*COMMAND_MODULES, *(ep.value.split(":")[0] for ep in entry_points(group=COMMAND_ENTRY_POINTS))]
 
 
 def default_baseline() -> str:

@@ -9,6 +9,7 @@ Recording after the fact keeps MLflow out of the retrieval path and makes loggin
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from typing import Any, Iterator
 
@@ -47,3 +48,27 @@ class Timeline:
 def llm_keys(trace: dict[str, Any]) -> list[str]:
     """The reply-cache keys of a query's LLM calls, in order."""
     return [e["key"] for e in trace.get("events", []) if e.get("kind") == "llm" and e.get("key")]
+
+
+def cut(text: Any, lines: int, width: int = 160) -> list[str]:
+    """Text as at most `lines` lines of at most `width` characters, saying how much was left out."""
+    out = []
+    for line in str(text if text is not None else "").splitlines() or [""]:
+        out.append(line if len(line) <= width else line[: width - 3] + "...")
+    return out if len(out) <= lines else out[:lines] + [f"... ({len(out) - lines} more lines)"]
+
+
+def format_events(row: dict[str, Any], lines: int = 8, body: list[str] | None = None) -> str:
+    """One traced question as text: its head, then `body` (a method's own account) or its timed
+    events (each LLM call, Cypher run and tool call with inputs and outputs), then its top results."""
+    out = [f"question {row['qid']}: {row.get('question', '')}", f"latency {row.get('latency_ms', 0) / 1000:.1f} s; counters {row.get('counters', {})}"]
+    if body is not None:
+        out += body
+    else:
+        for e in row.get("events", []):
+            out.append(f"[{e['kind']}] {e['name']} ({e.get('seconds', 0):.2f} s)" + (f" ERROR {e['error']}" if e.get("error") else ""))
+            if e["kind"] != "llm":
+                out += [f"    in:  {x}" for x in cut(json.dumps(e.get("inputs"), ensure_ascii=False, default=str), 2)]
+            out += [f"    out: {x}" for x in cut(e.get("outputs"), lines)]
+    out += ["", "top: " + ", ".join(map(str, row.get("top", [])))]
+    return "\n".join(out)

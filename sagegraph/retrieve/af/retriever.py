@@ -118,12 +118,31 @@ def _return_key(view: KBView, node_type: str | None) -> str:
     return next((k for k in NAME_KEYS if k in props), "name")
 
 
+# How the oracle endpoint tells this method's prompts apart (their fixed wording).
+ORACLE_TYPE_MARK = "Which type are the nodes it asks for?"
+ORACLE_CYPHER_MARK = "Write one Cypher query that captures what the question below asks."
+ORACLE_RERANK_MARK = "candidate answer"
+
+
 @register("af")
 class AFRetriever(Retriever):
     uses_llm = True
     prompt_version = PROMPT_VERSION
     Params = AFParams
     shared_axes = ()  # `alpha` here is AF's share of k, not the hybrid BM25 weight of the sweep axis
+
+    @classmethod
+    def oracle_reply(cls, messages: list[dict[str, Any]], gold: dict[str, Any]) -> str | None:
+        """Step 1: the gold target type; step 2: the gold Cypher, returning the answer's name as
+        AF asks; a rerank prompt gets no usable answer, so reranking keeps the order."""
+        last = next((str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        if ORACLE_TYPE_MARK in last:
+            return str(gold.get("target_type") or "")
+        if ORACLE_CYPHER_MARK in last:
+            return return_names(gold.get("gold_cypher") or "")
+        if ORACLE_RERANK_MARK in last:
+            return ""
+        return None
 
     def __init__(self, res: Resources, params: AFParams):
         super().__init__(res, params)

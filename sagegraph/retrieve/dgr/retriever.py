@@ -131,6 +131,12 @@ class DGRRetriever(Retriever):
     Params = DGRParams
     shared_axes = ()  # none of the sweep's shared axes (alpha, k_prime) means anything here
 
+    @classmethod
+    def format_trace(cls, row: dict[str, Any], lines: int = 8) -> str:
+        from sagegraph.retrieve.dgr.trajectories import format_trace
+
+        return format_trace(row, lines)
+
     def __init__(self, res: Resources, params: DGRParams):
         super().__init__(res, params)
         self.tools = GraphTools(self.g, default_size=params.search_size, max_size=params.max_search_size, neighbour_k=params.neighbour_k,

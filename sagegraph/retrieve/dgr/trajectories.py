@@ -14,26 +14,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from sagegraph.errors import SageGraphError
 from sagegraph.retrieve.dgr.agent import ActionError, read_text_actions
+from sagegraph.retrieve.timeline import cut, format_events
 from sagegraph.runfiles import read_traces, run_dirs
-
-
-def find_trace(run_dir: Path, qid: str) -> dict[str, Any]:
-    rows = read_traces(Path(run_dir) / "traces.jsonl")
-    for row in rows:
-        if str(row["qid"]) == str(qid):
-            return row
-    if not rows:
-        raise SageGraphError(f"{run_dir}: no traced question here (traces.jsonl missing or empty)")
-    raise SageGraphError(f"{run_dir}: no trace for question {qid!r} (traced: {', '.join(str(r['qid']) for r in rows[:8])}{', ...' if len(rows) > 8 else ''})")
-
-
-def _cut(text: Any, lines: int, width: int = 160) -> list[str]:
-    out = []
-    for line in str(text if text is not None else "").splitlines() or [""]:
-        out.append(line if len(line) <= width else line[: width - 3] + "...")
-    return out if len(out) <= lines else out[:lines] + [f"... ({len(out) - lines} more lines)"]
 
 
 def _calls_of(message: dict[str, Any]) -> list[str]:
@@ -58,7 +41,7 @@ def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
             out.append(f"  step {step}:")
             out += [f"    -> {c}" for c in _calls_of(m)]
         else:
-            out += [f"       {x}" for x in _cut(m.get("content"), lines)]
+            out += [f"       {x}" for x in cut(m.get("content"), lines)]
     answer = agent.get("answer", [])
     reasons = agent.get("reasons", {})
     label = "answer (fallback: its last search results)" if agent.get("fallback") else "answer"
@@ -68,19 +51,13 @@ def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
 
 
 def format_trace(row: dict[str, Any], lines: int = 8) -> str:
-    out = [f"question {row['qid']}: {row.get('question', '')}", f"latency {row.get('latency_ms', 0) / 1000:.1f} s; counters {row.get('counters', {})}"]
-    if row.get("agents"):
-        out.append(f"action mode: {row.get('action_mode')}; tokens spent {row.get('budget_spent')}")
-        for agent in row["agents"]:
-            out += [""] + format_agent(agent, lines)
-    else:
-        for e in row.get("events", []):
-            out.append(f"[{e['kind']}] {e['name']} ({e.get('seconds', 0):.2f} s)" + (f" ERROR {e['error']}" if e.get("error") else ""))
-            if e["kind"] != "llm":
-                out += [f"    in:  {x}" for x in _cut(json.dumps(e.get("inputs"), ensure_ascii=False, default=str), 2)]
-            out += [f"    out: {x}" for x in _cut(e.get("outputs"), lines)]
-    out += ["", "top: " + ", ".join(map(str, row.get("top", [])))]
-    return "\n".join(out)
+    """A DGR question: each agent's steps; a question without agents as any LLM retriever's."""
+    if not row.get("agents"):
+        return format_events(row, lines)
+    body = [f"action mode: {row.get('action_mode')}; tokens spent {row.get('budget_spent')}"]
+    for agent in row["agents"]:
+        body += [""] + format_agent(agent, lines)
+    return format_events(row, lines, body)
 
 
 def sft_records(run_dir: Path, only_finished: bool = False) -> Iterator[dict[str, Any]]:

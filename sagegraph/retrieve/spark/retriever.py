@@ -15,6 +15,7 @@ What we follow and where we depart (LLM-RETRIEVERS.md §1):
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -131,6 +132,13 @@ class SparkRetriever(Retriever):
     uses_llm = True
     prompt_version = PROMPT_VERSION
     Params = SparkParams
+
+    @classmethod
+    def oracle_reply(cls, messages: list[dict[str, Any]], gold: dict[str, Any]) -> str | None:
+        """The plan a perfect model would write: the gold target type and the gold Cypher."""
+        if not messages or messages[0].get("content") != SYSTEM:
+            return None
+        return json.dumps({"target": gold.get("target_type"), "cypher": gold.get("gold_cypher"), "vector": [], "combine": "intersect"})
 
     def __init__(self, res: Resources, params: SparkParams):
         super().__init__(res, params)
