@@ -236,7 +236,8 @@ def test_falkor_bulk_edge_text_reads_back_like_the_generic_rows(tmp_path):
     the generic dict rows store: weights as floats (1.0 too), metadata text byte for byte."""
     import pyarrow as pa
 
-    from sagegraph.store.base import GraphStore, Write, edge_write_query
+    from sagegraph.store.base import GraphStore
+    from sagegraph.store.writes import Write, edge_write_query
 
     nodes = [Node(f'n"{i}\\', DOC_CHUNK, "", f"text {i}", f"s{i}", "", 0, {}) for i in range(4)]
     meta = ['{"q": "say \\"hi\\""}', 'back\\slash and "quotes"', "line\nbreak, ünïcödé ✓", None, "{}"]

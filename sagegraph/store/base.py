@@ -1,212 +1,21 @@
-"""The store interface. Shared Cypher lives here in the dialect both engines accept (UNWIND/MERGE,
-plain labels, no APOC); what differs (indexes, vector search, vector literals, read-only execution,
-introspection) is isolated in each backend."""
+"""The store interface. What both engines share is in its own modules (mapping: records to nodes;
+writes: bulk-write Cypher; schema: introspection); what differs (indexes, vector search, vector
+literals, read-only execution) is isolated in each backend."""
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Edge, Node, edges_to_table
+from sagegraph.model import Edge, Node, edges_to_table
 from sagegraph.store.diff import GraphDiff, edge_key_batches
+from sagegraph.store.mapping import NODE_LABEL, node_label, node_row, safe_label
 from sagegraph.store.readonly import assert_read_only, guard_untrusted
-
-NODE_LABEL = "Node"
-MODALITY_LABELS = {DOC_CHUNK: "DocChunk", TABLE_CHUNK: "TableChunk", ENTITY: "Entity"}
-_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-
-
-def safe_label(name: str) -> str:
-    """Labels and relationship types cannot be parameters in Cypher, so they are whitelisted text."""
-    cleaned = "".join(c if c in _SAFE else "_" for c in name)
-    if not cleaned or cleaned[0].isdigit():
-        cleaned = "T_" + cleaned
-    return cleaned
-
-
-@dataclass
-class PropertyInfo:
-    type: str  # STRING, INTEGER, FLOAT, BOOLEAN, LIST
-    examples: list[Any] = field(default_factory=list)
-    seen: int = 0  # in how many sampled nodes of the label the key was present
-
-
-@dataclass
-class GraphSchema:
-    """What an LLM planner needs to write valid Cypher: labels with their counts and typed
-    properties (a few example values each), relationship types, and the (label)-[type]->(label)
-    patterns of every relationship type."""
-
-    labels: list[str] = field(default_factory=list)
-    relationship_types: list[str] = field(default_factory=list)
-    property_keys: list[str] = field(default_factory=list)
-    patterns: list[tuple[str, str, str]] = field(default_factory=list)
-    node_count: int = 0
-    edge_count: int = 0
-    label_counts: dict[str, int] = field(default_factory=dict)
-    properties: dict[str, dict[str, PropertyInfo]] = field(default_factory=dict)
-
-    def as_text(self) -> str:
-        lines = [f"Node labels: {', '.join(self.labels)}", f"Relationship types: {', '.join(self.relationship_types)}", f"Property keys: {', '.join(self.property_keys)}"]
-        lines += [f"(:{a})-[:{r}]->(:{b})" for a, r, b in self.patterns]
-        return "\n".join(lines)
-
-
-# Properties every node has for sagegraph's own use; a schema card for Cypher writers leaves them out.
-INTERNAL_PROPERTIES = {"modality", "type", "text", "source_id", "position", "topic", "entities", "metadata", "embedding"}
-# Store labels that say what kind of node a row is rather than what it is.
-GENERIC_LABELS = {NODE_LABEL, *MODALITY_LABELS.values()}
-_RESERVED = {"id", "modality", "type", "source_id", "metadata", "embedding", "entities", "position"}
-
-
-def kb_properties(fields: dict[str, Any]) -> dict[str, Any]:
-    """A KB object's fields as typed node properties (`m.year > 2000` must compare numbers); a
-    field named like one of sagegraph's own properties is stored as `field_<name>`."""
-    out = {}
-    for k, v in fields.items():
-        key = safe_label(k)
-        if key in _RESERVED:
-            key = f"field_{key}"
-        if isinstance(v, (dict, tuple)) or (isinstance(v, list) and not all(isinstance(x, (str, int, float, bool)) for x in v)):
-            v = json.dumps(v, ensure_ascii=False)
-        out[key] = v
-    return out
-
-
-def property_type(v: Any) -> str:
-    if isinstance(v, bool):
-        return "BOOLEAN"
-    if isinstance(v, int):
-        return "INTEGER"
-    if isinstance(v, float):
-        return "FLOAT"
-    if isinstance(v, list):
-        return "LIST"
-    return "STRING"
-
-
-def node_row(node: Node, embedding: Any | None) -> dict[str, Any]:
-    """Store properties must be primitives or lists of them, so metadata travels as JSON text.
-    `embedding` is already in the form the backend sends (`GraphStore.vector_params`)."""
-    meta = node.metadata
-    row = {
-        "id": node.id,
-        "props": {
-            "modality": node.modality,
-            "type": node.type,
-            "text": node.text,
-            "source_id": node.source_id,
-            "title": node.title,
-            "position": node.position,
-            "topic": meta.get("topic") or meta.get("table_description") or "",
-            "entities": sorted(meta.get("entities", {}))[:50],
-            "metadata": json.dumps(meta, ensure_ascii=False),
-        },
-    }
-    if node.modality == ENTITY and isinstance(meta.get("fields"), dict):
-        row["props"].update(kb_properties(meta["fields"]))
-    if embedding is not None:
-        row["embedding"] = embedding
-    return row
-
-
-@dataclass(frozen=True)
-class Write:
-    """One batch of a bulk load: `query` runs once with `$rows` bound to `rows` (`count` of them)."""
-
-    query: str
-    rows: Any
-    count: int
-
-
-def node_write_query(label: str, vector_literal: str | None, create: bool) -> str:
-    """`label` may hold several (`Entity:Paper`); `vector_literal` spells the embedding per backend."""
-    set_vec = f", n.embedding = {vector_literal}" if vector_literal else ""
-    if create:
-        return f"UNWIND $rows AS row CREATE (n:{NODE_LABEL}:{label} {{id: row.id}}) SET n += row.props{set_vec}"
-    return f"UNWIND $rows AS row MERGE (n:{NODE_LABEL} {{id: row.id}}) SET n:{label}, n += row.props{set_vec}"
-
-
-def node_label(node: Node) -> str:
-    """The store labels of a node; KB nodes also carry their own type (`Entity:Paper`)."""
-    label = MODALITY_LABELS.get(node.modality, "Entity")
-    return f"{label}:{safe_label(node.type)}" if node.modality == ENTITY and node.type else label
-
-
-def edge_delete_query(rtype: str) -> str:
-    return f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}})-[r:{safe_label(rtype)}]->(b:{NODE_LABEL} {{id: row.dst}}) DELETE r"
-
-
-def edge_write_query(rtype: str, create: bool) -> str:
-    verb = "CREATE" if create else "MERGE"
-    return (
-        f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
-        f"{verb} (a)-[r:{safe_label(rtype)}]->(b) SET r += row.props"
-    )
-
-
-def batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    buf = []
-    for r in rows:
-        buf.append(r)
-        if len(buf) >= size:
-            yield buf
-            buf = []
-    if buf:
-        yield buf
-
-
-def edge_patterns(store: "GraphStore", relationship_types: list[str]) -> list[tuple[str, str, str]]:
-    """Every (label)-[type]->(label) pattern, one scan per relationship type: sampling the first
-    N edges (as before) missed the types that came late in the load."""
-    out = set()
-    for rtype in relationship_types:
-        rows = store.read(f"MATCH (a)-[r:{safe_label(rtype)}]->(b) RETURN DISTINCT labels(a) AS la, labels(b) AS lb", max_rows=5000, timeout_ms=60_000)
-        for row in rows:
-            la = [x for x in row["la"] if x not in GENERIC_LABELS] or [x for x in row["la"] if x != NODE_LABEL] or [NODE_LABEL]
-            lb = [x for x in row["lb"] if x not in GENERIC_LABELS] or [x for x in row["lb"] if x != NODE_LABEL] or [NODE_LABEL]
-            out.add((la[-1], rtype, lb[-1]))
-    return sorted(out)
-
-
-def label_properties(store: "GraphStore", label: str, sample: int = 200, examples: int = 3) -> dict[str, PropertyInfo]:
-    """Property keys of a label with their type and a few distinct example values (long text cut)."""
-    rows = store.read(f"MATCH (n:{safe_label(label)}) RETURN n LIMIT {int(sample)}", max_rows=sample)
-    info: dict[str, PropertyInfo] = {}
-    for row in rows:
-        for k, v in row["n"].items():
-            if k.startswith("_") or k in INTERNAL_PROPERTIES or v is None:
-                continue
-            p = info.setdefault(k, PropertyInfo(property_type(v)))
-            p.seen += 1
-            shown = v[:80] + "..." if isinstance(v, str) and len(v) > 80 else v
-            if len(p.examples) < examples and shown not in p.examples:
-                p.examples.append(shown)
-    return dict(sorted(info.items()))
-
-
-def introspect_schema(store: "GraphStore") -> GraphSchema:
-    """Labels, counts, typed properties per label and every relationship pattern, through the
-    shared Cypher both engines accept."""
-    schema = GraphSchema(
-        labels=sorted(next(iter(r.values())) for r in store.read("CALL db.labels()")),
-        relationship_types=sorted(next(iter(r.values())) for r in store.read("CALL db.relationshipTypes()")),
-        property_keys=sorted(next(iter(r.values())) for r in store.read("CALL db.propertyKeys()")),
-    )
-    schema.node_count = store.count_nodes()
-    schema.edge_count = store.count_edges()
-    for label in schema.labels:
-        if label not in GENERIC_LABELS:
-            rows = store.read(f"MATCH (n:{safe_label(label)}) RETURN count(n) AS c")
-            schema.label_counts[label] = int(rows[0]["c"]) if rows else 0
-            schema.properties[label] = label_properties(store, label)
-    schema.patterns = edge_patterns(store, schema.relationship_types)
-    return schema
+from sagegraph.store.schema import GraphSchema, introspect_schema
+from sagegraph.store.writes import Write, batched, edge_delete_query, edge_write_query, node_write_query
 
 
 class GraphStore(ABC):

@@ -21,7 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sagegraph.errors import CypherInvalid, StoreError, StoreUnavailable
-from sagegraph.store.base import NODE_LABEL, GraphStore, Write
+from sagegraph.store.base import GraphStore
+from sagegraph.store.mapping import NODE_LABEL
+from sagegraph.store.writes import Write
 
 log = logging.getLogger("sagegraph.store")
 DB_FILE = "graph.db"

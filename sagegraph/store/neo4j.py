@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, StoreUnavailable
-from sagegraph.store.base import NODE_LABEL, GraphStore
+from sagegraph.store.base import GraphStore
+from sagegraph.store.mapping import NODE_LABEL
 
 MIN_VERSION = (5, 11)
 VECTOR_INDEX = "sagegraph_embedding"

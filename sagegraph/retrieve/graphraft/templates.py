@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from sagegraph.retrieve.kb.view import KBView
-from sagegraph.store.base import safe_label
+from sagegraph.store.mapping import safe_label
 
 if TYPE_CHECKING:
     from sagegraph.store.base import GraphStore

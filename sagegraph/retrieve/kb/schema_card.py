@@ -13,7 +13,9 @@ import yaml
 
 from sagegraph.errors import ConfigError
 from sagegraph.model import SIMILAR_PREFIX
-from sagegraph.store.base import GraphSchema, GraphStore, safe_label
+from sagegraph.store.base import GraphStore
+from sagegraph.store.mapping import safe_label
+from sagegraph.store.schema import GraphSchema
 
 NAME_KEYS = ("name", "title")
 

@@ -1,0 +1,49 @@
+"""The Cypher of bulk writes, in the dialect both engines accept (UNWIND/MERGE, plain labels, no
+APOC): one query per batch with `$rows` bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from sagegraph.store.mapping import NODE_LABEL, safe_label
+
+
+@dataclass(frozen=True)
+class Write:
+    """One batch of a bulk load: `query` runs once with `$rows` bound to `rows` (`count` of them)."""
+
+    query: str
+    rows: Any
+    count: int
+
+
+def node_write_query(label: str, vector_literal: str | None, create: bool) -> str:
+    """`label` may hold several (`Entity:Paper`); `vector_literal` spells the embedding per backend."""
+    set_vec = f", n.embedding = {vector_literal}" if vector_literal else ""
+    if create:
+        return f"UNWIND $rows AS row CREATE (n:{NODE_LABEL}:{label} {{id: row.id}}) SET n += row.props{set_vec}"
+    return f"UNWIND $rows AS row MERGE (n:{NODE_LABEL} {{id: row.id}}) SET n:{label}, n += row.props{set_vec}"
+
+
+def edge_delete_query(rtype: str) -> str:
+    return f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}})-[r:{safe_label(rtype)}]->(b:{NODE_LABEL} {{id: row.dst}}) DELETE r"
+
+
+def edge_write_query(rtype: str, create: bool) -> str:
+    verb = "CREATE" if create else "MERGE"
+    return (
+        f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) MATCH (b:{NODE_LABEL} {{id: row.dst}}) "
+        f"{verb} (a)-[r:{safe_label(rtype)}]->(b) SET r += row.props"
+    )
+
+
+def batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    buf = []
+    for r in rows:
+        buf.append(r)
+        if len(buf) >= size:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
