@@ -28,6 +28,19 @@ def default_tracking_uri(out: Path) -> str:
     return f"sqlite:///{Path(out).resolve() / 'mlflow.db'}"
 
 
+# MLflow 3 opens an experiment on its GenAI overview unless told it holds model-development runs;
+# a sweep's experiment is a table of runs to compare, so it says so.
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+
+
+def artifact_location(tracking_uri: str) -> str | None:
+    """Artifacts beside a local tracking database (`<db dir>/mlartifacts`), so `mlflow ui` started
+    from any directory finds them; a tracking server keeps its own default."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    return (Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlartifacts").as_uri()
+
+
 class SweepTracker:
     def __init__(self, tracking_uri: str, experiment: str, state_path: Path, sweep_name: str, params: dict[str, Any] | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -36,7 +49,12 @@ class SweepTracker:
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.tracking_uri = tracking_uri
         exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        if exp is None:
+            self.experiment_id = self.client.create_experiment(experiment, artifact_location=artifact_location(tracking_uri), tags=dict([EXPERIMENT_KIND]))
+        else:
+            self.experiment_id = exp.experiment_id
+            if not str(exp.tags.get(EXPERIMENT_KIND[0], "")).startswith(EXPERIMENT_KIND[1]):  # unset or inferred as GenAI
+                self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
         self.state_path = Path(state_path)
         self.parent_id = self._reopen_parent()
         if self.parent_id is None:

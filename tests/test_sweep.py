@@ -247,3 +247,27 @@ def test_a_block_key_no_retriever_of_the_block_takes_is_refused(tmp_path):
     p.write_text(yaml.safe_dump({"graph": "g", "grid": [{"retriever": ["sage"], "total_k": [10]}]}))
     with pytest.raises(ConfigError, match="total_k needs k"):
         load_sweep(p)
+
+
+def test_a_sweep_experiment_opens_on_its_runs_and_keeps_artifacts_beside_its_database(tmp_path, monkeypatch):
+    """MLflow 3 opens an experiment on its GenAI overview unless tagged as model development, and
+    artifacts went to ./mlruns under whatever directory the command ran from."""
+    from mlflow.tracking import MlflowClient
+
+    from sagegraph.tracking import EXPERIMENT_KIND, SweepTracker, default_tracking_uri
+
+    monkeypatch.chdir(tmp_path)  # where a command would have left ./mlruns
+    out = tmp_path / "sweep"
+    out.mkdir()
+    uri = default_tracking_uri(out)
+    tracker = SweepTracker(uri, "exp", out / "mlflow_parent.json", "sweep")
+    exp = MlflowClient(uri).get_experiment(tracker.experiment_id)
+    assert exp.tags[EXPERIMENT_KIND[0]] == EXPERIMENT_KIND[1]
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")
+    tracker.log_summary([tmp_path / "table.csv"])
+    assert list((out / "mlartifacts").rglob("table.csv")) and not (tmp_path / "mlruns").exists()
+    # an experiment made before (no kind, or one MLflow inferred) is told too
+    client = MlflowClient(uri)
+    old = client.create_experiment("older")
+    SweepTracker(uri, "older", out / "p2.json", "sweep")
+    assert client.get_experiment(old).tags[EXPERIMENT_KIND[0]] == EXPERIMENT_KIND[1]
