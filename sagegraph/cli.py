@@ -342,10 +342,33 @@ def _add_retriever_args(p: argparse.ArgumentParser, k: int) -> None:
     p.add_argument("--cache-mode", choices=["live", "replay"], help="replay: a request with no recorded reply is an error")
 
 
+COMMAND_GROUPS = (
+    ("build a graph", ("build", "data")),
+    ("retrieve and evaluate", ("query", "evaluate", "retrievers", "trace")),
+    ("experiments", ("sweep", "compare")),
+    ("models", ("llm",)),
+)
+EXAMPLES = """examples:
+  sagegraph build conf/ottqa_demo.yaml                      build a graph (again: only what changed)
+  sagegraph query work/kb-synth "Which films did Ana Silva direct?" --retriever spark --llm conf/llm_local.yaml
+  sagegraph evaluate work/kb-synth --retriever sage -p k_prime=10 -p seed_retriever=spark
+  sagegraph sweep conf/sweep_kb_all.yaml                    a grid of retrievers, tracked in MLflow
+  sagegraph compare work/sweeps/kb-synth-all --partial      side by side, with paired intervals
+  sagegraph retrievers sage                                 a retriever's parameters"""
+
+
+def _grouped_help(names: list[str]) -> str:
+    """The commands by task (argparse lists subcommands flat); a method's own tools last."""
+    known = {n for _, group in COMMAND_GROUPS for n in group}
+    groups = [*COMMAND_GROUPS, ("a method's own tools", tuple(n for n in names if n not in known))]
+    return "commands by task:\n" + "\n".join(f"  {title + ':':24s}{', '.join(group)}" for title, group in groups if group) + "\n\n" + EXAMPLES
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sagegraph", description="Structure-aware graph retrieval over text, tables and knowledge graphs.")
+    p = argparse.ArgumentParser(prog="sagegraph", description="Structure-aware graph retrieval over text, tables and knowledge graphs.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     b = sub.add_parser("build", help="build a SAGE chunk graph (Prefect flow on Dask)")
     b.add_argument("config", help="YAML build config, e.g. conf/ottqa.yaml")
@@ -444,6 +467,7 @@ def parser() -> argparse.ArgumentParser:
     sk.add_argument("--size", type=int, default=20_000, help="nodes (edges ~5.9x)")
     sk.add_argument("--per-family", type=int, help="questions per template family over all splits (default: 250 at 20k nodes)")
     sk.set_defaults(func=_synth_kb)
+    p.epilog = _grouped_help(list(sub.choices))
     return p
 
 

@@ -69,3 +69,19 @@ def test_trace_asks_the_run_retriever_class_how_to_show_a_question(tmp_path, cap
     out = capsys.readouterr().out
     assert out.startswith("question q1: Who?") and "[cypher] run" in out and "MATCH (n) RETURN n" in out
 
+
+
+def test_help_groups_every_command_by_task_and_shows_examples(capsys):
+    import re
+
+    import pytest
+
+    from sagegraph.cli import parser
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    grouped = out.split("commands by task:")[1].split("examples:")[0]
+    listed = {name for line in grouped.strip().splitlines() for name in re.split(r",\s*", line.split(":", 1)[1].strip())}
+    sub = next(a for a in parser()._actions if a.dest == "command")
+    assert listed == set(sub.choices) and "sagegraph sweep conf/" in out.split("examples:")[1]
