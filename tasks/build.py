@@ -30,7 +30,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
 
 @task(name="chunk", **_opts)
 def chunk(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
-    res = S.chunk_batch(cfg, batch_path)
+    res = S.chunk_batch(cfg, batch_path, report=get_run_logger().info)
     _log("chunk", res, batch_path.rsplit("/", 1)[-1])
     return res
 
@@ -52,7 +52,7 @@ def metadata(cfg: BuildConfig, chunk_result: dict[str, Any]) -> dict[str, Any]:
 
 @task(name="embed", **_opts)
 def embed(cfg: BuildConfig, metadata_result: dict[str, Any]) -> dict[str, Any]:
-    res = S.embed_batch(cfg, metadata_result["path"])
+    res = S.embed_batch(cfg, metadata_result["path"], report=get_run_logger().info)
     _log("embed", res, metadata_result["path"].rsplit("/", 1)[-1])
     return res
 

@@ -103,3 +103,28 @@ def test_device_choice_needs_no_torch_import_without_gpu_device_nodes():
     code = "import sys; from sagegraph.embed import pick_device; print(pick_device(), 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["cpu", "False"]
+
+
+def test_encoding_reports_progress_in_slices_of_whole_batches_with_the_same_vectors():
+    """A build batch's windows were one silent encode call for minutes; the reporting wrapper
+    encodes length-sorted slices of whole batches (the batches one call would make) and says how
+    far it is, with the vectors of one call."""
+    import numpy as np
+
+    from sagegraph.embed import encode_reporting
+
+    texts = [("w" * (i * 7919 % 97)) + str(i) for i in range(1000)]
+    calls = []
+
+    def encode(ts):
+        calls.append([len(t) for t in ts])
+        return np.array([[len(t), hash(t) % 1000] for t in ts], dtype=np.float32)
+
+    lines = []
+    out = encode_reporting(encode, lines.append, "chunk b1", batch_size=8, every_s=0)(texts)  # a line after every slice
+    assert np.array_equal(out, encode(texts))
+    slices = calls[:-1]
+    assert [len(c) for c in slices] == [128] * 7 + [104] and all(c == sorted(c) for c in slices)
+    assert [max(a) <= min(b) for a, b in zip(slices, slices[1:])] == [True] * 7  # one global length order
+    assert len(lines) == 8 and lines[0].startswith("chunk b1: 128/1,000 texts,") and "left" in lines[0] and lines[-1].endswith("done")
+    assert encode_reporting(encode, None, "x") is encode  # no reporter: the plain call

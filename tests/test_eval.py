@@ -131,7 +131,7 @@ def test_group_reuses_seeds_across_k_prime(g, questions, tmp_path, monkeypatch):
 
 
 def test_progress_says_how_far_and_how_long_at_most_every_interval():
-    from sagegraph.eval.progress import Progress, duration
+    from sagegraph.progress import Progress, duration
 
     now = [0.0]
     p = Progress("dgr[k=20]", total=10, resumed=4, every_s=30, clock=lambda: now[0])

@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
 from sagegraph.config import BuildConfig, EdgeConfig
 from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
-from sagegraph.embed import Encoder, make_encoder
+from sagegraph.embed import Encoder, encode_reporting, make_encoder
 from sagegraph.errors import ConfigError, InputError
 from sagegraph.store.base import GraphStore
 from sagegraph.store.diff import GraphDiff
@@ -204,7 +205,8 @@ def _load_batch(path: Path) -> tuple[list[Table], list[Document], list[KBObject]
 
 # ---- 2. chunk ---------------------------------------------------------------------------------
 
-def chunk_batch(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
+def chunk_batch(cfg: BuildConfig, batch_path: str, report: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`report` gets progress lines while the batch's windows are encoded (a task's logger)."""
     out = batch_file(Layout.of(cfg).stage_dir("chunks"), batch_path)
     if out.exists():
         return {"path": str(out), "resumed": True, "seconds": 0.0, "encode_seconds": 0.0}
@@ -213,7 +215,8 @@ def chunk_batch(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
     enc = get_encoder(cfg)
     e0, n0 = _encode_seconds(enc), _encoded(enc)
     nodes = table_nodes(tables, cfg.tables.rows_per_segment, cfg.tables.link_entities)
-    nodes += document_nodes(docs, enc.encode, cfg.chunking)
+    encode = encode_reporting(enc.encode, report, f"chunk {Path(batch_path).stem}", getattr(enc, "batch_size", 64))
+    nodes += document_nodes(docs, encode, cfg.chunking)
     nodes += kb_nodes(kb)
     write_parquet(nodes_to_table(nodes), out)
     return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0,
@@ -259,7 +262,7 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str) -> dict[str, Any]:
 
 # ---- 4. embed ---------------------------------------------------------------------------------
 
-def embed_batch(cfg: BuildConfig, metadata_path: str) -> dict[str, Any]:
+def embed_batch(cfg: BuildConfig, metadata_path: str, report: Callable[[str], None] | None = None) -> dict[str, Any]:
     out = Layout.of(cfg).stage_dir("vectors") / (Path(metadata_path).stem + ".npz")
     if out.exists():
         return {"path": str(out), "resumed": True, "seconds": 0.0, "encode_seconds": 0.0}
@@ -270,7 +273,8 @@ def embed_batch(cfg: BuildConfig, metadata_path: str) -> dict[str, Any]:
     texts = [field_texts(n) for n in nodes]
     # One encode call over all fields: duplicates (a title shared by a table's segments) hit the cache.
     flat = [t[f] for t in texts for f in FIELDS]
-    vecs = enc.encode(flat) if flat else np.zeros((0, enc.dim), np.float32)
+    encode = encode_reporting(enc.encode, report, f"embed {Path(metadata_path).stem}", getattr(enc, "batch_size", 64))
+    vecs = encode(flat) if flat else np.zeros((0, enc.dim), np.float32)
     arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
     save_npz(out, **arrays)
     return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0,

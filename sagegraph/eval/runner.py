@@ -30,7 +30,7 @@ from sagegraph.eval.metrics import (
     query_metrics,
     stage_diagnostics,
 )
-from sagegraph.eval.progress import Progress
+from sagegraph.progress import Progress
 from sagegraph.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_trec
 from sagegraph.retrieve.base import Retrieval, Retriever
 from sagegraph.retrieve.graph_index import GraphIndex

@@ -1,8 +1,8 @@
-"""How far a run is and when it should end, for the log.
-
-An LLM agent takes minutes a question on a CPU server, so a sweep can sit on one configuration
-for hours; without this its log says nothing between the configuration's start and its metrics.
-The estimate uses only questions run in this process: resumed ones took no time here."""
+"""How far a long step is and when it should end, for the log: a sweep's questions (an LLM agent
+takes minutes a question on a CPU server, so a sweep can sit on one configuration for hours) and a
+build batch's encoding (minutes of windows on 2 cores). Without it a log says nothing between a
+step's start and its end. The estimate uses only items done in this process: resumed ones took no
+time here."""
 
 from __future__ import annotations
 
@@ -22,13 +22,14 @@ def duration(seconds: float) -> str:
 
 @dataclass
 class Progress:
-    """Counts finished questions and says, at most every `every_s` seconds and always at the
-    last one, how many are done and how long the rest should take at this run's pace."""
+    """Counts finished items and says, at most every `every_s` seconds and always at the last
+    one, how many are done and how long the rest should take at this run's pace."""
 
     label: str
-    total: int  # scorable questions of the run, resumed ones included
+    total: int  # items of the step, resumed ones included
     resumed: int = 0
     every_s: float = 30.0
+    unit: str = "questions"
     clock: Callable[[], float] = time.monotonic  # injectable for tests
     run: int = 0  # finished in this process
     _t0: float = field(init=False)
@@ -43,17 +44,19 @@ class Progress:
         if todo <= 0:
             return None
         resumed = f" ({self.resumed} done before, resumed)" if self.resumed else ""
-        return f"{self.label}: {todo} of {self.total} questions to run{resumed}"
+        return f"{self.label}: {todo} of {self.total} {self.unit} to run{resumed}"
 
-    def tick(self) -> str | None:
-        """One more question finished; the progress line when one is due, else None."""
-        self.run += 1
+    def tick(self, n: int = 1) -> str | None:
+        """`n` more items finished; the progress line when one is due, else None."""
+        self.run += n
         now = self.clock()
         done = self.resumed + self.run
         if done < self.total and now - self._last < self.every_s:
             return None
         self._last = now
         pace = (now - self._t0) / self.run
-        line = f"{self.label}: {done}/{self.total} questions, {duration(pace)} a question"
+        one = self.unit[:-1] if self.unit.endswith("s") else self.unit
+        rate = f"{duration(pace)} a {one}" if pace >= 1 else f"{1 / pace:,.0f} {self.unit}/s" if pace > 0 else "instant"
+        line = f"{self.label}: {done:,}/{self.total:,} {self.unit}, {rate}"
         left = self.total - done
         return line + (f", about {duration(pace * left)} left" if left > 0 else ", done")
