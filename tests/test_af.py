@@ -290,7 +290,7 @@ def test_the_oracle_recognises_every_af_prompt():
 @pytest.mark.e2e
 def test_oracle_ceiling_of_steps_3_to_7_on_the_synthetic_kb(synth_kb, tmp_path):
     """With the gold target type and gold Cypher (the oracle endpoint), parsing and grounding must
-    recover the gold answers: the ceiling the README reports, here on the 600-node test KB."""
+    recover the gold answers: the ceiling docs/results.md reports, here on the 600-node test KB."""
     from sagegraph.eval.evaluate import evaluate_one
     from sagegraph.eval.oracle import oracle_endpoint
     from sagegraph.eval.runner import EvalConfig

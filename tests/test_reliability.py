@@ -1,5 +1,5 @@
 """What a careless user, a hostile reply or a crash did to sagegraph, one test a finding (the
-README's reliability table). The Cypher guard's findings are in test_cypher_guard.py."""
+the reliability table in docs/operations.md). The Cypher guard's findings are in test_cypher_guard.py."""
 
 from __future__ import annotations
 
