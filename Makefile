@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup llm llm-serve demo test bench clean
+.PHONY: setup llm llm-serve demo test docs bench clean
 
 setup: $(BIN)/sagegraph
 
@@ -37,6 +37,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# docs/reference.md from the code (commands, config fields, retriever parameters); a test checks it.
+docs: setup
+	$(BIN)/python -m sagegraph.reference > docs/reference.md
 
 bench: setup
 	$(BIN)/python -m benchmarks.build_ottqa
