@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup llm llm-serve demo test docs bench clean
+.PHONY: setup llm llm-serve demo demo-ottqa test docs bench clean
 
 setup: $(BIN)/sagegraph
 
@@ -33,6 +33,9 @@ llm-serve: llm
 	$(BIN)/sagegraph llm serve
 
 demo: setup
+	$(BIN)/sagegraph sweep conf/sweep_pq_demo.yaml
+
+demo-ottqa: setup
 	$(BIN)/sagegraph sweep conf/sweep_ottqa_demo.yaml
 
 test: setup

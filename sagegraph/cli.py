@@ -131,6 +131,15 @@ def _sweep(args: argparse.Namespace) -> int:
     for row in result["figure4"]:
         if row.get("bl_graph") is not None:
             print(f"  k={row['k']:>3}: Extended BL {100 * (row['extended_bl'] or 0):5.1f}  BL+Graph {100 * row['bl_graph']:5.1f} (k1={row['k1']}, k2={row['k2']})")
+    import csv
+
+    from sagegraph.eval.sweep import graph_dir_of
+    from sagegraph.eval.sweep_report import plain_lines
+
+    with open(result["summary"], newline="", encoding="utf-8") as fh:
+        asked = max((int(float(r["questions"])) for r in csv.DictReader(fh) if r.get("questions")), default=0)
+    for line in plain_lines(result["figure4"], graph_dir_of(cfg), asked):
+        print(line)
     print(json.dumps({k: result[k] for k in ("configurations", "seconds", "figure4")}))
     if result.get("errors"):
         named = ", ".join(f"{label} ({n} questions)" for label, n in result["errors"].items())

@@ -271,3 +271,17 @@ def test_a_sweep_experiment_opens_on_its_runs_and_keeps_artifacts_beside_its_dat
     old = client.create_experiment("older")
     SweepTracker(uri, "older", out / "p2.json", "sweep")
     assert client.get_experiment(old).tags[EXPERIMENT_KIND[0]] == EXPERIMENT_KIND[1]
+
+
+def test_a_sweep_ends_with_three_plain_lines_on_what_the_graph_did(tmp_path):
+    from sagegraph.eval.sweep_report import plain_lines
+
+    graph = tmp_path / "out" / "graph"
+    (tmp_path / "out" / "stats").mkdir(parents=True)
+    (tmp_path / "out" / "stats" / "graph_stats.json").write_text(json.dumps({"nodes": 10, "edges": 30}))
+    rows = [{"k": 5, "edges": "", "baseline": "hybrid", "gain": 0.172}, {"k": 20, "edges": "", "baseline": "hybrid", "gain": -0.01},
+            {"k": 20, "edges": "percentile=90", "baseline": "hybrid", "gain": 0.5}]
+    built, compared, means = plain_lines(rows, graph, 717)
+    assert built.endswith("(10 nodes, 30 edges)") and "on 717 questions" in compared and "chosen on these questions" in compared
+    assert means == "means:     the graph's edges add Recall@k at some k only: +17.2 / -1.0 points at k = 5 / 20"
+    assert plain_lines([{"k": 5, "baseline": "hybrid"}], graph, 3) == []  # nothing compared: nothing claimed

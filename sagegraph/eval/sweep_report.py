@@ -57,3 +57,24 @@ def variant_summary(graphs: dict[str, Path]) -> dict[str, Any]:
         counts = json.loads(stats.read_text()) if stats.exists() else {}
         out[name or "(as built)"] = {"graph": str(g), "edges": counts.get("edges"), "edges_by_type": counts.get("edges_by_type")}
     return out
+
+
+def plain_lines(figure4_rows: list[dict[str, Any]], graph: Path, questions: int) -> list[str]:
+    """Three lines a reader needs after a sweep with a Fig. 4 comparison: what was built, what was
+    compared, and what it means, in numbers; [] when the sweep compared no expansion with its
+    seed retriever."""
+    rows = [r for r in figure4_rows if r.get("gain") is not None and not r.get("edges")]
+    if not rows:
+        return []
+    stats = graph.parent / "stats" / "graph_stats.json"
+    counts = json.loads(stats.read_text()) if stats.exists() else {}
+    base = rows[0].get("baseline", "the seed retriever")
+    ks = " / ".join(str(r["k"]) for r in rows)
+    gains = " / ".join(f"{100 * r['gain']:+.1f}" for r in rows)
+    helped = [r for r in rows if r["gain"] > 0]
+    verdict = ("the graph's edges add Recall@k at every k" if len(helped) == len(rows) else
+               "the graph's edges add Recall@k at some k only" if helped else "the graph's edges do not help here")
+    return [f"built:     {graph} ({counts.get('nodes', '?')} nodes, {counts.get('edges', '?')} edges)",
+            f"compared:  {base} seeds expanded along the graph's edges (BL+Graph, the best k1 + k2 split per k, chosen on these"
+            f" questions) against {base} alone at the same k (Extended BL), on {questions} questions",
+            f"means:     {verdict}: {gains} points at k = {ks}"]
