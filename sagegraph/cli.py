@@ -131,14 +131,7 @@ def _sweep(args: argparse.Namespace) -> int:
     for row in result["figure4"]:
         if row.get("bl_graph") is not None:
             print(f"  k={row['k']:>3}: Extended BL {100 * (row['extended_bl'] or 0):5.1f}  BL+Graph {100 * row['bl_graph']:5.1f} (k1={row['k1']}, k2={row['k2']})")
-    import csv
-
-    from sagegraph.eval.sweep import graph_dir_of
-    from sagegraph.eval.sweep_report import plain_lines
-
-    with open(result["summary"], newline="", encoding="utf-8") as fh:
-        asked = max((int(float(r["questions"])) for r in csv.DictReader(fh) if r.get("questions")), default=0)
-    for line in plain_lines(result["figure4"], graph_dir_of(cfg), asked):
+    for line in result["lines"]:
         print(line)
     print(json.dumps({k: result[k] for k in ("configurations", "seconds", "figure4")}))
     if result.get("errors"):
@@ -185,10 +178,6 @@ def _eval_config(args: argparse.Namespace):
     return cfg
 
 
-def _needs_llm(cfg) -> bool:
-    return cfg.needs_llm()
-
-
 def _evaluate(args: argparse.Namespace) -> int:
     import contextlib
 
@@ -201,7 +190,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     g = GraphIndex(graph_dir)
     qpath = args.questions or default_questions(graph_dir)
     questions = read_questions(qpath)
-    llm = _llm_config(args, _needs_llm(cfg))
+    llm = _llm_config(args, cfg.needs_llm())
     with contextlib.ExitStack() as stack:
         out = args.out or graph_dir.parent / "runs" / cfg.key()
         from sagegraph.runlock import hold
@@ -237,7 +226,7 @@ def _query(args: argparse.Namespace) -> int:
 
     cfg = _eval_config(args)
     g = GraphIndex(_graph_dir(args.graph_dir))
-    res = open_resources(g, _llm_config(args, _needs_llm(cfg)))
+    res = open_resources(g, _llm_config(args, cfg.needs_llm()))
     try:
         r = make_retriever(res, cfg).search(args.question, args.k)
     finally:
@@ -295,18 +284,14 @@ def _llm_import(args: argparse.Namespace) -> int:
 
 
 def _trace(args: argparse.Namespace) -> int:
+    from sagegraph.retrieve.base import Retriever
     from sagegraph.retrieve.registry import retriever_class
     from sagegraph.runfiles import find_trace
 
     run = Path(args.run_dir)
     config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
-    row = find_trace(run, args.qid)
-    if config.get("retriever"):
-        print(retriever_class(config["retriever"]).format_trace(row, lines=args.lines))
-    else:
-        from sagegraph.retrieve.timeline import format_events
-
-        print(format_events(row, lines=args.lines))
+    cls = retriever_class(config["retriever"]) if config.get("retriever") else Retriever  # no config: the default rendering
+    print(cls.format_trace(find_trace(run, args.qid), lines=args.lines))
     return 0
 
 

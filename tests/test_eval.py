@@ -111,8 +111,8 @@ def test_a_finished_run_on_other_inputs_is_set_aside_not_reused(g, questions, tm
     assert (tmp_path / "run.stale-1" / "per_query.jsonl").read_text().count("\n") == 12  # the old run is kept
 
 
-def test_group_reuses_seeds_across_k_prime(g, questions, tmp_path, monkeypatch):
-    cfgs = [EvalConfig("sage", k=3, params={"k_prime": kp}) for kp in (0, 2, 5)]
+def _count_hybrid_searches(monkeypatch) -> dict[str, int]:
+    """Counts hybrid retrievals from here on (SAGE's seeds, in these tests)."""
     from sagegraph.retrieve.flat import HybridRetriever
 
     calls = {"n": 0}
@@ -123,6 +123,12 @@ def test_group_reuses_seeds_across_k_prime(g, questions, tmp_path, monkeypatch):
         return real(self, query, k)
 
     monkeypatch.setattr(HybridRetriever, "_search", counting)
+    return calls
+
+
+def test_group_reuses_seeds_across_k_prime(g, questions, tmp_path, monkeypatch):
+    cfgs = [EvalConfig("sage", k=3, params={"k_prime": kp}) for kp in (0, 2, 5)]
+    calls = _count_hybrid_searches(monkeypatch)
     grouped = evaluate_group(g, cfgs, questions, tmp_path / "g")
     assert calls["n"] == len(questions)  # once per question, not once per k'
     single = evaluate_one(g, cfgs[2], questions, tmp_path / "one")
@@ -195,8 +201,6 @@ def test_a_run_made_under_a_version_1_key_is_adopted_and_resumed(g, questions, t
     is found by that key, renamed to the new one and resumed, not paid again."""
     import hashlib
 
-    from sagegraph.retrieve.flat import HybridRetriever
-
     def v1_key(fields):  # version 1's formula, written out
         return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
 
@@ -213,14 +217,7 @@ def test_a_run_made_under_a_version_1_key_is_adopted_and_resumed(g, questions, t
     evaluate_one(g, cfg, questions, old)
     rows = (old / "per_query.jsonl").read_text().splitlines(keepends=True)
     (old / "per_query.jsonl").write_text("".join(rows[:-3]))  # stopped three questions before the end
-    calls = {"n": 0}
-    real = HybridRetriever._search
-
-    def counting(self, query, k):
-        calls["n"] += 1
-        return real(self, query, k)
-
-    monkeypatch.setattr(HybridRetriever, "_search", counting)
+    calls = _count_hybrid_searches(monkeypatch)
     (m,) = evaluate_group(g, [cfg], questions, tmp_path)
     assert calls["n"] == 3 and m["questions"] == len(questions)
     assert (tmp_path / cfg.key() / "per_query.jsonl").exists() and not old.exists()

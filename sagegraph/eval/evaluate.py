@@ -50,14 +50,10 @@ def _resources(x: Resources | GraphIndex) -> Resources:
     return x if isinstance(x, Resources) else Resources(x)
 
 
-def needs_llm(cfg: EvalConfig) -> bool:
-    return cfg.needs_llm()
-
-
 def provenance(res: Resources, cfg: EvalConfig) -> dict[str, Any]:
     """What config.json records beside the configuration: which model answered, where, and the
     reply cache that holds its replies (`sagegraph llm export` reads it)."""
-    if not res.has_llm or not needs_llm(cfg):
+    if not res.has_llm or not cfg.needs_llm():
         return {}
     llm = res.llm
     return {"llm": {"model": llm.cfg.model, "base_url": llm.base_url, "temperature": llm.cfg.temperature, "cache": str(llm.cache.path)}}
@@ -71,14 +67,20 @@ def evaluate_one(res: Resources | GraphIndex, cfg: EvalConfig, questions: list[Q
     return run_eval(res.graph, questions, cfg, lambda q: retriever.search(q.text, cfg.k), out_dir, concurrency, timeout_s, provenance(res, cfg), report)
 
 
+def seed_config_of(c: EvalConfig) -> tuple[str, int, dict[str, Any]] | None:
+    """(retriever, k, parameters) of the configuration a seed-expanding retriever (`ExpandsSeeds`)
+    starts from; None for any other retriever."""
+    cls = c.retriever_class
+    return cls.seed_config(c.k, c.validated()) if issubclass(cls, ExpandsSeeds) else None
+
+
 def group_key(c: EvalConfig) -> tuple:
     """Configurations with equal keys share their seeds: those of a seed-expanding retriever whose
     seed configuration is the same (SAGE's k' and policy axes); every other is a group of one."""
-    cls = c.retriever_class
-    if isinstance(cls, type) and issubclass(cls, ExpandsSeeds):
-        name, k, params = cls.seed_config(c.k, c.validated())
-        return ("seeds", c.retriever, name, k, json.dumps(params, sort_keys=True, default=str), c.edges, c.prompt)
-    return ("config", c.key())
+    if (seed := seed_config_of(c)) is None:
+        return ("config", c.key())
+    name, k, params = seed
+    return ("seeds", c.retriever, name, k, json.dumps(params, sort_keys=True, default=str), c.edges, c.prompt)
 
 
 def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], questions: list[Question], out_root: Path,

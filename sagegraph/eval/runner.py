@@ -126,9 +126,9 @@ def adopt_legacy_run(runs: Path, cfg: EvalConfig) -> Path:
     """Before a configuration runs: a run made under its version-1 key is renamed to its key, so
     its finished questions are resumed, not paid again."""
     new = Path(runs) / cfg.key()
-    if not new.exists() and (old := Path(runs) / cfg.legacy_key()).exists():
-        old.rename(new)
-        log.info("%s: run %s adopted as %s (run keys version %d)", cfg.label(), old.name, new.name, KEY_VERSION)
+    if (found := run_dir(runs, cfg)) != new:
+        found.rename(new)
+        log.info("%s: run %s adopted as %s (run keys version %d)", cfg.label(), found.name, new.name, KEY_VERSION)
     return new
 
 

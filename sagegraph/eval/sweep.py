@@ -14,9 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from sagegraph.config import BuildConfig, LLMConfig, format_errors, load_llm_config, project_dir, read_yaml_mapping, resolve_path
 from sagegraph.corpus.questions import matching_questions, sample_questions, write_question_subset
 from sagegraph.errors import ConfigError, InputError, SageGraphError
-from sagegraph.eval.evaluate import default_questions, group_key, needs_llm, prompt_version, read_questions
+from sagegraph.eval.evaluate import default_questions, group_key, prompt_version, read_questions, seed_config_of
 from sagegraph.eval.runner import EvalConfig
-from sagegraph.retrieve.base import ExpandsSeeds
 from sagegraph.retrieve.registry import retriever_class
 
 
@@ -121,7 +120,7 @@ def llm_settings(cfg: SweepConfig, override: Path | None = None) -> LLMConfig | 
         return load_llm_config(override)
     if isinstance(cfg.llm, LLMConfig):
         return cfg.llm
-    return LLMConfig() if any(needs_llm(c) for c in configurations(cfg)) else None
+    return LLMConfig() if any(c.needs_llm() for c in configurations(cfg)) else None
 
 
 def param_grid(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -186,10 +185,9 @@ def groups(cfgs: list[EvalConfig]) -> list[list[EvalConfig]]:
 
 def _seed_family(c: EvalConfig) -> tuple[str, str] | None:
     """(seed retriever, its canonical parameters) of a seed-expanding configuration, else None."""
-    cls = c.retriever_class
-    if not issubclass(cls, ExpandsSeeds):
+    if (seed := seed_config_of(c)) is None:
         return None
-    name, k, params = cls.seed_config(c.k, c.validated())
+    name, k, params = seed
     return name, json.dumps(EvalConfig(name, k, params).canonical_params(), sort_keys=True)
 
 
@@ -198,23 +196,22 @@ def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int],
     total k, Extended BL (the seed retriever at k), BL+Graph (the best k1 + k2 = k split of the
     configurations that expand its seeds, chosen on these questions, on the graph variant
     `edges`), and BL (the seeds alone: the seed retriever at k1 of that split)."""
+    family = [(c, m, _seed_family(c)) for c, m in results]
     rows = []
-    families = dict.fromkeys(f for c, _ in results if c.edges == edges and (f := _seed_family(c)))
-    for name, params in families:
-        alone = {c.k: (c, m) for c, m in results if c.retriever == name and c.edges in ("", edges)
+    for name, params in dict.fromkeys(f for c, _, f in family if c.edges == edges and f):
+        alone = {c.k: m for c, m, _ in family if c.retriever == name and c.edges in ("", edges)
                  and json.dumps(c.canonical_params(), sort_keys=True) == params}
         if not alone:
             continue
-        baseline = next(iter(alone.values()))[0].label().split("[")[0]
         for total in totals:
             key = f"recall@{total}"
-            splits = [(c, m) for c, m in results if c.edges == edges and _seed_family(c) == (name, params) and c.total == total]
-            ext = alone.get(total, (None, None))[1]
-            row: dict[str, Any] = {"k": total, "edges": edges, "baseline": baseline, "extended_bl": ext[key] if ext and key in ext else None}
+            splits = [(c, m) for c, m, f in family if c.edges == edges and f == (name, params) and c.total == total]
+            ext = alone.get(total)
+            row: dict[str, Any] = {"k": total, "edges": edges, "baseline": name, "extended_bl": ext[key] if ext and key in ext else None}
             if splits:
                 best_c, best_m = max(splits, key=lambda cm: (cm[1][key], -cm[0].k))
                 row.update({"bl_graph": best_m[key], "k1": best_c.k, "k2": best_c.total - best_c.k})
-                bl = alone.get(best_c.k, (None, None))[1]  # the seeds alone: a k1-long list, so its recall@k1
+                bl = alone.get(best_c.k)  # the seeds alone: a k1-long list, so its recall@k1
                 row["bl"] = bl.get(f"recall@{best_c.k}") if bl else None
             if row.get("bl_graph") is not None and row["extended_bl"] is not None:
                 row["gain"] = row["bl_graph"] - row["extended_bl"]

@@ -114,8 +114,7 @@ class Retriever(ABC):
     @classmethod
     def label(cls, k: int, given: dict[str, Any], params: BaseModel) -> str:
         """A configuration's name in tables and MLflow: the parameters the user gave."""
-        extra = "".join(f",{key}={v}" for key, v in sorted(given.items()))
-        return f"{cls.name}[k={k}{extra}]"
+        return f"{cls.name}[k={k}{given_suffix(given)}]"
 
     @classmethod
     def needs_llm(cls, params: BaseModel) -> bool:
@@ -179,6 +178,11 @@ class Retriever(ABC):
         evaluator's per-step diagnostics (`trace["stage_sets"]`); the retriever never scores them."""
         ids = list(dict.fromkeys(str(self.g.source_ids[r]) for r in rows))
         return ids if cap is None else ids[:cap]
+
+
+def given_suffix(given: dict[str, Any], shown: tuple[str, ...] = ()) -> str:
+    """`,key=value` for each parameter a user gave, sorted, but those a label already shows."""
+    return "".join(f",{key}={v}" for key, v in sorted(given.items()) if key not in shown)
 
 
 @runtime_checkable

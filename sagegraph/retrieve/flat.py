@@ -6,7 +6,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, given_suffix
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.fusion import fuse, rank
 from sagegraph.retrieve.graph_index import GraphIndex
@@ -50,8 +50,7 @@ class HybridRetriever(Retriever):
 
     @classmethod
     def label(cls, k: int, given: dict, params: HybridParams) -> str:
-        extra = "".join(f",{key}={v}" for key, v in sorted(given.items()) if key != "alpha")
-        return f"hybrid[k={k},a={params.alpha}{extra}]"
+        return f"hybrid[k={k},a={params.alpha}{given_suffix(given, ('alpha',))}]"
 
     @classmethod
     def over(cls, graph_or_res, alpha: float = 0.6, depth: int = 200) -> "HybridRetriever":

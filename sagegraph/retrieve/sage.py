@@ -14,7 +14,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, given_suffix
 from sagegraph.errors import ConfigError
 from sagegraph.retrieve.registry import get_retriever, register, retriever_class, validate_params
 from sagegraph.retrieve.flat import HybridRetriever
@@ -71,18 +71,24 @@ class SageRetriever(Retriever):
 
     @classmethod
     def label(cls, k: int, given: dict[str, Any], params: SageParams) -> str:
-        extra = "".join(f",{key}={v}" for key, v in sorted(given.items()) if key not in ("k_prime", "seed_retriever", "alpha", "policy"))
+        extra = given_suffix(given, ("k_prime", "seed_retriever", "alpha", "policy"))
         return f"sage[{params.seed_retriever},k={k},k'={params.k_prime},a={params.alpha},{params.policy}{extra}]"
 
     @classmethod
+    def _seed(cls, params: SageParams) -> tuple[type[Retriever], BaseModel]:
+        """The seed retriever's class and its validated parameters."""
+        name, _, seed_params = cls.seed_config(0, params)
+        return retriever_class(name), validate_params(name, seed_params)
+
+    @classmethod
     def needs_llm(cls, params: SageParams) -> bool:
-        seed = retriever_class(params.seed_retriever)
-        return seed.needs_llm(validate_params(params.seed_retriever, cls.seed_config(0, params)[2]))
+        seed, seed_params = cls._seed(params)
+        return seed.needs_llm(seed_params)
 
     @classmethod
     def prompt_for(cls, params: SageParams) -> str:
-        seed = retriever_class(params.seed_retriever)
-        return seed.prompt_for(validate_params(params.seed_retriever, cls.seed_config(0, params)[2]))
+        seed, seed_params = cls._seed(params)
+        return seed.prompt_for(seed_params)
 
     @classmethod
     def grid(cls, ks: list[int], axes: dict[str, list[Any]]) -> list[tuple[int, dict[str, Any]]]:
