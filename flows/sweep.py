@@ -19,7 +19,7 @@ from sagegraph.eval.compare import compare_files, ordered
 from sagegraph.eval.sweep import SweepConfig, configurations, figure4, graph_dir_of, graph_to_build, groups, llm_settings, plot_figure4, sweep_questions
 from sagegraph.eval.sweep_report import brief_table, plain_lines, variant_summary, write_summary
 from sagegraph.llm import resolved_base_url
-from sagegraph.tracking import SweepTracker, default_tracking_uri
+from sagegraph.tracking import SweepTracker, default_tracking_uri, view_columns
 from sagegraph.tasks import build as TB
 from sagegraph.tasks import evaluate as T
 
@@ -103,9 +103,10 @@ def _run(cfg: SweepConfig, tracker: SweepTracker, graph: Path, questions: Path, 
         (out / "edge_variants.json").write_text(json.dumps(variant_summary(graphs), indent=1))
     gains = {f"bl_graph_gain@{r['k']}" + (f"/{r['edges']}" if r["edges"] else ""): r["gain"] for r in rows if r.get("gain") is not None}
     tracker.log_summary(files, gains)
+    view = tracker.share_view(view_columns(results, cfg.plot_totals))
     tracker.finish()
     errored = {c.label(): failed_questions(m) for c, m in ordered(results) if failed_questions(m)}
     asked = max((int(m.get("questions", 0)) for _, m in results), default=0)
     return {"configurations": len(results), "summary": str(table), "table": brief_table(results), "errors": errored, "plot": str(plot) if plot else None, "figure4": rows,
             "lines": plain_lines(rows, graph, asked), "seconds": round(time.perf_counter() - t0, 1),
-            "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": cfg.mlflow.experiment, "parent_run_id": tracker.parent_id}}
+            "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": cfg.mlflow.experiment, "parent_run_id": tracker.parent_id, "view": view}}

@@ -124,6 +124,7 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"Recall@k plot:   {result['plot'] or 'none (no seed-expanding configuration beside its seed retriever at plot_totals)'}")
     print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
     print(f"                 view: .venv/bin/mlflow ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
+    print(f"                 then open {ml['view']}")
     for i, row in enumerate(result["table"]):
         if i == 0 or row.keys() != result["table"][i - 1].keys():
             print("  " + "  ".join(row.keys()))

@@ -41,6 +41,34 @@ def artifact_location(tracking_uri: str) -> str | None:
     return (Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlartifacts").as_uri()
 
 
+# MLflow's "share view" stores a runs-table layout as an experiment tag and opens it from the URL
+# (`?viewStateShareKey=<key>`); plain JSON is read as-is. The UI has no server-side default
+# columns, so this is how a sweep's metrics are in view when its runs open.
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+VIEW_KEY = "sagegraph"
+_VIEW_METRICS = ("hit@1", "hit@5", "mrr", "recall@{k}", "errors", "llm_calls_per_query", "llm_work_prompt_tokens_per_query",
+                 "llm_work_completion_tokens_per_query", "latency_p50_ms")  # work: what the answers cost, paid now or replayed
+
+
+def view_columns(results: Iterable[tuple[EvalConfig, dict[str, Any]]], totals: Iterable[int] = ()) -> list[str]:
+    """The runs table's columns for a sweep: what was configured (retriever, k, each parameter a
+    configuration set), then the quality, cost and time metrics some configuration logged, Recall
+    at each k the sweep plots (or that its configurations return)."""
+    results = list(results)
+    ks = sorted({int(k) for k in totals} or {c.total for c, _ in results})
+    logged = {mlflow_key(k) for _, m in results for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    metrics = [mlflow_key(n.format(k=k)) for n in _VIEW_METRICS for k in (ks if "{k}" in n else [0])]
+    params = ["retriever", "k", *sorted({f"params.{p}" for c, _ in results for p in c.params})]
+    return [f"params.`{p}`" for p in params] + [f"metrics.`{m}`" for m in dict.fromkeys(metrics) if m in logged]
+
+
+def runs_view_url(experiment_id: str, tracking_uri: str = "") -> str:
+    """Where the UI shows the sweep's runs with its columns in view: the tracking server itself,
+    or `mlflow ui`'s default address for a local store."""
+    host = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return f"{host}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+
+
 class SweepTracker:
     def __init__(self, tracking_uri: str, experiment: str, state_path: Path, sweep_name: str, params: dict[str, Any] | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -128,6 +156,13 @@ class SweepTracker:
                 self.client.log_artifact(self.parent_id, str(f))
         for k, v in (metrics or {}).items():
             self.client.log_metric(self.parent_id, mlflow_key(k), float(v))
+
+    def share_view(self, columns: list[str]) -> str:
+        """Saves the runs-table layout (`view_columns`) as the experiment's shared view; returns
+        the URL that opens it. Rewritten by every sweep into the experiment: the columns follow the
+        latest sweep's configurations."""
+        self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY, json.dumps({"selectedColumns": columns, "columnOrder": columns}))
+        return runs_view_url(self.experiment_id, self.tracking_uri)
 
     def finish(self) -> None:
         self.client.set_terminated(self.parent_id, "FINISHED")

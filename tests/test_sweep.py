@@ -273,6 +273,29 @@ def test_a_sweep_experiment_opens_on_its_runs_and_keeps_artifacts_beside_its_dat
     assert client.get_experiment(old).tags[EXPERIMENT_KIND[0]] == EXPERIMENT_KIND[1]
 
 
+def test_a_sweep_shares_a_runs_view_with_its_metrics_in_columns(tmp_path):
+    """MLflow has no server-side default columns; the sweep saves its layout as the experiment's
+    shared view (the tag the UI's Share button writes) and prints the URL that opens it."""
+    from mlflow.tracking import MlflowClient
+
+    from sagegraph.eval.runner import EvalConfig
+    from sagegraph.tracking import VIEW_KEY, VIEW_TAG_PREFIX, SweepTracker, default_tracking_uri, view_columns
+
+    results = [(EvalConfig("hybrid", 20, {"alpha": 0.3}), {"hit@1": 0.1, "mrr": 0.2, "recall@5": 0.3, "recall@20": 0.5, "errors": 0}),
+               (EvalConfig("spark", 20), {"hit@1": 0.4, "recall@20": 0.6, "llm_calls_per_query": 1.0, "questions": 10})]
+    cols = view_columns(results, [5, 20])
+    assert cols == ["params.`retriever`", "params.`k`", "params.`params.alpha`", "metrics.`hit_at_1`", "metrics.`mrr`",
+                    "metrics.`recall_at_5`", "metrics.`recall_at_20`", "metrics.`errors`", "metrics.`llm_calls_per_query`"]
+    assert "metrics.`recall_at_20`" in view_columns(results) and "metrics.`recall_at_5`" not in view_columns(results)  # no plot: each config's k
+    out = tmp_path / "sweep"
+    out.mkdir()
+    tracker = SweepTracker(default_tracking_uri(out), "exp", out / "mlflow_parent.json", "sweep")
+    url = tracker.share_view(cols)
+    assert url == f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+    tag = MlflowClient(tracker.tracking_uri).get_experiment(tracker.experiment_id).tags[VIEW_TAG_PREFIX + VIEW_KEY]
+    assert json.loads(tag)["selectedColumns"] == cols
+
+
 def test_a_sweep_ends_with_three_plain_lines_on_what_the_graph_did(tmp_path):
     from sagegraph.eval.sweep_report import plain_lines
 
