@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup llm llm-serve demo demo-ottqa test docs bench clean
+.PHONY: setup llm llm-serve demo demo-ottqa test docs screenshots bench clean
 
 setup: $(BIN)/sagegraph
 
@@ -44,6 +44,15 @@ test: setup
 # docs/reference.md from the code (commands, config fields, retriever parameters); a test checks it.
 docs: setup
 	$(BIN)/python -m sagegraph.reference > docs/reference.md
+
+# The MLflow screenshots in docs/img, by headless Chromium (a documented check: CI has no browser).
+# Needs a Chromium (Debian: apt-get install chromium; or .venv/bin/playwright install chromium).
+TRACE_SWEEP ?= work/sweeps/kb-pq-all
+screenshots: setup
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	test -f work/sweeps/pq-demo/mlflow.db || $(MAKE) demo
+	$(BIN)/python docs/tools/mlflow_screenshots.py --runs work/sweeps/pq-demo --to docs/img \
+		$(if $(wildcard $(TRACE_SWEEP)/mlflow.db),--trace $(TRACE_SWEEP) --of spark:cypher dgr)
 
 bench: setup
 	$(BIN)/python -m benchmarks.build_ottqa

@@ -1,10 +1,11 @@
 """Register sagegraph's deployments with the Prefect server at PREFECT_API_URL.
 
-    .venv/bin/python -m sagegraph.deployments.deploy [--pool sagegraph-local] [--cron "0 3 * * 0"]
+    sagegraph deploy --config conf/mykb.yaml [--sweep conf/sweep_mykb.yaml] [--cron "0 3 * * 0"] [--pool sagegraph-local]
 
-Creates the process work pool when missing, then two deployments from this checkout:
-`rebuild-graph/ottqa-rebuild` (on the cron schedule) and `run-sweep/ottqa-sweep` (on demand).
-Start a worker with `.venv/bin/prefect worker start --pool sagegraph-local`.
+(or `python -m sagegraph.deployments.deploy` with the same options). Creates the process work pool
+when missing, then deployments from this checkout: `rebuild-graph/<config name>` on the cron
+schedule and, given a sweep file, `run-sweep/<sweep name>` on demand. Start a worker with
+`.venv/bin/prefect worker start --pool sagegraph-local`.
 """
 
 from __future__ import annotations
@@ -28,27 +29,48 @@ async def ensure_pool(name: str) -> None:
             pass
 
 
-def deploy(pool: str = "sagegraph-local", cron: str = "0 3 * * 0", build_config: str = "conf/ottqa.yaml", sweep_file: str = "conf/sweep_ottqa.yaml") -> list[str]:
+def deploy(pool: str = "sagegraph-local", cron: str = "0 3 * * 0", build_config: str | Path = "conf/ottqa.yaml",
+           sweep_file: str | Path | None = "conf/sweep_ottqa.yaml") -> list[str]:
+    """A scheduled rebuild of `build_config` (deployment `rebuild-graph/<config name>`) and, given a sweep
+    file, an on-demand sweep (`run-sweep/<sweep name>`). Both files are read and validated here, before
+    the server is asked for anything, and passed as absolute paths: a worker runs the flow from
+    this checkout, not from the directory this command ran in."""
     from prefect import flow
 
+    from sagegraph.config import load_config
+    from sagegraph.eval.sweep import load_sweep
+
+    build_config = Path(build_config).resolve()
+    name = load_config(build_config).name
+    sweep = (Path(sweep_file).resolve(), load_sweep(Path(sweep_file)).name) if sweep_file else None
     asyncio.run(ensure_pool(pool))
     ids = []
     rebuild = flow.from_source(source=str(ROOT), entrypoint="flows/entrypoints.py:rebuild")
-    ids.append(rebuild.deploy(name="ottqa-rebuild", work_pool_name=pool, cron=cron, parameters={"config": build_config}, build=False, print_next_steps=False))
-    sweep = flow.from_source(source=str(ROOT), entrypoint="flows/entrypoints.py:run_sweep")
-    ids.append(sweep.deploy(name="ottqa-sweep", work_pool_name=pool, parameters={"sweep_file": sweep_file}, build=False, print_next_steps=False))
+    ids.append(rebuild.deploy(name=name, work_pool_name=pool, cron=cron, parameters={"config": str(build_config)}, build=False, print_next_steps=False))
+    if sweep:
+        run = flow.from_source(source=str(ROOT), entrypoint="flows/entrypoints.py:run_sweep")
+        ids.append(run.deploy(name=sweep[1], work_pool_name=pool, parameters={"sweep_file": str(sweep[0])}, build=False, print_next_steps=False))
     return [str(i) for i in ids]
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--config", default="conf/ottqa.yaml", help="build config to rebuild on the schedule (default: conf/ottqa.yaml)")
+    ap.add_argument("--sweep", default=None, help="sweep file to deploy for on-demand runs (default: none)")
+    ap.add_argument("--cron", default="0 3 * * 0", help="rebuild schedule, cron syntax (default: Sundays 03:00)")
+    ap.add_argument("--pool", default="sagegraph-local", help="Prefect process work pool, created when missing")
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    ids = deploy(args.pool, args.cron, args.config, args.sweep)
+    for i in ids:
+        print(i)
+    return ids
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pool", default="sagegraph-local")
-    ap.add_argument("--cron", default="0 3 * * 0", help="rebuild schedule (default: Sundays 03:00)")
-    ap.add_argument("--config", default="conf/ottqa.yaml")
-    ap.add_argument("--sweep", default="conf/sweep_ottqa.yaml")
-    args = ap.parse_args()
-    for i in deploy(args.pool, args.cron, args.config, args.sweep):
-        print(i)
+    add_arguments(ap)
+    run(ap.parse_args())
 
 
 if __name__ == "__main__":

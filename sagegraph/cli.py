@@ -123,8 +123,9 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"\nsummary table:   {result['summary']}")
     print(f"Recall@k plot:   {result['plot'] or 'none (no seed-expanding configuration beside its seed retriever at plot_totals)'}")
     print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
-    print(f"                 view: .venv/bin/mlflow ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
-    print(f"                 then open {ml['view']}")
+    if not ml["tracking_uri"].startswith(("http://", "https://")):  # a tracking server serves its own UI
+        print(f"                 view: {_mlflow_command()} ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
+    print(f"                 open: {ml['view']}")
     for i, row in enumerate(result["table"]):
         if i == 0 or row.keys() != result["table"][i - 1].keys():
             print("  " + "  ".join(row.keys()))
@@ -296,6 +297,19 @@ def _trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mlflow_command() -> str:
+    """The `mlflow` beside this interpreter, so the line works from any directory."""
+    here = Path(sys.executable).with_name("mlflow")
+    return str(here) if here.exists() else "mlflow"
+
+
+def _deploy(args: argparse.Namespace) -> int:
+    from sagegraph.deployments import deploy as deployments
+
+    deployments.run(args)
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     """The side-by-side files for the runs of a sweep that have finished so far (the sweep writes
     and logs them itself when it ends)."""
@@ -342,6 +356,7 @@ COMMAND_GROUPS = (
     ("retrieve and evaluate", ("query", "evaluate", "retrievers", "trace")),
     ("experiments", ("sweep", "compare")),
     ("models", ("llm",)),
+    ("operations", ("deploy",)),
 )
 EXAMPLES = """examples:
   sagegraph build conf/ottqa_demo.yaml                      build a graph (again: only what changed)
@@ -349,7 +364,9 @@ EXAMPLES = """examples:
   sagegraph evaluate work/kb-synth --retriever sage -p k_prime=10 -p seed_retriever=spark
   sagegraph sweep conf/sweep_kb_all.yaml                    a grid of retrievers, tracked in MLflow
   sagegraph compare work/sweeps/kb-synth-all --partial      side by side, with paired intervals
-  sagegraph retrievers sage                                 a retriever's parameters"""
+  sagegraph retrievers sage                                 a retriever's parameters
+  sagegraph deploy --config conf/mykb.yaml --cron "0 3 * * *"
+                                                            rebuild nightly on a Prefect server"""
 
 
 def _grouped_help(names: list[str]) -> str:
@@ -440,6 +457,12 @@ def parser() -> argparse.ArgumentParser:
                          "questions); files go to SWEEP_DIR/partial unless --out says otherwise")
     cp.add_argument("--out", type=Path, help="where comparison.csv/json and the plots go (default: the sweep directory)")
     cp.set_defaults(func=_compare)
+
+    from sagegraph.deployments import deploy as deployments  # stdlib only at import; Prefect when it runs
+
+    d = sub.add_parser("deploy", help="schedule rebuilds of a graph (and on-demand sweeps) on a Prefect server (PREFECT_API_URL)")
+    deployments.add_arguments(d)
+    d.set_defaults(func=_deploy)
 
     r = sub.add_parser("retrievers", help="list registered retrievers, or one retriever's parameters")
     r.add_argument("name", nargs="?", help="a retriever: list its parameters with their defaults")

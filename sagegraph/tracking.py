@@ -161,7 +161,10 @@ class SweepTracker:
         """Saves the runs-table layout (`view_columns`) as the experiment's shared view; returns
         the URL that opens it. Rewritten by every sweep into the experiment: the columns follow the
         latest sweep's configurations."""
-        self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY, json.dumps({"selectedColumns": columns, "columnOrder": columns}))
+        view: dict[str, Any] = {"selectedColumns": columns, "columnOrder": columns}
+        if "metrics.`mrr`" in columns:  # sorted, the UI lists child runs flat, not under a collapsed parent
+            view.update(orderByKey="metrics.`mrr`", orderByAsc=False)
+        self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY, json.dumps(view))
         return runs_view_url(self.experiment_id, self.tracking_uri)
 
     def finish(self) -> None:

@@ -132,6 +132,9 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path,
     parent = [r for r in runs if r.data.tags.get("sagegraph.kind") == "sweep"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id]
     assert len(parent) == 1 and len(children) == 10
+    view = f"open: http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs?viewStateShareKey=sagegraph"
+    assert view in first.stdout and "mlflow ui --backend-store-uri sqlite:///" in first.stdout  # the runs view, with its columns
+    assert "metrics.`recall_at_4`" in json.loads(exp.tags["mlflow.sharedViewState.sagegraph"])["selectedColumns"]
     assert sorted(c.data.params["edges.percentile"] for c in children if c.data.params["retriever"] == "neighbour-vote") == ["60", "95"]
     assert "neighbour-vote[k=2,depth=5]" in (out / "comparison.csv").read_text()
     assert sorted(c.data.params["edges.percentile"] for c in children if c.data.params["retriever"] == "sage") == ["60", "60", "95", "95"]
@@ -293,7 +296,7 @@ def test_a_sweep_shares_a_runs_view_with_its_metrics_in_columns(tmp_path):
     url = tracker.share_view(cols)
     assert url == f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
     tag = MlflowClient(tracker.tracking_uri).get_experiment(tracker.experiment_id).tags[VIEW_TAG_PREFIX + VIEW_KEY]
-    assert json.loads(tag)["selectedColumns"] == cols
+    assert json.loads(tag)["selectedColumns"] == cols and json.loads(tag)["orderByKey"] == "metrics.`mrr`"
 
 
 def test_a_sweep_ends_with_three_plain_lines_on_what_the_graph_did(tmp_path):
