@@ -45,7 +45,7 @@ def estimate_cost(cfg: BuildConfig, chunks: list[dict[str, Any]]) -> dict[str, A
 
 @task(name="metadata", **_opts)
 def metadata(cfg: BuildConfig, chunk_result: dict[str, Any]) -> dict[str, Any]:
-    res = S.metadata_batch(cfg, chunk_result["path"])
+    res = S.metadata_batch(cfg, chunk_result["path"], report=get_run_logger().info)
     _log("metadata", res, chunk_result["path"].rsplit("/", 1)[-1])
     return res
 

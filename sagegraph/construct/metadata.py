@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -189,8 +190,11 @@ def estimate_llm_tokens(nodes: list[Node], completion_per_call: int = 350) -> tu
     return prompt, completion_per_call * len(nodes)
 
 
-def extract_metadata(nodes: list[Node], mode: str, client: LLMClient | None = None, fallback: bool = True, concurrency: int = 4) -> tuple[list[dict[str, Any]], int]:
-    """Metadata for each node, in order, plus the count of LLM replies that fell back to heuristics."""
+def extract_metadata(nodes: list[Node], mode: str, client: LLMClient | None = None, fallback: bool = True, concurrency: int = 4,
+                     on_done: Callable[[], None] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Metadata for each node, in order, plus the count of LLM replies that fell back to heuristics.
+    `on_done` is called (from the worker threads) as each node's reply is in: an LLM batch takes
+    minutes, and its progress is the caller's to report."""
     if mode == "heuristic":
         return [heuristic_metadata(n) for n in nodes], 0
     assert client is not None, "llm mode needs an LLMClient"
@@ -207,6 +211,9 @@ def extract_metadata(nodes: list[Node], mode: str, client: LLMClient | None = No
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(one, n) for n in nodes]
+        if on_done is not None:
+            for f in futures:
+                f.add_done_callback(lambda f: f.cancelled() or f.exception() is not None or on_done())
         try:
             # In submission order: nodes start in that order, so the first error met is the real one,
             # never a later node's "stopped".
