@@ -27,18 +27,25 @@ from sagegraph.tasks import evaluate as T
 _UNCHECKED: Any = object()
 
 
-def ensure_graph(cfg: SweepConfig, build_cfg: BuildConfig | None = _UNCHECKED) -> Path:
+def ensure_graph(cfg: SweepConfig, build_cfg: BuildConfig | None = _UNCHECKED, task_runner: Any = None) -> Path:
     """Build the sweep's graph first when it is missing or was built from other settings (the
     build resumes every stage that still fits). `build_cfg`: what `graph_to_build` returned, where
-    the caller asked already (the CLI, before a server starts): the corpus is then not read again."""
+    the caller asked already (the CLI, before a server starts): the corpus is then not read again.
+    `task_runner`: the sweep's own, so the build runs on the workers already started."""
     if build_cfg is _UNCHECKED:
         build_cfg = graph_to_build(cfg)
     if build_cfg is not None:
         from sagegraph.flows.build_graph import build_graph
         from sagegraph.flows.runtime import dask_runner
 
-        build_graph.with_options(task_runner=dask_runner(build_cfg.runner))(build_cfg)
+        build_graph.with_options(task_runner=task_runner or dask_runner(build_cfg.runner))(build_cfg)
     return graph_dir_of(cfg)
+
+
+def warm_up_worker() -> None:
+    """Imports the evaluation code on a Dask worker while the API server starts; the first task
+    would otherwise wait for them."""
+    import sagegraph.tasks.evaluate  # noqa: F401
 
 
 def edge_variant_graphs(cfg: SweepConfig, graph: Path) -> dict[str, Path]:

@@ -104,8 +104,8 @@ def _sweep(args: argparse.Namespace) -> int:
             cfg.llm.cache_mode = args.cache_mode
         if cfg.llm.cache_mode == "live":
             require_credentials(cfg.llm)  # no key: one line now, not a failed Dask task later
-    from sagegraph.flows.runtime import dask_runner, prefect_api
-    from sagegraph.flows.sweep import ensure_graph, sweep
+    from sagegraph.flows.runtime import flow_runtime
+    from sagegraph.flows.sweep import ensure_graph, sweep, warm_up_worker
     from sagegraph.construct.stages import preflight
     from sagegraph.eval.sweep import graph_to_build
 
@@ -115,10 +115,12 @@ def _sweep(args: argparse.Namespace) -> int:
     from sagegraph.runlock import hold
 
     runner = RunnerConfig(n_workers=args.workers or 2, dask_address=args.dask_address)
-    with hold(cfg.out, "sweep"), prefect_api(cfg.out) as api:
+    # The Dask workers start beside the API server (not after it, when the flow's first task asks),
+    # and a graph that must be built first is built on the same workers.
+    with hold(cfg.out, "sweep"), flow_runtime(cfg.out, runner, warm=warm_up_worker) as (api, task_runner):
         print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
-        ensure_graph(cfg, build_cfg)  # resolved above: the corpus is read once
-        result = sweep.with_options(task_runner=dask_runner(runner))(cfg)
+        ensure_graph(cfg, build_cfg, task_runner)  # resolved above: the corpus is read once
+        result = sweep.with_options(task_runner=task_runner)(cfg)
     ml = result["mlflow"]
     print(f"\nsummary table:   {result['summary']}")
     print(f"Recall@k plot:   {result['plot'] or 'none (no seed-expanding configuration beside its seed retriever at plot_totals)'}")

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -40,7 +42,7 @@ def mlflow_ui(sweep_out: Path) -> Iterator[str]:
     port = _free_port()
     mlflow = Path(sys.executable).with_name("mlflow")
     proc = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     host = f"http://127.0.0.1:{port}"
     try:
         for _ in range(240):
@@ -52,11 +54,12 @@ def mlflow_ui(sweep_out: Path) -> Iterator[str]:
             raise SystemExit(f"mlflow ui on {uri} did not answer in 120 s")
         yield host
     finally:
-        proc.terminate()
-        try:
+        # `mlflow ui` runs uvicorn with worker processes: stop the whole group, not just the parent
+        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(15)
-        except subprocess.TimeoutExpired:  # its workers can hold on to open connections
-            proc.kill()
+        with contextlib.suppress(ProcessLookupError):  # a worker that outlived its parent
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _experiment(sweep_out: Path):
