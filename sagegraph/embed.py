@@ -110,7 +110,9 @@ class SentenceTransformerEncoder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
+            hf_logging.disable_progress_bar()  # a 'Loading weights' bar on every query, in every worker's log
             self._model = SentenceTransformer(_model_path(self.model_name), device=self.device)
             self._tokenize = fast_tokenizer(self._model)
         return self._model
