@@ -325,9 +325,16 @@ def _compare(args: argparse.Namespace) -> int:
     files = compare_files(results, args.sweep_dir / "runs", out, args.baseline)
     if not files:
         raise SageGraphError(f"{args.sweep_dir}: fewer than two retrievers have finished runs; nothing to compare")
-    for row in json.loads((out / "comparison.json").read_text()):
-        print(json.dumps(row))
-    print(json.dumps({"files": [str(f) for f in files]}))
+    rows = json.loads((out / "comparison.json").read_text())
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        print(json.dumps({"files": [str(f) for f in files]}))
+        return 0
+    from sagegraph.eval.sweep_report import comparison_lines
+
+    print("\n".join(comparison_lines(rows)))
+    print("\nfiles: " + ", ".join(str(f) for f in files))
     return 0
 
 
@@ -458,6 +465,7 @@ def parser() -> argparse.ArgumentParser:
                     help="also runs not finished yet, over the questions they have done (marked 'partial'; paired on common "
                          "questions); files go to SWEEP_DIR/partial unless --out says otherwise")
     cp.add_argument("--out", type=Path, help="where comparison.csv/json and the plots go (default: the sweep directory)")
+    cp.add_argument("--json", action="store_true", help="print each configuration's row as a JSON line (for scripts), not a table")
     cp.set_defaults(func=_compare)
 
     from sagegraph.deployments import deploy as deployments  # stdlib only at import; Prefect when it runs

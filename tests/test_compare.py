@@ -66,10 +66,17 @@ def test_the_compare_command_reads_a_sweeps_finished_runs(tmp_path, capsys):
     assert main(["compare", str(tmp_path)]) == 2  # one retriever: a clear error, no files
     assert "fewer than two retrievers" in capsys.readouterr().err
     _run(runs, EvalConfig(retriever="bm25", k=20), [1.0, 1.0, 0.0], [0.5, 0.4, 0.1])
-    assert main(["compare", str(tmp_path)]) == 0
+    assert main(["compare", str(tmp_path), "--json"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     bm25 = json.loads(lines[0])
     assert bm25["config"] == "bm25[k=20]" and bm25["hit@1 vs hybrid"]["questions"] == 3
+    assert main(["compare", str(tmp_path)]) == 0  # for a person: a table, the difference to the baseline with its interval
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["config", "q", "hit@1"] and "(vs hybrid [95% CI])" in table[0]
+    row = next(line for line in table if line.startswith("bm25[k=20]"))
+    diff = bm25["hit@1 vs hybrid"]
+    assert f"{bm25['hit@1']:.3f} ({diff['diff']:+.3f} [{diff['ci_low']:+.3f}, {diff['ci_high']:+.3f}])" in row
+    assert next(line for line in table if line.startswith("hybrid[")).split()[2] == f"{0.0 + 1.0 / 3:.3f}"
     assert (tmp_path / "retrievers_bar.png").exists() and (tmp_path / "quality_vs_cost.png").exists()
 
 
@@ -90,7 +97,7 @@ def test_a_run_still_going_is_compared_only_when_asked_and_on_the_questions_it_h
             {"qid": "q2", **dict.fromkeys(keys, 0.0), "latency_ms": 7.0, "llm_calls": 6}]
     (d / "per_query.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"qid": "q3", "hit')  # a line cut by a crash
     assert [c.retriever for c, _ in load_results(runs)] == ["bm25", "hybrid"]  # finished runs only, in table order
-    assert main(["compare", str(tmp_path), "--partial"]) == 0
+    assert main(["compare", str(tmp_path), "--partial", "--json"]) == 0
     out = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()[:-1]]
     dgr = next(r for r in out if r["retriever"] == "dgr")
     assert dgr["partial"] and dgr["config"] == "dgr[k=20] (partial: 2 q)" and dgr["questions"] == 2 and dgr["llm_calls/q"] == 5.0
@@ -102,7 +109,7 @@ def test_a_run_still_going_is_compared_only_when_asked_and_on_the_questions_it_h
     (runs / old.key()).mkdir()
     (runs / old.key() / "config.json").write_text(json.dumps({**old.__dict__, "label": old.label()}))
     (runs / old.key() / "per_query.jsonl").write_text(json.dumps(rows[0]) + "\n")
-    assert main(["compare", str(tmp_path), "--partial"]) == 0
+    assert main(["compare", str(tmp_path), "--partial", "--json"]) == 0
     labels = {json.loads(x)["config"] for x in capsys.readouterr().out.strip().splitlines()[:-1]}
     assert {"dgr[k=20] (dgr-1) (partial: 1 q)", f"dgr[k=20] ({going.key()}) (partial: 2 q)"} <= labels
 

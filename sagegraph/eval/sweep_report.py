@@ -50,6 +50,26 @@ def brief_table(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[dict[s
     return rows
 
 
+def comparison_lines(rows: list[dict[str, Any]], metrics: tuple[str, ...] = ("hit@1", "recall@20", "mrr")) -> list[str]:
+    """`sagegraph compare` for a person: each configuration's questions, metrics and LLM calls, and
+    its paired difference to the baseline with the bootstrap interval, aligned in columns."""
+    def cell(row: dict[str, Any], m: str) -> str:
+        vs = next((v for k, v in row.items() if k.startswith(f"{m} vs ") and isinstance(v, dict)), None)
+        value = f"{row[m]:.3f}" if isinstance(row.get(m), (int, float)) else "-"
+        if vs and vs.get("diff") is not None:
+            value += f" ({vs['diff']:+.3f} [{vs['ci_low']:+.3f}, {vs['ci_high']:+.3f}])"
+        return value
+
+    def versus(m: str) -> str:
+        base = next((k.split(" vs ", 1)[1] for r in rows for k in r if k.startswith(f"{m} vs ")), None)
+        return f"{m} (vs {base} [95% CI])" if base else m
+
+    head = ["config", "q", *[versus(m) for m in metrics], "llm calls/q"]
+    table = [head] + [[str(r["config"]), str(r.get("questions", "")), *[cell(r, m) for m in metrics], f"{r.get('llm_calls/q') or 0:g}"] for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
+    return ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in table]
+
+
 def variant_summary(graphs: dict[str, Path]) -> dict[str, Any]:
     out = {}
     for name, g in graphs.items():
