@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +62,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[str]:
+    """Refuses without a server to deploy to: Prefect would otherwise register the deployments in
+    a temporary server of its own, where no worker ever picks them up."""
+    if not os.environ.get("PREFECT_API_URL"):
+        from sagegraph.errors import ConfigError
+
+        raise ConfigError("PREFECT_API_URL is not set: start a server (`prefect server start`) and export "
+                          "PREFECT_API_URL=http://127.0.0.1:4200/api, or point it at your team's server")
     ids = deploy(args.pool, args.cron, args.config, args.sweep)
     for i in ids:
         print(i)

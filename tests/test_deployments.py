@@ -46,3 +46,12 @@ def test_a_bad_config_stops_deploy_before_the_server_is_asked(tmp_path):
     bad.write_text("name: x\ncorpus: {kind: kb}\nedges: {logic: maybe}\n")
     with pytest.raises(Exception, match="bad.yaml"):
         deploy(pool="never-created", build_config=bad, sweep_file=None)  # no server runs here: it must fail first
+
+
+def test_deploy_without_a_server_to_deploy_to_says_so(tmp_path, monkeypatch):
+    """Without PREFECT_API_URL, Prefect would register the deployments in a temporary server of its
+    own that no worker reads: one line, exit 2, nothing started."""
+    from sagegraph.cli import main
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert main(["deploy", "--config", str(ROOT / "conf/kb_synth.yaml")]) == 2
