@@ -19,6 +19,7 @@ from sagegraph.eval.compare import compare_files, ordered
 from sagegraph.eval.sweep import SweepConfig, configurations, figure4, graph_dir_of, graph_to_build, groups, llm_settings, plot_figure4, sweep_questions
 from sagegraph.eval.sweep_report import brief_table, plain_lines, variant_summary, write_summary
 from sagegraph.llm import resolved_base_url
+from sagegraph.runlock import hold
 from sagegraph.tracking import SweepTracker, default_tracking_uri, view_columns
 from sagegraph.tasks import build as TB
 from sagegraph.tasks import evaluate as T
@@ -60,6 +61,11 @@ def edge_variant_graphs(cfg: SweepConfig, graph: Path) -> dict[str, Path]:
 
 @flow(name="sweep", log_prints=True)
 def sweep(cfg: SweepConfig) -> dict[str, Any]:
+    with hold(Path(cfg.out), "sweep"):  # the CLI holds it already; a deployment's run takes it here
+        return _sweep(cfg)
+
+
+def _sweep(cfg: SweepConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

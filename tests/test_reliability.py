@@ -66,6 +66,23 @@ def test_a_second_build_into_one_out_dir_stops_before_any_server(tmp_path):
     assert "Prefect" not in done.stdout + done.stderr and time.monotonic() - t0 < 60
 
 
+def test_a_deployment_sweep_into_a_directory_in_use_is_refused(tmp_path):
+    """A deployment's sweep (no CLI around it to take the lock) refuses a directory another sweep
+    is writing, before it reads or writes anything there."""
+    from sagegraph.eval.sweep import SweepConfig
+    from sagegraph.flows.sweep import sweep
+
+    cfg = SweepConfig(graph=tmp_path / "no-graph", out=tmp_path / "out", grid=[{"retriever": ["bm25"], "k": [5]}])
+    child = _hold_in_child(tmp_path / "out")
+    try:
+        with pytest.raises(DirectoryLocked, match=f"pid {child.pid}"):
+            sweep.fn(cfg)
+    finally:
+        child.kill()
+        child.wait()
+    assert not (tmp_path / "out" / "runs").exists() and not (tmp_path / "out" / "mlflow.db").exists()
+
+
 def _graph_with_questions(graph_dir: Path):
     from sagegraph.retrieve.graph_index import GraphIndex
 
