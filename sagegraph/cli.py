@@ -125,7 +125,9 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"\nsummary table:   {result['summary']}")
     print(f"Recall@k plot:   {result['plot'] or 'none (no seed-expanding configuration beside its seed retriever at plot_totals)'}")
     print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
-    if not ml["tracking_uri"].startswith(("http://", "https://")):  # a tracking server serves its own UI
+    from sagegraph.tracking import is_server
+
+    if not is_server(ml["tracking_uri"]):  # a tracking server serves its own UI
         print(f"                 view: {_mlflow_command()} ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
     print(f"                 open: {ml['view']}")
     for i, row in enumerate(result["table"]):

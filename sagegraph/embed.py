@@ -18,7 +18,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from sagegraph.progress import Progress
+from sagegraph.progress import ticker
 from sagegraph.sqlite_store import SQLiteFile
 
 MINILM = "all-MiniLM-L6-v2"
@@ -181,13 +181,12 @@ def encode_reporting(encode: Callable[[Sequence[str]], np.ndarray], report: Call
         if len(texts) <= size:
             return encode(texts)
         order = np.argsort([len(t) for t in texts], kind="stable")
-        progress = Progress(label, total=len(texts), every_s=every_s, unit="texts")
+        tick = ticker(label, len(texts), "texts", report, every_s)
         parts = []
         for i in range(0, len(texts), size):
             part = order[i : i + size]
             parts.append(encode([texts[j] for j in part]))
-            if line := progress.tick(len(part)):
-                report(line)
+            tick(len(part))
         vecs = np.concatenate(parts)
         out = np.empty_like(vecs)
         out[order] = vecs

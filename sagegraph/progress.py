@@ -6,6 +6,7 @@ time here."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,3 +61,19 @@ class Progress:
         line = f"{self.label}: {done:,}/{self.total:,} {self.unit}, {rate}"
         left = self.total - done
         return line + (f", about {duration(pace * left)} left" if left > 0 else ", done")
+
+
+def ticker(label: str, total: int, unit: str, report: Callable[[str], None] | None, every_s: float = 10.0) -> Callable[[int], None] | None:
+    """`tick(n)`: n more items done; hands `report` the progress line when one is due. Safe to call
+    from worker threads (LLM replies come in on a pool). None when nothing is to be reported."""
+    if report is None or total == 0:
+        return None
+    progress, lock = Progress(label, total=total, every_s=every_s, unit=unit), threading.Lock()
+
+    def tick(n: int = 1) -> None:
+        with lock:
+            line = progress.tick(n)
+        if line:
+            report(line)
+
+    return tick

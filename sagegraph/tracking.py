@@ -33,6 +33,11 @@ def default_tracking_uri(out: Path) -> str:
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
+def is_server(tracking_uri: str) -> bool:
+    """A tracking server (it serves its own UI and artifacts), not a local store."""
+    return tracking_uri.startswith(("http://", "https://"))
+
+
 def artifact_location(tracking_uri: str) -> str | None:
     """Artifacts beside a local tracking database (`<db dir>/mlartifacts`), so `mlflow ui` started
     from any directory finds them; a tracking server keeps its own default."""
@@ -65,7 +70,7 @@ def view_columns(results: Iterable[tuple[EvalConfig, dict[str, Any]]], totals: I
 def runs_view_url(experiment_id: str, tracking_uri: str = "") -> str:
     """Where the UI shows the sweep's runs with its columns in view: the tracking server itself,
     or `mlflow ui`'s default address for a local store."""
-    host = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    host = tracking_uri.rstrip("/") if is_server(tracking_uri) else "http://127.0.0.1:5000"
     return f"{host}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
 
 

@@ -149,12 +149,12 @@ def test_preflight_wants_a_key_only_while_llm_metadata_is_unwritten(tmp_path, mo
 @pytest.mark.e2e
 def test_an_llm_metadata_batch_reports_its_progress(tmp_path):
     """An LLM batch takes minutes: each reply ticks, and the batch's last line says it is done."""
-    from sagegraph.construct.stages import _reporting
+    from sagegraph.progress import ticker
 
     lines: list[str] = []
-    tick = _reporting("metadata batch-1", 20, "nodes", lines.append, every_s=0.0)
+    tick = ticker("metadata batch-1", 20, "nodes", lines.append, every_s=0.0)
     with FakeOpenAI(recorded) as server:
         metas, _ = extract_metadata([TEXT_NODE, TABLE_NODE] * 10, "llm", client(server, tmp_path), concurrency=2, on_done=tick)
     assert len(metas) == 20 and len(lines) == 20  # every reply, at every_s = 0
     assert lines[0].startswith("metadata batch-1: 1/20 nodes") and lines[-1].endswith(", done") and "20/20 nodes" in lines[-1]
-    assert _reporting("x", 0, "nodes", lines.append) is None and _reporting("x", 5, "nodes", None) is None
+    assert ticker("x", 0, "nodes", lines.append) is None and ticker("x", 5, "nodes", None) is None

@@ -212,8 +212,12 @@ def extract_metadata(nodes: list[Node], mode: str, client: LLMClient | None = No
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(one, n) for n in nodes]
         if on_done is not None:
+            def answered(f) -> None:  # a failed or cancelled node is not progress
+                if not f.cancelled() and f.exception() is None:
+                    on_done()
+
             for f in futures:
-                f.add_done_callback(lambda f: f.cancelled() or f.exception() is not None or on_done())
+                f.add_done_callback(answered)
         try:
             # In submission order: nodes start in that order, so the first error met is the real one,
             # never a later node's "stopped".

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
 import time
 from pathlib import Path
 from collections.abc import Callable
@@ -38,7 +37,7 @@ from sagegraph.errors import ConfigError, InputError
 from sagegraph.store.base import GraphStore
 from sagegraph.store.diff import GraphDiff
 from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_marker, loaded_place
-from sagegraph.progress import Progress
+from sagegraph.progress import ticker
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, table_to_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.construct")
@@ -242,21 +241,6 @@ def estimate_metadata_cost(cfg: BuildConfig, chunk_paths: list[str]) -> dict[str
     return {"calls": len(nodes), "prompt_tokens": prompt, "completion_tokens": completion, "estimated_usd": round(cost, 4), "model": cfg.llm.model}
 
 
-def _reporting(label: str, total: int, unit: str, report: Callable[[str], None] | None, every_s: float = 10.0) -> Callable[[], None] | None:
-    """A thread-safe tick that reports done/total, rate and time left at most every `every_s`."""
-    if report is None or total == 0:
-        return None
-    progress, lock = Progress(label, total=total, every_s=every_s, unit=unit), threading.Lock()
-
-    def tick() -> None:
-        with lock:
-            line = progress.tick()
-        if line:
-            report(line)
-
-    return tick
-
-
 def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], None] | None = None) -> dict[str, Any]:
     layout = Layout.of(cfg)
     out = batch_file(layout.stage_dir("metadata"), chunks_path)
@@ -267,7 +251,7 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
     t0 = time.perf_counter()
     nodes = read_nodes(Path(chunks_path))
     client = llm_client(cfg) if cfg.metadata.mode == "llm" else None
-    tick = _reporting(f"metadata {Path(chunks_path).stem}", len(nodes), "nodes", report) if client else None
+    tick = ticker(f"metadata {Path(chunks_path).stem}", len(nodes), "nodes", report) if client else None
     metas, fallbacks = extract_metadata(nodes, cfg.metadata.mode, client, cfg.metadata.llm_fallback, cfg.llm.concurrency, on_done=tick)
     for n, m in zip(nodes, metas):
         keep = {k: n.metadata[k] for k in ("header", "rows", "row_start", "row_end", "section_title", "page_title", "fields") if k in n.metadata}
