@@ -265,3 +265,56 @@ def test_a_hop_whose_every_neighbour_is_the_topic_itself_gives_no_template_not_a
     view = kb_view(g)
     templates = enumerate_templates(view, [g.rows_for_ids(["x"])])
     assert [(t.kind, t.hops[0].rel, t.target_type) for t in templates] == [("1hop", "starred_actors", "Person")]
+
+
+# -- three hops and the phrase selector (not the paper's) -------------------------------------------
+def test_three_hop_chains_are_enumerated_on_request_read_as_phrases_and_run_the_same_in_the_store(tmp_path):
+    """On the genealogy KB (lower-case relations stored child -> parent): Ingrid's parent's other
+    child's birthplace is a 3-hop chain through an inverse hop; its Cypher returns its rows."""
+    from tests.kb_mini import family_records
+
+    nodes, edges = family_records()
+    g = build_mini(tmp_path / "graph", (nodes, edges))
+    view = kb_view(g)
+    ingrid = [row(g, "h2")]
+    assert not [t for t in enumerate_templates(view, [ingrid]) if t.kind == "3hop"]  # the paper's two hops by default
+    chains = {t.cypher(): t for t in enumerate_templates(view, [ingrid], three_hop=True) if t.kind == "3hop"}
+    t = chains["MATCH (e0:Human)-[:child_of]->(:Human)<-[:child_of]-(:Human)-[:born_in]->(x:Town) WHERE e0.id IN $e0 AND NOT x.id IN $e0 RETURN DISTINCT x.id AS id"]
+    assert ids(g, t.rows) == {"c2"} and t.mids == ("Human", "Human")
+    assert t.phrase() == "born in (Town) of child of (Human) of child of (Human)"  # read from the target back, as questions read
+    assert prior_order([t, *[x for x in enumerate_templates(view, [ingrid]) if x.kind == "1hop"]])[-1] == 0  # longest last without a model
+    with open_store("falkordb", tmp_path / "store", graph="family") as store:
+        store.load_nodes(nodes)
+        store.load_edges(edges)
+        for c in chains.values():
+            assert run_in_store(store, view, c, [ingrid]).tolist() == sorted(c.rows.tolist()), c.cypher()
+
+
+def test_similar_selection_ranks_by_phrase_with_the_no_model_order_breaking_ties(g):
+    from sagegraph.retrieve.graphraft.select import select
+
+    view = kb_view(g)
+    ts = enumerate_templates(view, [row(g, "p1")])
+    want = next(i for i, t in enumerate(ts) if t.kind == "1hop" and t.hops[0].rel == "DIRECTED")
+    sel = select("similar", None, "q", "", ts, 3, similarity=lambda tt: [1.0 if t is ts[want] else 0.5 for t in tt])
+    assert sel.order[0] == want and sel.calls == 0 and len(sel.order) == 3
+    assert sel.order[1:] == [i for i in prior_order(ts) if i != want][:2]  # equal scores: the no-model order
+
+
+def test_the_similar_selector_reads_the_question_without_entity_names_and_weights_unsure_entities(g, tmp_path):
+    """No model for selection: "directed" in the question picks the DIRECTED template (the test encoder matches words). A relation
+    word the entity step called a name (resolved by name vector, score < 1) starts templates that
+    are down-weighted by that score, so the sure entity's template still wins."""
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="similar", m=1, fill=False).search("Which movie was directed by Ana Silva?", 5)
+    assert ids(g, r.idx) == {"m1", "m2"} and r.trace["selection"]["calls"] == 0
+    assert r.trace["selection"]["replies"][0].endswith("directed (Movie)")
+
+    def responder(body):  # the entity step names the relation word too
+        return 200, completion(json.dumps({"entities": [{"name": "Ana Silva", "type": "Person"}, {"name": "movie", "type": "Movie"}]}))
+
+    with FakeOpenAI(responder) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("graphraft", res, selector="similar", three_hop=True, m=1, fill=False).search("Which movie was directed by Ana Silva?", 5)
+    ents = {e["name"]: e for e in r.trace["entities"]}
+    assert ents["movie"]["match"] == "vector" and ents["movie"]["score"] < 1
+    assert ids(g, r.idx) == {"m1", "m2"} and len(server.requests) == 1  # one call: the entities; selection took none

@@ -5,7 +5,9 @@ nodes ranked; the vector index fills the rest of k.
 Where we follow and where we depart (LLM-RETRIEVERS.md §4):
 - selection can only produce an enumerated template (graphraft_select); the paper's fine-tuned
   selector is replaced by the local or API model with a grammar (`grammar`), or by a zero-shot
-  choice from a listed menu (`listed`, a different method, named so); `prior` uses no model;
+  choice from a listed menu (`listed`, a different method, named so); `similar` ranks templates
+  by how close their relation chains read to the question (no model); `prior` uses no model;
+- `three_hop` adds 3-hop chains (the paper's templates stop at two hops);
 - templates keep relation direction and take node ids as parameters (graphraft_templates);
 - the top-m templates run in order until k nodes (the public code's stop rule keeps at most 19 of
   20: here k), and the next pick is only asked for while the earlier ones give fewer than k, each template's nodes ranked by name similarity to the question (the paper), then
@@ -18,6 +20,7 @@ The L2 reader (a fine-tuned 8B that writes answer names) is not part of retrieva
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,16 +44,18 @@ PROMPT_VERSION = "graphraft-2"  # graphraft-2: the entity prompt's example of a 
 class GraphRAFTParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ner: Literal["llm", "gazetteer"] = Field("llm", description="name entities with one LLM call (paper) or by matching KB names in the question (no model)")
-    selector: Literal["score", "grammar", "listed", "prior"] = Field("grammar", description="score: exact log-probability of every template by a local model; "
-                                                                                             "grammar: constrained decoding among the templates; listed: zero-shot "
-                                                                                             "choice from a listed menu (a different method); prior: no model")
+    selector: Literal["score", "grammar", "listed", "similar", "prior"] = Field(
+        "grammar", description="score: exact log-probability of every template by a local model; grammar: constrained decoding among the templates; "
+                               "listed: zero-shot choice from a listed menu (a different method); similar: templates whose relation chains read "
+                               "closest to the question (text encoder, no model; not the paper's); prior: no model")
     length_norm: bool = Field(True, description="score: rank by log-probability per token (Hugging Face beam search's default) instead of the sum")
     scorer_model: str | None = Field(None, description="score: the GGUF chat model that scores (default: the local model profile's file)")
     m: int = Field(5, ge=1, le=50, description="templates chosen and run in order (the paper's beam width)")
     two_hop: bool = Field(True, description="enumerate 2-hop templates")
+    three_hop: bool = Field(False, description="also enumerate 3-hop chains from one entity (not the paper's; needs two_hop)")
     paths: bool = Field(True, description="enumerate connecting paths between two entities")
     max_mid_degree: int | None = Field(5000, ge=1, description="2-hop middles with more KB edges are skipped (hubs); None: keep all")
-    max_candidates: int = Field(300, ge=1, description="templates offered to the selector, in the no-model order (the grammar grows with them)")
+    max_candidates: int = Field(300, ge=1, description="templates offered to a model's selector, in the no-model order (the grammar grows with them)")
     execute: Literal["memory", "store"] = Field("memory", description="run templates on the in-memory adjacency or as Cypher in the graph store (same rows)")
     rank: Literal["name", "dense"] = Field("name", description="order each template's nodes by name similarity (paper) or by content similarity")
     fill: bool = Field(True, description="fill the rest of k from the vector index")
@@ -69,6 +74,7 @@ class GraphRAFTRetriever(Retriever):
     def __init__(self, res: Resources, params: GraphRAFTParams):
         super().__init__(res, params)
         self.view: KBView = kb_view(self.g)
+        self._phrase_vectors: dict[str, np.ndarray] = {}
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:
@@ -113,7 +119,37 @@ class GraphRAFTRetriever(Retriever):
 
     def templates(self, ents: list[Entity]) -> tuple[list[list[int]], list[Template]]:
         rows = [e.rows for e in entity_slots(ents)]
-        return rows, enumerate_templates(self.view, rows, two_hop=self.p.two_hop, paths=self.p.paths, max_mid_degree=self.p.max_mid_degree)
+        return rows, enumerate_templates(self.view, rows, two_hop=self.p.two_hop, paths=self.p.paths, max_mid_degree=self.p.max_mid_degree,
+                                         three_hop=self.p.three_hop)
+
+    def _similarity(self, query: str, ents: list[Entity]):
+        """A template's phrase against the question with its own entities' names taken out (a
+        name says which node, not which relation), times those entities' resolution scores (an
+        exact name 1.0, a name vector its cosine): a relation word the entity step mistook for a
+        name ('Husband' resolved to some person) starts weak templates and keeps its word in the
+        question that the right template is read against. Phrase vectors are memoised: the same
+        relation chains recur across questions."""
+        slots = entity_slots(ents)
+        masked: dict[tuple[int, ...], np.ndarray] = {}
+
+        def question(slot_ids: tuple[int, ...]) -> np.ndarray:
+            if slot_ids not in masked:
+                rest = query
+                for i in slot_ids:
+                    rest = re.sub(re.escape(slots[i].name), " ", rest, flags=re.IGNORECASE)
+                masked[slot_ids] = self.g.query_vector(rest)
+            return masked[slot_ids]
+
+        def similarity(templates: list[Template]) -> list[float]:
+            phrases = [t.phrase() for t in templates]
+            new = [p for p in dict.fromkeys(phrases) if p not in self._phrase_vectors]
+            if new:
+                v = np.asarray(self.g.encoder.encode(new), dtype=np.float32)
+                v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+                self._phrase_vectors.update(zip(new, v))
+            return [float(self._phrase_vectors[p] @ question(t.slots)) * float(np.prod([slots[i].score for i in t.slots]))
+                    for p, t in zip(phrases, templates)]
+        return similarity
 
     def rank_rows(self, query: str, rows: np.ndarray) -> np.ndarray:
         """A template's nodes best first: by name (or content) similarity to the question."""
@@ -137,16 +173,17 @@ class GraphRAFTRetriever(Retriever):
         slots, templates = self.templates(ents)
         counters["templates"] = len(templates)
         offered = templates
-        if len(templates) > self.p.max_candidates:
+        if len(templates) > self.p.max_candidates and self.p.selector != "similar":  # a phrase ranking is cheap at any count
             offered = [templates[i] for i in prior_order(templates)[: self.p.max_candidates]]
 
         def enough(order: list[int]) -> bool:  # the picks so far already give k nodes
             return len(set().union(*(offered[i].rows.tolist() for i in order))) >= k if order else False
 
         try:
-            sel = select(self.p.selector, self._chat(timeline) if self.p.selector != "prior" else None, query,
+            sel = select(self.p.selector, self._chat(timeline) if self.p.selector not in ("prior", "similar") else None, query,
                          entity_lines(ents, self.view), offered, self.p.m, enough,
-                         score=self._scorer(timeline) if self.p.selector == "score" else None, length_norm=self.p.length_norm)
+                         score=self._scorer(timeline) if self.p.selector == "score" else None, length_norm=self.p.length_norm,
+                         similarity=self._similarity(query, ents) if self.p.selector == "similar" else None)
         except LLMRequestRefused:  # most often a listed menu longer than the context: the no-model order
             counters["llm_refused"] += 1
             sel = select("prior", None, query, "", offered, self.p.m, enough)

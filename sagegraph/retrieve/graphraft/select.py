@@ -12,6 +12,11 @@ tokens of candidate queries, prompting a fine-tuned model with the question alon
   by a local model (`sagegraph.local_model.SequenceScorer`), best first: the exact top-m that the
   paper's beam search approximates; `length_norm` divides by the tokens, as Hugging Face's beam
   search ranks finished sequences by default (length_penalty 1.0).
+- `similar` (no model, not the paper's): candidates by the cosine similarity of their relation
+  chains in words (`Template.phrase`) to the question with the template's entity names taken
+  out, weighted by how surely those entities were resolved, using the graph's own text encoder:
+  a training-free stand-in for the fine-tuned selector that reads relation names as the KB has
+  them.
 - `listed`: the candidates numbered in the prompt, the model picks m of them (a schema-constrained
   list of numbers). This is zero-shot selection, a different method from the paper's decoder, and
   is named so in results; it is what an API model without grammars can do.
@@ -32,9 +37,10 @@ from sagegraph.llm import Reply, parse_json_reply
 from sagegraph.retrieve.kb.entities import Entity, entity_slots
 from sagegraph.retrieve.graphraft.templates import Template
 
-Selector = Literal["score", "grammar", "listed", "prior"]
+Selector = Literal["score", "grammar", "listed", "similar", "prior"]
 Score = Callable[[list[dict[str, str]], list[str]], list[tuple[float, int]]]  # (messages, replies) -> (log-prob, tokens) each
 Chat = Callable[..., Reply]  # chat(step name, messages, response_format=..., max_tokens=...)
+Similarity = Callable[[list[Template]], list[float]]  # templates -> how well each reads as the question
 
 SELECT_SYSTEM = """You translate a question about a knowledge graph into one Cypher query that returns the nodes answering it.
 The question's entities are already resolved to nodes; the query refers to them by parameter ($e0, $e1, ...).
@@ -64,7 +70,7 @@ def grammar_messages(question: str, entities_text: str) -> list[dict[str, str]]:
 def prior_order(templates: list[Template]) -> list[int]:
     """Without a model: paths between two named entities first (they use both), then 1-hop, then
     2-hop, each by fewest results (the most specific); enumeration order breaks ties."""
-    rank = {"path": 0, "1hop": 1, "2hop": 2}
+    rank = {"path": 0, "1hop": 1, "2hop": 2, "3hop": 3}
     return sorted(range(len(templates)), key=lambda i: (rank[templates[i].kind], templates[i].count, i))
 
 
@@ -139,6 +145,14 @@ def select_score(score: Score, question: str, entities_text: str, templates: lis
     return sel
 
 
+def select_similar(similarity: Similarity, templates: list[Template], m: int) -> Selection:
+    """Top-m by phrase similarity; the no-model order breaks ties (phrases that read the same)."""
+    value = similarity(templates)
+    rank = {i: r for r, i in enumerate(prior_order(templates))}
+    order = sorted(range(len(templates)), key=lambda i: (-value[i], rank[i]))
+    return Selection(order=order[:m], replies=[f"{value[i]:.4f} {templates[i].phrase()}" for i in order[:10]])
+
+
 def listed_prompt(templates: list[Template]) -> str:
     return "\n".join(f"[{i}] {t.cypher()}  ({t.count} nodes)" for i, t in enumerate(templates))
 
@@ -167,9 +181,12 @@ def select_listed(chat: Chat, question: str, entities_text: str, templates: list
 
 
 def select(selector: Selector, chat: Chat | None, question: str, entities_text: str, templates: list[Template], m: int,
-           enough: Enough = _never, score: Score | None = None, length_norm: bool = True) -> Selection:
+           enough: Enough = _never, score: Score | None = None, length_norm: bool = True,
+           similarity: Similarity | None = None) -> Selection:
     if not templates:
         return Selection()
+    if selector == "similar" and similarity is not None:
+        return select_similar(similarity, templates, m)
     if selector == "score" and score is not None:
         return select_score(score, question, entities_text, templates, m, length_norm)
     if selector == "prior" or chat is None:

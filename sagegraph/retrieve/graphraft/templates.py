@@ -1,6 +1,7 @@
 """GraphRAFT's grounded query templates (graphraft.txt §4.2, App. A): every valid 1-hop and 2-hop
 query from each resolved entity and every connecting path through one node between two entities,
-with how many distinct nodes each returns.
+with how many distinct nodes each returns; optionally 3-hop chains from one entity (not the
+paper's: its templates stop at two hops, so a three-hop question has no template that answers it).
 
 The public code enumerates them with three undirected aggregate Cypher queries and splices names
 into the query strings. Here each template is a typed metapath counted on the KB's in-memory
@@ -27,7 +28,7 @@ from sagegraph.store.mapping import safe_label
 if TYPE_CHECKING:
     from sagegraph.store.base import GraphStore
 
-Kind = Literal["1hop", "2hop", "path"]
+Kind = Literal["1hop", "2hop", "3hop", "path"]
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,15 @@ class Hop:
 
 @dataclass
 class Template:
-    """A grounded query: its entity slots (indices into the resolved entities), metapath and the
-    distinct nodes it returns (`rows`, graph row order), computed when it was enumerated."""
+    """A grounded query: its entity slots (indices into the resolved entities), metapath (`mids`:
+    the types of the nodes between entity and target of a chain) and the distinct nodes it returns
+    (`rows`, graph row order), computed when it was enumerated."""
 
     kind: Kind
     slots: tuple[int, ...]
     slot_types: tuple[str, ...]
     hops: tuple[Hop, ...]
-    mid_type: str | None
+    mids: tuple[str, ...]
     target_type: str
     rows: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int64))
 
@@ -60,7 +62,7 @@ class Template:
 
     @property
     def key(self) -> tuple:
-        return (self.kind, self.slots, tuple((h.rel, h.out) for h in self.hops), self.mid_type, self.target_type)
+        return (self.kind, self.slots, tuple((h.rel, h.out) for h in self.hops), self.mids, self.target_type)
 
     def cypher(self) -> str:
         """Parameterised, read-only; returns the target nodes' ids. Also the selector's choice text.
@@ -71,14 +73,24 @@ class Template:
         x = f"(x:{safe_label(self.target_type)})"
         if self.kind == "1hop":
             return f"MATCH {head}{self.hops[0].cypher()}{x} WHERE e{a}.id IN $e{a} RETURN DISTINCT x.id AS id"
-        if self.kind == "2hop":
-            mid = f"(:{safe_label(self.mid_type or '')})"
-            return (f"MATCH {head}{self.hops[0].cypher()}{mid}{self.hops[1].cypher()}{x} "
+        if self.kind in ("2hop", "3hop"):
+            chain = "".join(f"{h.cypher()}(:{safe_label(t)})" for h, t in zip(self.hops, self.mids))
+            return (f"MATCH {head}{chain}{self.hops[-1].cypher()}{x} "
                     f"WHERE e{a}.id IN $e{a} AND NOT x.id IN $e{a} RETURN DISTINCT x.id AS id")
         b = self.slots[1]
         tail = f"(e{b}:{safe_label(self.slot_types[1])})"
         return (f"MATCH {head}{self.hops[0].cypher()}{x}{self.hops[1].cypher()}{tail} "
                 f"WHERE e{a}.id IN $e{a} AND e{b}.id IN $e{b} AND NOT x.id IN $e{a} AND NOT x.id IN $e{b} RETURN DISTINCT x.id AS id")
+
+    def phrase(self) -> str:
+        """The relation chain in words, read back from the target as a question reads ('the mother
+        of X's child': `parents (Person) of children (Person)`); the `similar` selector compares it
+        with the question. Directions are left out: a KB that stores both directions of a relation
+        pair names each its own way, and either reads the same in a question."""
+        if self.kind == "path":  # the node both entities lead to: 'acted in (Movie) and acted in (Movie)'
+            return " and ".join(f"{h.rel.replace('_', ' ').lower()} ({self.target_type})" for h in self.hops)
+        words = [f"{h.rel.replace('_', ' ').lower()} ({t})" for h, t in zip(self.hops, (*self.mids, self.target_type))]
+        return " of ".join(reversed(words))
 
     def record(self) -> dict:
         return {"kind": self.kind, "cypher": self.cypher(), "count": self.count}
@@ -120,10 +132,12 @@ def entity_groups(entities: Sequence[int | Sequence[int]]) -> list[np.ndarray]:
 
 
 def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *, two_hop: bool = True, paths: bool = True,
-                        max_mid_degree: int | None = None) -> list[Template]:
+                        max_mid_degree: int | None = None, three_hop: bool = False, max_frontier: int = 2000) -> list[Template]:
     """Every non-empty template around the resolved entities, each a row or the rows of all nodes
-    sharing its name. `max_mid_degree` skips 2-hop middles with more KB edges than that (hubs),
-    which a store would otherwise time out on; None keeps them all."""
+    sharing its name. `max_mid_degree` skips middles with more KB edges than that (hubs), which a
+    store would otherwise time out on; None keeps them all. `three_hop` extends each 2-hop chain by
+    one more hop when it reaches at most `max_frontier` nodes (a wider one is a hub's fan-out,
+    which no question walks on through)."""
     rel = view.relation_types
     types = view.g.types
     ents = entity_groups(entities)
@@ -133,7 +147,7 @@ def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *
         ta = str(types[a[0]])
         g1 = first[s] = _groups(view, a)
         for (c, d, t), rows in sorted(g1.items()):
-            out.append(Template("1hop", (s,), (ta,), (Hop(rel[c], d),), None, t, rows))
+            out.append(Template("1hop", (s,), (ta,), (Hop(rel[c], d),), (), t, rows))
         if not two_hop:
             continue
         for (c1, d1, tm), mids in sorted(g1.items()):
@@ -142,7 +156,14 @@ def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *
             if not len(mids):
                 continue
             for (c2, d2, t), rows in sorted(_groups(view, mids, exclude=a).items()):
-                out.append(Template("2hop", (s,), (ta,), (Hop(rel[c1], d1), Hop(rel[c2], d2)), tm, t, rows))
+                two = (Hop(rel[c1], d1), Hop(rel[c2], d2))
+                out.append(Template("2hop", (s,), (ta,), two, (tm,), t, rows))
+                if not three_hop or len(rows) > max_frontier:
+                    continue
+                if max_mid_degree is not None:
+                    rows = rows[view.degree[rows] <= max_mid_degree]
+                for (c3, d3, t3), ends in sorted(_groups(view, rows, exclude=a).items()):
+                    out.append(Template("3hop", (s,), (ta,), (*two, Hop(rel[c3], d3)), (tm, t), t3, ends))
     if paths:
         for i in range(len(ents)):
             for j in range(i + 1, len(ents)):
@@ -154,7 +175,7 @@ def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *
                         both = both[~np.isin(both, ents[i]) & ~np.isin(both, ents[j])]
                         if len(both):
                             out.append(Template("path", (i, j), (str(types[ents[i][0]]), str(types[ents[j][0]])),
-                                                (Hop(rel[c1], d1), Hop(rel[c2], not d2)), None, t1, both))
+                                                (Hop(rel[c1], d1), Hop(rel[c2], not d2)), (), t1, both))
     return out
 
 
@@ -196,14 +217,14 @@ def store_counts(store: GraphStore, view: KBView, entities: Sequence[int | Seque
             for row in read(q, {"src": node}):
                 t = type_of.get(_kind(row["lt"], node_types))
                 if t and row["r1"] in rel_of:
-                    counts[("1hop", (s,), ((rel_of[row["r1"]], d1),), None, t)] = int(row["n"])
+                    counts[("1hop", (s,), ((rel_of[row["r1"]], d1),), (), t)] = int(row["n"])
             for d2 in (True, False):
                 q = (f"MATCH (s){_arrow(d1, 'r1')}(m){_arrow(d2, 'r2')}(t) WHERE s.id IN $src AND NOT t.id IN $src "
                      "RETURN type(r1) AS r1, labels(m) AS lm, type(r2) AS r2, labels(t) AS lt, count(DISTINCT t) AS n")
                 for row in read(q, {"src": node}):
                     tm, t = type_of.get(_kind(row["lm"], node_types)), type_of.get(_kind(row["lt"], node_types))
                     if tm and t and row["r1"] in rel_of and row["r2"] in rel_of:
-                        key = ("2hop", (s,), ((rel_of[row["r1"]], d1), (rel_of[row["r2"]], d2)), tm, t)
+                        key = ("2hop", (s,), ((rel_of[row["r1"]], d1), (rel_of[row["r2"]], d2)), (tm,), t)
                         counts[key] = int(row["n"])
     for i in range(len(ids)):
         for j in range(i + 1, len(ids)):
@@ -215,7 +236,7 @@ def store_counts(store: GraphStore, view: KBView, entities: Sequence[int | Seque
                     for row in read(q, {"a": ids[i], "b": ids[j]}):
                         t = type_of.get(_kind(row["lt"], node_types))
                         if t and row["r1"] in rel_of and row["r2"] in rel_of:
-                            counts[("path", (i, j), ((rel_of[row["r1"]], d1), (rel_of[row["r2"]], d2)), None, t)] = int(row["n"])
+                            counts[("path", (i, j), ((rel_of[row["r1"]], d1), (rel_of[row["r2"]], d2)), (), t)] = int(row["n"])
     return counts
 
 
