@@ -137,7 +137,10 @@ def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *
     sharing its name. `max_mid_degree` skips middles with more KB edges than that (hubs), which a
     store would otherwise time out on; None keeps them all. `three_hop` extends each 2-hop chain by
     one more hop when it reaches at most `max_frontier` nodes (a wider one is a hub's fan-out,
-    which no question walks on through)."""
+    which no question walks on through). A 3-hop chain is a walk: its third hop may go back over
+    the second's edge (X's parent's child's parent is the parent again), as FalkorDB matches the
+    template's Cypher; Neo4j, which never repeats a relationship within a pattern, returns fewer
+    rows for such a chain when it runs in the store (`execute: store`)."""
     rel = view.relation_types
     types = view.g.types
     ents = entity_groups(entities)
