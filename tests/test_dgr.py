@@ -242,6 +242,10 @@ def test_auto_mode_probes_once_for_structured_tool_calls(g, tmp_path):
         assert detect_mode(LLMClient(_llm(server, tmp_path), tmp_path / "b.sqlite")) == "json"
     with FakeOpenAI(lambda body: (400, {"error": {"message": "tools are not supported"}})) as server:
         assert detect_mode(LLMClient(_llm(server, tmp_path), tmp_path / "c.sqlite")) == "json"
+    # a replay of a run whose live probe was refused (never recorded): the JSON mode, no request sent
+    with FakeOpenAI(lambda body: (500, {})) as server:
+        assert detect_mode(LLMClient(_llm(server, tmp_path, cache_mode="replay"), tmp_path / "d.sqlite")) == "json"
+        assert server.requests == []
 
 
 def test_token_budget_and_a_refused_history_stop_agents_cleanly(g, tmp_path):

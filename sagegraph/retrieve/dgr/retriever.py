@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from sagegraph.errors import ReplayMiss
 from sagegraph.llm import LLMClient, LLMRequestRefused, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
@@ -112,14 +113,17 @@ _MODES_LOCK = threading.Lock()
 
 def detect_mode(llm: LLMClient) -> Mode:
     """Whether the endpoint returns structured tool calls: one small cached request per client.
-    A refusal (no `tools` support) or calls written as text mean the JSON-action mode."""
+    A refusal (no `tools` support) or calls written as text mean the JSON-action mode. In replay
+    mode a probe with no recorded reply is what a live refusal leaves (refusals are not cached),
+    so it also means the JSON mode; had the recorded run been native, its first agent request
+    misses instead, and the replay stops there as it should."""
     with _MODES_LOCK:
         if llm not in _MODES:
             try:
                 reply = llm.chat([{"role": "user", "content": "Call the tool ping with x = 1."}], tools=_PROBE_TOOL,
                                  tool_choice="required", max_tokens=64, temperature=0.0)
                 _MODES[llm] = "native" if reply.tool_calls else "json"
-            except LLMRequestRefused:
+            except (LLMRequestRefused, ReplayMiss):
                 _MODES[llm] = "json"
         return _MODES[llm]  # type: ignore[return-value]
 
