@@ -74,7 +74,6 @@ class GraphRAFTRetriever(Retriever):
     def __init__(self, res: Resources, params: GraphRAFTParams):
         super().__init__(res, params)
         self.view: KBView = kb_view(self.g)
-        self._phrase_vectors: dict[str, np.ndarray] = {}
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:
@@ -127,8 +126,8 @@ class GraphRAFTRetriever(Retriever):
         name says which node, not which relation), times those entities' resolution scores (an
         exact name 1.0, a name vector its cosine): a relation word the entity step mistook for a
         name ('Husband' resolved to some person) starts weak templates and keeps its word in the
-        question that the right template is read against. Phrase vectors are memoised: the same
-        relation chains recur across questions."""
+        question that the right template is read against. Phrases go through the graph's query
+        vectors (batch-encoded, memoised): the same relation chains recur across questions."""
         slots = entity_slots(ents)
         masked: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -142,12 +141,8 @@ class GraphRAFTRetriever(Retriever):
 
         def similarity(templates: list[Template]) -> list[float]:
             phrases = [t.phrase() for t in templates]
-            new = [p for p in dict.fromkeys(phrases) if p not in self._phrase_vectors]
-            if new:
-                v = np.asarray(self.g.encoder.encode(new), dtype=np.float32)
-                v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-                self._phrase_vectors.update(zip(new, v))
-            return [float(self._phrase_vectors[p] @ question(t.slots)) * float(np.prod([slots[i].score for i in t.slots]))
+            self.g.encode_queries(phrases)
+            return [float(self.g.query_vector(p) @ question(t.slots)) * float(np.prod([slots[i].score for i in t.slots]))
                     for p, t in zip(phrases, templates)]
         return similarity
 
