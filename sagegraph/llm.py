@@ -10,7 +10,8 @@ published run can be reproduced with no endpoint at all.
 
 Failures are split the way an evaluation must treat them:
 - the endpoint answered, but not with what was asked for -> ReplyRejected (the method's fallback);
-- the endpoint refused this request (400: too long, bad tools) -> LLMRequestRefused (fallback);
+- the endpoint refused this request (400: too long, bad tools) -> LLMRequestRefused (fallback),
+  recorded, so the run's replay is refused at the same step;
 - no key, a refused key, connection or server errors after the retries, a replay miss ->
   LLMUnavailable, an InfraError: the run stops instead of scoring empty retrievals.
 
@@ -109,6 +110,9 @@ def usage_scope() -> Iterator[Usage]:
 # limit), "content_filter" and the rest are not, and are never cached: a rerun asks again.
 GOOD_FINISH = {"stop", "tool_calls", "function_call", "eos", None}
 EMPTY = "empty"  # our mark for a completion with no choice or no message
+# Our mark for a request the endpoint refused (400: too long, bad tools). Recorded so a replay
+# refuses where the live run was refused (a DGR agent stops there); a live run asks again.
+REFUSED = "refused"
 
 
 @dataclass
@@ -350,10 +354,14 @@ class LLMClient:
 
     def _cached(self, key: str) -> Reply | None:
         """The recorded reply, if it is whole or this is a replay: a cut-off or empty reply is
-        replayed as it was, never served to a live run as if it were good."""
+        replayed as it was, never served to a live run as if it were good; a recorded refusal is
+        raised again in a replay."""
         hit = self.cache.get(key)
         if hit is not None and not hit.whole and self.cfg.cache_mode != "replay":
             return None
+        if hit is not None and hit.finish_reason == REFUSED:
+            # Not counted, as the live refusal was not: a replay's usage equals the run's.
+            raise LLMRequestRefused(hit.text)
         if hit is not None:
             for u in (self.usage, _SCOPE.get()):
                 if u is not None:
@@ -366,7 +374,11 @@ class LLMClient:
             params = {**params, "tools": tools}
         if sample and params.get("temperature", 0) > 0 and self.cfg.send_seed:
             params["seed"] = sample
-        reply, retries = self._call(messages, params)
+        try:
+            reply, retries = self._call(messages, params)
+        except LLMRequestRefused as exc:
+            self.cache.put(key, Reply(text=str(exc), prompt_tokens=0, completion_tokens=0, cached=False, key=key, finish_reason=REFUSED))
+            raise
         reply.key = key
         self._count(reply, self.cost(reply.prompt_tokens, reply.completion_tokens), retries)
         if not reply.whole:

@@ -96,3 +96,26 @@ def test_a_cached_reply_counts_as_work_but_not_as_paid(tmp_path):
     assert (live.prompt_tokens, live.work_prompt_tokens, live.work_completion_tokens) == (10, 10, 2)
     assert (replay.prompt_tokens, replay.cached, replay.work_prompt_tokens, replay.work_completion_tokens) == (0, 1, 10, 2)
     assert replay.work_seconds == pytest.approx(live.work_seconds) and live.work_seconds > 0
+
+
+def test_a_refusal_is_refused_again_in_the_replay_and_asked_again_live(tmp_path):
+    """A DGR agent whose history outgrew the context is refused and stops there; its replay must
+    stop at the same step (seen: a replay miss on the synthetic KB's DGR row), while a live run
+    asks again (a refusal may be the endpoint's setting, not the request's)."""
+    from sagegraph.errors import ReplayMiss
+    from sagegraph.llm import LLMRequestRefused, usage_scope
+
+    with FakeOpenAI(lambda body: (400, {"error": {"message": "context length exceeded"}})) as server:
+        cfg = LLMConfig(base_url=server.base_url, model="m", max_retries=0)
+        live = LLMClient(cfg, tmp_path / "llm.sqlite")
+        with pytest.raises(LLMRequestRefused, match="context length"):
+            live.chat([{"role": "user", "content": "long"}])
+        replay = LLMClient(cfg.model_copy(update={"cache_mode": "replay"}), tmp_path / "llm.sqlite")
+        with usage_scope() as used, pytest.raises(LLMRequestRefused, match="context length"):
+            replay.chat([{"role": "user", "content": "long"}])
+        assert len(server.requests) == 1 and used.calls == 0  # not counted, as the live refusal was not
+        with pytest.raises(ReplayMiss):
+            replay.chat([{"role": "user", "content": "another"}])
+        with pytest.raises(LLMRequestRefused):
+            live.chat([{"role": "user", "content": "long"}])
+        assert len(server.requests) == 2

@@ -114,7 +114,7 @@ _MODES_LOCK = threading.Lock()
 def detect_mode(llm: LLMClient) -> Mode:
     """Whether the endpoint returns structured tool calls: one small cached request per client.
     A refusal (no `tools` support) or calls written as text mean the JSON-action mode. In replay
-    mode a probe with no recorded reply is what a live refusal leaves (refusals are not cached),
+    mode a probe with no recorded reply is what a live refusal left before refusals were recorded,
     so it also means the JSON mode; had the recorded run been native, its first agent request
     misses instead, and the replay stops there as it should."""
     with _MODES_LOCK:
