@@ -318,3 +318,96 @@ def test_the_similar_selector_reads_the_question_without_entity_names_and_weight
     ents = {e["name"]: e for e in r.trace["entities"]}
     assert ents["movie"]["match"] == "vector" and ents["movie"]["score"] < 1
     assert ids(g, r.idx) == {"m1", "m2"} and len(server.requests) == 1  # one call: the entities; selection took none
+
+
+def test_masked_question_takes_out_each_name_whatever_its_case():
+    from sagegraph.retrieve.graphraft.select import masked_question
+
+    assert masked_question("Which films did ana SILVA direct for Northlight?", ["Ana Silva", "Northlight"]) == "Which films did   direct for  ?"
+
+
+def test_batches_for_in_batch_negatives_never_repeat_a_text_and_keep_every_triplet():
+    from sagegraph.retrieve.graphraft.selector_encoder import _batches_without_repeats
+
+    triplets = [(f"q{i % 5}", f"p{i % 3}", f"n{i % 4}") for i in range(40)]
+    batches = list(_batches_without_repeats(triplets, 8))
+    assert sorted(t for b in batches for t in b) == sorted(triplets)
+    for b in batches:
+        texts = [x for t in b for x in t]
+        assert len(texts) == len(set(texts))
+
+
+@pytest.mark.e2e
+def test_a_selector_encoder_tuned_on_labels_reads_the_labelled_template_closer_and_the_retriever_uses_it(g, tmp_path):
+    """Labels carry what the tuned `similar` selector is trained on (the question as it reads it
+    against the best template, that template's phrase, worse templates' phrases around the same
+    entities); tuning the real all-MiniLM-L6-v2 on them moves the phrase closer than its negatives,
+    and `selector_encoder` puts the tuned model in the retriever's selection."""
+    from sagegraph.embed import SentenceTransformerEncoder
+    from sagegraph.retrieve.graphraft.selector_encoder import SelectorEncoder, train_selector_encoder
+
+    qs = [Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"]), Question("q2", "Which films did Ben Cho act in?", ["m1", "m9"])]
+    rows = label_questions(get_retriever("graphraft", g, ner="gazetteer", selector="prior"), qs, tmp_path / "labels.jsonl")
+    by = {x["qid"]: x for x in rows}
+    assert by["q1"]["masked"] == "Which films did   direct?" and by["q1"]["phrase"] == "directed (Movie)"
+    assert by["q1"]["negatives"] and "directed (Movie)" not in by["q1"]["negatives"]
+
+    def margin(encode):
+        x = by["q1"]
+        v = encode([x["masked"], x["phrase"], *x["negatives"]])
+        return float(v[1] @ v[0] - max(v[2:] @ v[0]))
+
+    before = margin(SentenceTransformerEncoder(precision="fp32").encode)
+    info = train_selector_encoder(rows, tmp_path / "enc", epochs=8, batch_size=4, lr=1e-4)
+    assert info["triplets"] >= 2 and (tmp_path / "enc" / "selector_training.json").exists()
+    assert margin(SelectorEncoder(str(tmp_path / "enc")).vectors) > before
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="similar", selector_encoder=str(tmp_path / "enc"), m=1, fill=False)
+    out = r.search("Which films did Ana Silva direct?", 5)
+    assert out.trace["selection"]["replies"][0].endswith("directed (Movie)") and ids(g, out.idx) == {"m1", "m2"}
+    from sagegraph.retrieve.graphraft.retriever import GraphRAFTRetriever, GraphRAFTParams
+
+    params = GraphRAFTParams(selector="similar", selector_encoder=str(tmp_path / "enc"))
+    key = GraphRAFTRetriever.prompt_for(params)
+    assert key.startswith(GraphRAFTRetriever.prompt_version + "+encoder-")
+    (tmp_path / "enc" / "selector_training.json").write_text("{}")  # retrained in place: another run key
+    assert GraphRAFTRetriever.prompt_for(params) != key
+    with pytest.raises(Exception, match="train-selector"):  # a sweep plans its run keys before its first question
+        GraphRAFTRetriever.prompt_for(GraphRAFTParams(selector="similar", selector_encoder=str(tmp_path / "none")))
+    with pytest.raises(Exception, match="not a sentence-transformers directory"):
+        get_retriever("graphraft", g, ner="gazetteer", selector="similar", selector_encoder=str(tmp_path), m=1).search("Which films did Ana Silva direct?", 5)
+
+
+def test_a_labelled_relation_path_beats_a_shortcut_that_holds_the_same_answer(tmp_path):
+    """Ingrid's sibling was born where she was: by the paper's rule (most gold, then fewest
+    results) the label is her own birthplace, a template that ignores two hops; where the
+    questions file gives the relation path, the label is the chain that walks it, and the
+    shortcut becomes one of its negatives."""
+    from tests.kb_mini import family_records
+
+    g = build_mini(tmp_path / "graph", family_records())
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="prior", three_hop=True)
+    q = Question("q1", "Where was Ingrid Ørsted's sibling born?", ["c2"])
+    plain = label_questions(r, [q], tmp_path / "a.jsonl")[0]
+    assert plain["label_by"] == "hits" and plain["phrase"] == "born in (Town)"
+    q.meta["relation_paths"] = [["child_of", "child_of", "born_in"]]
+    walked = label_questions(r, [q], tmp_path / "b.jsonl")[0]
+    assert walked["label_by"] == "relation_path" and walked["phrase"] == "born in (Town) of child of (Human) of child of (Human)"
+    assert walked["kept"] and "born in (Town)" in walked["negatives"] and walked["masked"] == "Where was  's sibling born?"
+
+
+def test_a_possessive_name_is_found_without_its_s(g):
+    assert gazetteer_entities(kb_view(g), "Which of Ana Silva's films star Ben Cho?") == [("Ana Silva", "Person"), ("Ben Cho", "Person")]
+    assert gazetteer_entities(kb_view(g), "Which of Ana Silva’s films?") == [("Ana Silva", "Person")]
+
+
+def test_a_label_whose_relation_path_no_template_walks_is_not_taught_to_the_encoder(tmp_path):
+    from sagegraph.retrieve.graphraft.selector_encoder import training_triplets
+    from tests.kb_mini import family_records
+
+    g = build_mini(tmp_path / "graph", family_records())
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="prior", three_hop=True)
+    walks = Question("q1", "Where was Ingrid Ørsted's sibling born?", ["c2"], meta={"relation_paths": [["child_of", "child_of", "born_in"]]})
+    loops = Question("q2", "Where was Ingrid Ørsted's sibling born?", ["c2"], meta={"relation_paths": [["born_in", "located_in"]]})
+    rows = label_questions(r, [walks, loops], tmp_path / "l.jsonl")
+    assert [x["label_by"] for x in rows] == ["relation_path", "hits_unwalked"] and rows[1]["kept"]  # still the paper's label
+    assert {t[1] for t in training_triplets(rows, negatives=50)} == {rows[0]["phrase"]}

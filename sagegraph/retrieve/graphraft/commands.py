@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -40,6 +41,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gf.add_argument("--max-steps", type=int)
     gf.add_argument("--allow-cpu", action="store_true", help="run without a GPU (small models only)")
     gf.set_defaults(func=_finetune)
+    gs = gr_sub.add_parser("train-selector", help="tune a sentence encoder on labels for the `similar` selector (-p selector_encoder=OUT; CPU minutes)")
+    gs.add_argument("labels", type=Path, help="labels of training questions from `graphraft labels`")
+    gs.add_argument("--out", type=Path, required=True, help="the tuned encoder's directory")
+    gs.add_argument("--base", help="a sentence-transformers directory to start from (default: the graph encoder all-MiniLM-L6-v2)")
+    gs.add_argument("--epochs", type=int, default=1)
+    gs.add_argument("--batch-size", type=int, default=32)
+    gs.add_argument("--lr", type=float, default=2e-5)
+    gs.add_argument("--negatives", type=int, default=3, help="hard negatives drawn per label")
+    gs.set_defaults(func=_train_selector)
 
 
 def _labels(args: argparse.Namespace) -> int:
@@ -81,4 +91,14 @@ def _finetune(args: argparse.Namespace) -> int:
     cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, r=args.r, alpha=args.alpha, batch_size=args.batch_size, max_steps=args.max_steps,
                          allow_cpu=args.allow_cpu)
     print(json.dumps(finetune(args.records, args.model, args.out, cfg)))
+    return 0
+
+
+def _train_selector(args: argparse.Namespace) -> int:
+    from sagegraph.retrieve.graphraft.labels import read_labels
+    from sagegraph.retrieve.graphraft.selector_encoder import train_selector_encoder
+
+    info = train_selector_encoder(read_labels(args.labels), args.out, base=args.base, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                                  negatives=args.negatives, report=lambda line: print(line, file=sys.stderr, flush=True))
+    print(json.dumps({"out": str(args.out), **info}))
     return 0

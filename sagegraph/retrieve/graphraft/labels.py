@@ -1,6 +1,7 @@
 """GraphRAFT's training labels (graphraft.txt §4.2, the public `llm1.py`): for each training
-question, the template that answers it best, by gold hits then result size, kept when its recall
-is 1 and its precision at least 0.1.
+question, the template that answers it best, by gold hits then result size (where the questions
+file annotates relation paths, the template that walks one), kept when its recall is 1 and its
+precision at least 0.1.
 
 Labels read gold, so this module is evaluation and training-data code, never a retrieval path:
 the retriever's own entity and template steps produce the candidates (same prompts, same reply
@@ -21,10 +22,12 @@ import numpy as np
 
 from sagegraph.corpus.records import Question
 from sagegraph.retrieve.graphraft.retriever import GraphRAFTRetriever
-from sagegraph.retrieve.graphraft.select import entity_lines, grammar_messages
+from sagegraph.retrieve.graphraft.select import entity_lines, grammar_messages, masked_question
+from sagegraph.retrieve.kb.entities import entity_slots
 from sagegraph.retrieve.timeline import Timeline
 
 MIN_PRECISION = 0.1  # the paper's rule, with recall 1
+MAX_NEGATIVES = 50
 
 
 def label_question(r: GraphRAFTRetriever, q: Question, k: int = 20) -> dict[str, Any]:
@@ -40,9 +43,34 @@ def label_question(r: GraphRAFTRetriever, q: Question, k: int = 20) -> dict[str,
     src = r.g.source_ids
     hits = [len({str(src[x]) for x in t.rows.tolist()} & gold) for t in templates]
     best = min(range(len(templates)), key=lambda i: (-hits[i], templates[i].count, i))
+    # Where the questions file annotates the relation path (PathQuestion's `relation_paths`), the
+    # template that walks it is the label: the paper's rule (fewest results among the most hits)
+    # prefers a shortcut that happens to hold the same answers (the gender of X for "the sex of
+    # X's child": Gender has two nodes), which teaches a selector to ignore hops.
+    # A KB may store only one relation of an inverse pair (PathQuestion's `parents` step is often
+    # a `children` edge walked backwards), so a chain of the path's length counts as walking it,
+    # one that names its relations first.
+    gold_paths = {tuple(x) for x in q.meta.get("relation_paths") or []}
+    lengths = {len(x) for x in gold_paths}
+    walks = [i for i, u in enumerate(templates) if u.kind != "path" and len(u.hops) in lengths and hits[i]]
+    if walks:
+        best = min(walks, key=lambda i: (-hits[i], tuple(h.rel for h in templates[i].hops) not in gold_paths, templates[i].count, i))
     t = templates[best]
     recall, precision = hits[best] / len(gold), hits[best] / max(1, t.count)
     top = r.rank_rows(q.text, t.rows)[:k]
+    # For a tuned `similar` encoder (selector_encoder.py): the question as that selector reads it
+    # against this template, and the phrases of the templates around the same entities that hold
+    # fewer gold answers (its hard negatives).
+    worse = dict.fromkeys(u.phrase() for i, u in enumerate(templates)
+                          if u.slots == t.slots and (i not in walks if walks else hits[i] < hits[best]))
+    worse.pop(t.phrase(), None)
+    slots = entity_slots(ents)
+    # A path no template walks (one that returns to a node it passed: "X's children's father's
+    # son") leaves the paper's rule, whose shortcut is right for retrieval but wrong as a reading
+    # of the question: marked, so a tuned encoder is not taught that three relation words are one.
+    label_by = "relation_path" if walks else "hits_unwalked" if gold_paths else "hits"
+    out.update({"label_by": label_by, "masked": masked_question(q.text, [slots[i].name for i in t.slots]), "phrase": t.phrase(),
+                "negatives": list(worse)[:MAX_NEGATIVES]})
     out.update({"best": t.cypher(), "kind": t.kind, "hits": hits[best], "size": t.count, "recall": round(recall, 6), "precision": round(precision, 6),
                 "kept": recall == 1.0 and precision >= MIN_PRECISION,
                 f"oracle_recall@{k}": len({str(src[x]) for x in top.tolist()} & gold) / len(gold)})

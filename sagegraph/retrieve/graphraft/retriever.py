@@ -20,7 +20,6 @@ The L2 reader (a fine-tuned 8B that writes answer names) is not part of retrieva
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,7 +32,8 @@ from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
-from sagegraph.retrieve.graphraft.select import entity_lines, prior_order, select
+from sagegraph.retrieve.graphraft.select import entity_lines, masked_question, prior_order, select
+from sagegraph.retrieve.graphraft.selector_encoder import encoder_fingerprint, selector_encoder
 from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates, run_in_store
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.timeline import Timeline
@@ -48,6 +48,8 @@ class GraphRAFTParams(BaseModel):
         "grammar", description="score: exact log-probability of every template by a local model; grammar: constrained decoding among the templates; "
                                "listed: zero-shot choice from a listed menu (a different method); similar: templates whose relation chains read "
                                "closest to the question (text encoder, no model; not the paper's); prior: no model")
+    selector_encoder: str | None = Field(None, description="similar: a sentence encoder tuned on this KB's training labels (`sagegraph graphraft "
+                                                           "train-selector`) instead of the graph's own; not the paper's")
     length_norm: bool = Field(True, description="score: rank by log-probability per token (Hugging Face beam search's default) instead of the sum")
     scorer_model: str | None = Field(None, description="score: the GGUF chat model that scores (default: the local model profile's file)")
     m: int = Field(5, ge=1, le=50, description="templates chosen and run in order (the paper's beam width)")
@@ -74,6 +76,16 @@ class GraphRAFTRetriever(Retriever):
     def __init__(self, res: Resources, params: GraphRAFTParams):
         super().__init__(res, params)
         self.view: KBView = kb_view(self.g)
+        # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
+        self.encoder = selector_encoder(params.selector_encoder) if params.selector_encoder else None
+
+    @classmethod
+    def prompt_for(cls, params: GraphRAFTParams) -> str:
+        """A tuned encoder retrained in place is a different selector: its training record's
+        fingerprint joins the run key, so the run reruns instead of resuming old rows."""
+        if not params.selector_encoder:
+            return cls.prompt_version
+        return f"{cls.prompt_version}+encoder-{encoder_fingerprint(params.selector_encoder)}"
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:
@@ -127,23 +139,26 @@ class GraphRAFTRetriever(Retriever):
         exact name 1.0, a name vector its cosine): a relation word the entity step mistook for a
         name ('Husband' resolved to some person) starts weak templates and keeps its word in the
         question that the right template is read against. Phrases go through the graph's query
-        vectors (batch-encoded, memoised): the same relation chains recur across questions."""
+        vectors (batch-encoded, memoised: the same relation chains recur across questions), or
+        through an encoder tuned on this KB's training labels (`selector_encoder`)."""
         slots = entity_slots(ents)
-        masked: dict[tuple[int, ...], np.ndarray] = {}
+        encoder = self.encoder
 
-        def question(slot_ids: tuple[int, ...]) -> np.ndarray:
-            if slot_ids not in masked:
-                rest = query
-                for i in slot_ids:
-                    rest = re.sub(re.escape(slots[i].name), " ", rest, flags=re.IGNORECASE)
-                masked[slot_ids] = self.g.query_vector(rest)
-            return masked[slot_ids]
+        def vectors(texts: list[str], batch: bool = True) -> np.ndarray:
+            if encoder is not None:
+                return encoder.vectors(texts)
+            if batch:
+                self.g.encode_queries(texts)
+            return np.stack([self.g.query_vector(t) for t in texts])
 
         def similarity(templates: list[Template]) -> list[float]:
-            phrases = [t.phrase() for t in templates]
-            self.g.encode_queries(phrases)
-            return [float(self.g.query_vector(p) @ question(t.slots)) * float(np.prod([slots[i].score for i in t.slots]))
-                    for p, t in zip(phrases, templates)]
+            if not templates:
+                return []
+            keys = sorted({t.slots for t in templates})
+            asked = vectors([masked_question(query, [slots[i].name for i in key]) for key in keys], batch=False)
+            question = dict(zip(keys, asked))
+            phrases = vectors([t.phrase() for t in templates])
+            return [float(v @ question[t.slots]) * float(np.prod([slots[i].score for i in t.slots])) for v, t in zip(phrases, templates)]
         return similarity
 
     def rank_rows(self, query: str, rows: np.ndarray) -> np.ndarray:

@@ -91,6 +91,7 @@ def llm_entities(chat: Callable[..., Reply], view: KBView, question: str, constr
 
 
 _WORD = re.compile(r"\w+(?:['’.-]\w+)*")
+_POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 
 def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[tuple[str, str | None]]:
@@ -103,10 +104,13 @@ def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[
     while i < len(words):
         for n in range(min(max_words, len(words) - i), 0, -1):
             span = words[i:i + n]
-            key = normalise(" ".join(span))
             if n == 1 and not span[0][:1].isupper():
                 continue
-            rows = view.name_index.get(key)
+            rows = view.name_index.get(normalise(" ".join(span)))
+            if rows is None and _POSSESSIVE.search(span[-1]):  # "Ana Silva's films": the name without its 's
+                span = [*span[:-1], _POSSESSIVE.sub("", span[-1])]
+                rows = view.name_index.get(normalise(" ".join(span)))
+            key = normalise(" ".join(span))
             if rows is not None and len(rows) and (i > 0 or n > 1 or key not in _OPENERS):
                 types = {str(view.g.types[r]) for r in rows}
                 out.append((" ".join(span), types.pop() if len(types) == 1 else None))

@@ -1,0 +1,146 @@
+"""A sentence encoder tuned to read GraphRAFT template phrases against questions of one KB: the
+`similar` selector's trained variant (not the paper's, whose selector is a fine-tuned LLM).
+
+Why: the untuned encoder cannot count hops ("X's child's mother" and "X's child's mother's
+mother" read almost alike), which is most of `similar`'s misses. The paper's answer is a selector
+fine-tuned on the KB's training questions, labelled by gold (`labels.py`); an LLM needs a GPU for
+that, while all-MiniLM-L6-v2 tunes on two CPU cores in minutes. Training pairs are each kept
+label's masked question and its best template's phrase, with a hard negative from the templates
+around the same entities that hold fewer gold answers (a chain one hop short or long), under
+sentence-transformers' MultipleNegativesRankingLoss (in-batch negatives as well). The loop is
+ours because the library's trainer needs Hugging Face `datasets`; the loss and model are its.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sagegraph.errors import ConfigError
+from sagegraph.progress import ticker
+
+
+def training_triplets(labels: list[dict[str, Any]], negatives: int = 3, seed: int = 0) -> list[tuple[str, str, str]]:
+    """(masked question, best phrase, a worse phrase) for each kept label and up to `negatives`
+    of its hard negatives; labels without a phrase (written before phrases were labelled), without
+    a negative, or whose annotated relation path no template walks are skipped."""
+    rng = random.Random(seed)
+    out = []
+    for x in labels:
+        if not x.get("kept") or not x.get("phrase") or not x.get("negatives") or x.get("label_by") == "hits_unwalked":
+            continue
+        worse = list(x["negatives"])
+        rng.shuffle(worse)
+        out.extend((x["masked"], x["phrase"], n) for n in worse[:negatives])
+    return out
+
+
+def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | None = None, epochs: int = 1, batch_size: int = 32,
+                           lr: float = 2e-5, negatives: int = 3, seed: int = 0, report: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Tune `base` (default: the graph encoder all-MiniLM-L6-v2) and save it under `out` as a
+    sentence-transformers directory that `selector_encoder` (the retriever param) loads."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from sagegraph.embed import MINILM, _model_path, pick_device
+
+    triplets = training_triplets(labels, negatives, seed)
+    if not triplets:
+        raise ConfigError("no training pairs: the labels hold no kept label with a phrase and a worse template "
+                          "(make them with `sagegraph graphraft labels` on training questions)")
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    device = pick_device("auto")
+    model = SentenceTransformer(_model_path(base or MINILM), device=device)
+    loss = MultipleNegativesRankingLoss(model)
+    optim = torch.optim.AdamW(model.parameters(), lr=lr)
+    t0, steps, last = time.perf_counter(), 0, 0.0
+    model.train()
+    tick = ticker("train-selector", len(triplets) * epochs, "triplets", report, every_s=30.0)
+    for _ in range(epochs):
+        order = list(range(len(triplets)))
+        rng.shuffle(order)
+        for batch in _batches_without_repeats([triplets[i] for i in order], batch_size):
+            features = [_on(model.preprocess([t[c] for t in batch]), device) for c in range(3)]
+            value = loss(features, torch.zeros(len(batch), device=device))
+            optim.zero_grad()
+            value.backward()
+            optim.step()
+            steps, last = steps + 1, float(value.detach())
+            if tick:
+                tick(len(batch))
+    model.eval()
+    out = Path(out)
+    model.save(str(out))
+    info = {"base": base or MINILM, "triplets": len(triplets), "questions": len({t[0] for t in triplets}), "epochs": epochs, "steps": steps,
+            "batch_size": batch_size, "lr": lr, "final_loss": round(last, 4), "seconds": round(time.perf_counter() - t0, 1), "device": device}
+    (out / "selector_training.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def _on(features: dict[str, Any], device: str) -> dict[str, Any]:
+    """Tensors to the device; the rest (sentence-transformers' `modality` tag) as it is."""
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
+
+
+def _batches_without_repeats(triplets: list[tuple[str, str, str]], size: int):
+    """In-batch negatives must not be another row's positive for the same question: one row per
+    question in a batch (sentence-transformers' NO_DUPLICATES sampler, for a plain loop)."""
+    pending = list(triplets)
+    while pending:
+        batch, seen, rest = [], set(), []
+        for t in pending:
+            if len(batch) < size and t[0] not in seen and t[1] not in seen:
+                batch.append(t)
+                seen.update((t[0], t[1]))
+            else:
+                rest.append(t)
+        yield batch
+        pending = rest
+
+
+class SelectorEncoder:
+    """A tuned encoder with a memo of its vectors (phrases recur across questions)."""
+
+    def __init__(self, path: str):
+        if not (Path(path) / "modules.json").exists():
+            raise ConfigError(f"selector_encoder {path}: not a sentence-transformers directory (train one with `sagegraph graphraft train-selector`)")
+        from sagegraph.embed import SentenceTransformerEncoder
+
+        self._inner = SentenceTransformerEncoder(path, precision="fp32")
+        self._memo: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def vectors(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
+            if todo:
+                self._memo.update(zip(todo, self._inner.encode(todo)))
+            return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, self._inner.dim), dtype=np.float32)
+
+
+@functools.cache
+def selector_encoder(path: str) -> SelectorEncoder:
+    return SelectorEncoder(path)
+
+
+def encoder_fingerprint(path: str) -> str:
+    """12 hex digits of the training record written beside the weights (its time and loss differ
+    between trainings); "untracked" for an encoder made elsewhere. A path with no encoder is an
+    error here, when a sweep plans its configurations, not at its first question."""
+    import hashlib
+
+    if not (Path(path) / "modules.json").exists():
+        raise ConfigError(f"selector_encoder {path}: not a sentence-transformers directory "
+                          "(train one with `sagegraph graphraft train-selector`; docs/llm-retrievers.md)")
+    record = Path(path) / "selector_training.json"
+    return hashlib.sha256(record.read_bytes()).hexdigest()[:12] if record.exists() else "untracked"
