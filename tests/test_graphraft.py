@@ -411,3 +411,19 @@ def test_a_label_whose_relation_path_no_template_walks_is_not_taught_to_the_enco
     rows = label_questions(r, [walks, loops], tmp_path / "l.jsonl")
     assert [x["label_by"] for x in rows] == ["relation_path", "hits_unwalked"] and rows[1]["kept"]  # still the paper's label
     assert {t[1] for t in training_triplets(rows, negatives=50)} == {rows[0]["phrase"]}
+
+
+def test_a_second_round_keeps_the_negatives_the_first_encoder_reads_closest():
+    from sagegraph.retrieve.graphraft.selector_encoder import hardest_negatives
+
+    class Words:  # cosine by shared words: "of parents" reads close to a question about parents
+        def vectors(self, texts):
+            vocab = sorted({w for t in texts for w in t.split()})
+            v = np.array([[float(w in t.split()) for w in vocab] for t in texts])
+            return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    x = {"masked": "the gender of  's parents", "phrase": "gender (Gender) of parents (Person)", "kept": True,
+         "negatives": ["spouse (Person)", "gender (Gender)", "gender (Gender) of parents (Person) of parents (Person)"]}
+    out = hardest_negatives([x, {"qid": "no label"}], Words(), keep=2)
+    assert out[0]["negatives"] == ["gender (Gender) of parents (Person) of parents (Person)", "gender (Gender)"]
+    assert out[1] == {"qid": "no label"} and x["negatives"][0] == "spouse (Person)"  # the input is not changed

@@ -49,6 +49,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gs.add_argument("--batch-size", type=int, default=32)
     gs.add_argument("--lr", type=float, default=2e-5)
     gs.add_argument("--negatives", type=int, default=3, help="hard negatives drawn per label")
+    gs.add_argument("--mine-with", help="a tuned encoder: train on the negatives it reads closest (a second round; with --base the same)")
     gs.set_defaults(func=_train_selector)
 
 
@@ -99,6 +100,6 @@ def _train_selector(args: argparse.Namespace) -> int:
     from sagegraph.retrieve.graphraft.selector_encoder import train_selector_encoder
 
     info = train_selector_encoder(read_labels(args.labels), args.out, base=args.base, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                                  negatives=args.negatives, report=lambda line: print(line, file=sys.stderr, flush=True))
+                                  negatives=args.negatives, report=lambda line: print(line, file=sys.stderr, flush=True), mine_with=args.mine_with)
     print(json.dumps({"out": str(args.out), **info}))
     return 0

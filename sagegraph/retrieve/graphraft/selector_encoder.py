@@ -43,10 +43,27 @@ def training_triplets(labels: list[dict[str, Any]], negatives: int = 3, seed: in
     return out
 
 
+def hardest_negatives(labels: list[dict[str, Any]], encoder: "SelectorEncoder", keep: int) -> list[dict[str, Any]]:
+    """Each label's negatives cut to the `keep` that `encoder` reads closest to its question: a
+    second round trains on the first tuned encoder's own near-misses instead of random ones."""
+    out = []
+    for x in labels:
+        if x.get("negatives") and x.get("masked"):
+            v = encoder.vectors([x["masked"], *x["negatives"]])
+            order = np.argsort(-(v[1:] @ v[0]), kind="stable")[:keep]
+            x = {**x, "negatives": [x["negatives"][i] for i in order]}
+        out.append(x)
+    return out
+
+
 def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | None = None, epochs: int = 1, batch_size: int = 32,
-                           lr: float = 2e-5, negatives: int = 3, seed: int = 0, report: Callable[[str], None] | None = None) -> dict[str, Any]:
+                           lr: float = 2e-5, negatives: int = 3, seed: int = 0, report: Callable[[str], None] | None = None,
+                           mine_with: str | None = None) -> dict[str, Any]:
     """Tune `base` (default: the graph encoder all-MiniLM-L6-v2) and save it under `out` as a
-    sentence-transformers directory that `selector_encoder` (the retriever param) loads."""
+    sentence-transformers directory that `selector_encoder` (the retriever param) loads; with
+    `mine_with` (a tuned encoder), on the negatives that encoder reads closest."""
+    if mine_with:
+        labels = hardest_negatives(labels, SelectorEncoder(mine_with), negatives)
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -81,7 +98,7 @@ def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | 
     model.eval()
     out = Path(out)
     model.save(str(out))
-    info = {"base": base or MINILM, "triplets": len(triplets), "questions": len({t[0] for t in triplets}), "epochs": epochs, "steps": steps,
+    info = {"base": base or MINILM, "mined_with": mine_with, "triplets": len(triplets), "questions": len({t[0] for t in triplets}), "epochs": epochs, "steps": steps,
             "batch_size": batch_size, "lr": lr, "final_loss": round(last, 4), "seconds": round(time.perf_counter() - t0, 1), "device": device}
     (out / "selector_training.json").write_text(json.dumps(info, indent=1))
     return info
