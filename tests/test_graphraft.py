@@ -326,7 +326,7 @@ def test_masked_question_takes_out_each_name_whatever_its_case():
     assert masked_question("Which films did ana SILVA direct for Northlight?", ["Ana Silva", "Northlight"]) == "Which films did   direct for  ?"
 
 
-def test_batches_for_in_batch_negatives_never_repeat_a_text_and_keep_every_triplet():
+def test_batches_for_in_batch_negatives_never_repeat_a_question_or_a_positive_and_keep_every_triplet():
     from sagegraph.retrieve.graphraft.selector_encoder import _batches_without_repeats
 
     triplets = [(f"q{i % 5}", f"p{i % 3}", f"n{i % 4}") for i in range(40)]

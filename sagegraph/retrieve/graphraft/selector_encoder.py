@@ -110,8 +110,9 @@ def _on(features: dict[str, Any], device: str) -> dict[str, Any]:
 
 
 def _batches_without_repeats(triplets: list[tuple[str, str, str]], size: int):
-    """In-batch negatives must not be another row's positive for the same question: one row per
-    question in a batch (sentence-transformers' NO_DUPLICATES sampler, for a plain loop)."""
+    """No two rows of a batch share a question or a positive phrase, so another row's positive is
+    never the right answer read as a wrong one. A row's hard negative may still be another row's
+    positive (sentence-transformers' NO_DUPLICATES sampler checks every text; this checks two)."""
     pending = list(triplets)
     while pending:
         batch, seen, rest = [], set(), []
@@ -129,8 +130,7 @@ class SelectorEncoder:
     """A tuned encoder with a memo of its vectors (phrases recur across questions)."""
 
     def __init__(self, path: str):
-        if not (Path(path) / "modules.json").exists():
-            raise ConfigError(f"selector_encoder {path}: not a sentence-transformers directory (train one with `sagegraph graphraft train-selector`)")
+        _require_encoder(path)
         from sagegraph.embed import SentenceTransformerEncoder
 
         self._inner = SentenceTransformerEncoder(path, precision="fp32")
@@ -156,8 +156,12 @@ def encoder_fingerprint(path: str) -> str:
     error here, when a sweep plans its configurations, not at its first question."""
     import hashlib
 
+    _require_encoder(path)
+    record = Path(path) / "selector_training.json"
+    return hashlib.sha256(record.read_bytes()).hexdigest()[:12] if record.exists() else "untracked"
+
+
+def _require_encoder(path: str) -> None:
     if not (Path(path) / "modules.json").exists():
         raise ConfigError(f"selector_encoder {path}: not a sentence-transformers directory "
                           "(train one with `sagegraph graphraft train-selector`; docs/llm-retrievers.md)")
-    record = Path(path) / "selector_training.json"
-    return hashlib.sha256(record.read_bytes()).hexdigest()[:12] if record.exists() else "untracked"

@@ -106,11 +106,12 @@ def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[
             span = words[i:i + n]
             if n == 1 and not span[0][:1].isupper():
                 continue
-            rows = view.name_index.get(normalise(" ".join(span)))
+            key = normalise(" ".join(span))
+            rows = view.name_index.get(key)
             if rows is None and _POSSESSIVE.search(span[-1]):  # "Ana Silva's films": the name without its 's
                 span = [*span[:-1], _POSSESSIVE.sub("", span[-1])]
-                rows = view.name_index.get(normalise(" ".join(span)))
-            key = normalise(" ".join(span))
+                key = normalise(" ".join(span))
+                rows = view.name_index.get(key)
             if rows is not None and len(rows) and (i > 0 or n > 1 or key not in _OPENERS):
                 types = {str(view.g.types[r]) for r in rows}
                 out.append((" ".join(span), types.pop() if len(types) == 1 else None))
