@@ -427,3 +427,43 @@ def test_a_second_round_keeps_the_negatives_the_first_encoder_reads_closest():
     out = hardest_negatives([x, {"qid": "no label"}], Words(), keep=2)
     assert out[0]["negatives"] == ["gender (Gender) of parents (Person) of parents (Person)", "gender (Gender)"]
     assert out[1] == {"qid": "no label"} and x["negatives"][0] == "spouse (Person)"  # the input is not changed
+
+
+def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
+    """What a killed or concurrent `train-selector` leaves: the previous encoder or the new one,
+    never a mix; the private folder of a dead run is swept at the next start; a folder holding
+    something else is refused before any training is paid for."""
+    import os
+
+    from sagegraph.errors import ConfigError
+    from sagegraph.retrieve.graphraft.selector_encoder import _publish, train_selector_encoder
+
+    out = tmp_path / "enc"
+
+    def weights(tag):
+        def write(folder):
+            (folder / "modules.json").write_text(tag)
+            (folder / "model.bin").write_text(tag)
+        return write
+
+    _publish(out, weights("one"))
+    assert (out / "model.bin").read_text() == "one"
+
+    def killed(folder):
+        (folder / "modules.json").write_text("two")
+        raise KeyboardInterrupt  # killed while saving
+
+    with pytest.raises(KeyboardInterrupt):
+        _publish(out, killed)
+    assert (out / "model.bin").read_text() == "one" and (out / "modules.json").read_text() == "one"
+    leftover = tmp_path / f".enc.new-{os.getpid()}"
+    dead = tmp_path / ".enc.new-999999999"  # a run that died without cleaning up
+    dead.mkdir()
+    assert leftover.exists()
+    _publish(out, weights("three"))
+    assert (out / "model.bin").read_text() == "three" and sorted(p.name for p in tmp_path.iterdir()) == ["enc"]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("keep")
+    with pytest.raises(ConfigError, match="not a selector encoder"):
+        train_selector_encoder([], tmp_path / "notes")
+    assert (tmp_path / "notes" / "mine.txt").read_text() == "keep"

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +28,8 @@ import numpy as np
 
 from sagegraph.errors import ConfigError
 from sagegraph.progress import ticker
+
+RECORD = "selector_training.json"
 
 
 def training_triplets(labels: list[dict[str, Any]], negatives: int = 3, seed: int = 0) -> list[tuple[str, str, str]]:
@@ -61,7 +65,11 @@ def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | 
                            mine_with: str | None = None) -> dict[str, Any]:
     """Tune `base` (default: the graph encoder all-MiniLM-L6-v2) and save it under `out` as a
     sentence-transformers directory that `selector_encoder` (the retriever param) loads; with
-    `mine_with` (a tuned encoder), on the negatives that encoder reads closest."""
+    `mine_with` (a tuned encoder), on the negatives that encoder reads closest. The encoder appears
+    under `out` whole or not at all (see `_publish`), and a folder that holds something other than
+    an encoder is refused before any training is paid for."""
+    out = Path(out)
+    _check_destination(out)
     if mine_with:
         labels = hardest_negatives(labels, SelectorEncoder(mine_with), negatives)
     import torch
@@ -96,12 +104,59 @@ def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | 
             if tick:
                 tick(len(batch))
     model.eval()
-    out = Path(out)
-    model.save(str(out))
     info = {"base": base or MINILM, "mined_with": mine_with, "triplets": len(triplets), "questions": len({t[0] for t in triplets}), "epochs": epochs, "steps": steps,
             "batch_size": batch_size, "lr": lr, "final_loss": round(last, 4), "seconds": round(time.perf_counter() - t0, 1), "device": device}
-    (out / "selector_training.json").write_text(json.dumps(info, indent=1))
+
+    def write(folder: Path) -> None:
+        model.save(str(folder))
+        (folder / RECORD).write_text(json.dumps(info, indent=1))
+
+    _publish(out, write)
     return info
+
+
+def _check_destination(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "modules.json").exists())):
+        raise ConfigError(f"--out {out}: exists and is not a selector encoder; give a new folder (it would be replaced)")
+
+
+def _publish(out: Path, write: Callable[[Path], Any]) -> None:
+    """Write into a private folder beside `out`, then rename it into place: a run killed while
+    saving leaves only that folder (removed at the next start), and two runs into one `out` each
+    publish a whole encoder, the later one kept. A previous encoder is moved aside, not overwritten,
+    so a reader sees the old weights or the new ones, never a mix (for the instant between the two
+    renames it sees none, and `_require_encoder` says so)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f".{out.name}.*-*"):
+        if not _alive(stale.name.rsplit("-", 1)[-1]):
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = out.parent / f".{out.name}.new-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    write(tmp)
+    aside = [out.parent / f".{out.name}.old{i}-{os.getpid()}" for i in range(3)]
+    for old in aside:
+        try:
+            if out.exists():
+                os.rename(out, old)
+            os.rename(tmp, out)
+            break
+        except OSError:  # another run published between our two renames: move its encoder aside too
+            continue
+    else:
+        raise OSError(f"could not move the trained encoder into {out}; it is kept in {tmp}")
+    for old in aside:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _on(features: dict[str, Any], device: str) -> dict[str, Any]:
@@ -157,7 +212,7 @@ def encoder_fingerprint(path: str) -> str:
     import hashlib
 
     _require_encoder(path)
-    record = Path(path) / "selector_training.json"
+    record = Path(path) / RECORD
     return hashlib.sha256(record.read_bytes()).hexdigest()[:12] if record.exists() else "untracked"
 
 
