@@ -90,6 +90,9 @@ def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> 
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    from sagegraph.flows.prefect_db import seed_home
+
+    seed_home(Path(os.environ["PREFECT_HOME"]))  # a new home's database without running every migration
     server = SubprocessASGIServer()
     server.port = server.port or server.find_available_port()
     os.environ["PREFECT_API_URL"] = server.api_url  # inherited by Dask worker processes

@@ -106,3 +106,26 @@ def test_the_build_flow_itself_checks_its_inputs_first(tmp_path):
     with pytest.raises(ConfigError, match="moved does not exist"):
         build_graph.fn(cfg)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_new_out_dirs_prefect_database_is_a_copy_of_an_empty_migrated_one(tmp_path, monkeypatch):
+    """Seven of the local API server's eleven seconds were Prefect migrating a new home's database;
+    a new home gets a copy of one migrated once per Prefect version, and anything unusual leaves
+    the home to Prefect."""
+    import sqlite3
+
+    from sagegraph.flows import prefect_db
+
+    home = tmp_path / "out" / ".prefect"
+    assert prefect_db.seed_home(home)
+    with sqlite3.connect(home / "prefect.db") as db:
+        assert db.execute("select version_num from alembic_version").fetchone()[0]
+        assert db.execute("select count(*) from flow_run").fetchone()[0] == 0  # empty: no other run's history
+    assert not prefect_db.seed_home(home)  # a home that has its database keeps it
+    assert not [p.name for p in home.iterdir() if p.name.startswith(".")]  # no staged copy left behind
+    monkeypatch.setenv("PREFECT_SERVER_DATABASE_CONNECTION_URL", "postgresql+asyncpg://elsewhere/prefect")
+    assert not prefect_db.seed_home(tmp_path / "theirs") and not (tmp_path / "theirs").exists()
+    monkeypatch.delenv("PREFECT_SERVER_DATABASE_CONNECTION_URL")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(prefect_db, "template_path", lambda: tmp_path / "file" / "empty.db")  # an unwritable cache
+    assert not prefect_db.seed_home(tmp_path / "other") and not (tmp_path / "other" / "prefect.db").exists()
