@@ -204,6 +204,35 @@ def test_t_max_stops_and_an_agent_that_adds_nothing_answers_with_its_last_result
     assert "The same call as at step 1" in a["messages"][-1]["content"]
 
 
+def test_answer_on_stop_asks_a_looping_agent_once_for_its_answer_from_what_it_was_shown(g, tmp_path):
+    """The agent finds the films, then repeats its search until T_max; with `answer_on_stop` one
+    more call, whose grammar admits only add_to_answer of shown nodes, gives the answer (counted);
+    without it the answer is the fallback, as before."""
+    m5, m6 = row(g, "m5"), row(g, "m6")
+    bodies = []
+
+    def reply(body):
+        bodies.append(body)
+        if "steps are used up" in body["messages"][-1]["content"]:
+            return 200, _calls(("add_to_answer", {"answer_nodes": [{"node_index": m6, "reasoning": "about orchards"}]}))
+        return 200, _calls(("search_in_graph", {"query": "orchards", "size": 2}))
+
+    with FakeOpenAI(reply) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", answer_on_stop=True).search("Which films are about orchards?", 5)
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search("Which films are about orchards?", 5)
+    a = r.trace["agents"][0]
+    assert a["stop"] == "repeats" and a["answered_on_stop"] and not a["fallback"] and r.trace["counters"]["answers_on_stop"] == 1
+    assert list(r.idx) == [m6] and set(r.found_by) == {"agents"} and len(a["prompt_tokens"]) == a["steps"] + 1
+    grammar = bodies[-1]["response_format"]["schema"]["properties"]["calls"]["items"]["anyOf"]
+    assert [c["properties"]["tool"]["const"] for c in grammar] == ["add_to_answer"]
+    assert set(grammar[0]["properties"]["args"]["properties"]["answer_nodes"]["items"]["properties"]["node_index"]["enum"]) == {m5, m6}
+    assert sum(m["role"] == "user" and "steps are used up" in m["content"] for m in a["messages"]) == 1
+    assert all(x["role"] != y["role"] or x["role"] == "tool" for x, y in zip(a["messages"], a["messages"][1:]))  # no two user turns in a row
+    p = plain.trace["agents"][0]
+    assert p["fallback"] and not p["answered_on_stop"] and plain.trace["counters"]["answers_on_stop"] == 0
+
+
 def test_unreadable_replies_and_bad_calls_go_back_to_the_agent_counted(g, tmp_path):
     replies = [completion("Let me think about this."), _calls(("search_in_neighborhood", {"node_index": 999})),
                _calls(("fly", {})), _calls(("finish", {}))]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sagegraph.llm import LLMClient, LLMRequestRefused, Reply
-from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, ToolError
+from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, ToolError, answer_action_schema
 from sagegraph.retrieve.timeline import Timeline
 
 Mode = Literal["native", "json"]
@@ -160,6 +160,7 @@ class AgentRun:
     steps: int = 0
     stop: Stop = "t_max"
     fallback: bool = False
+    answered_on_stop: bool = False  # its answer came from the extra call of `answer_on_stop`
     tools: Counter = field(default_factory=Counter)
     parse_errors: int = 0
     text_calls: int = 0
@@ -171,7 +172,7 @@ class AgentRun:
 
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
-                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "tools": dict(self.tools),
+                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "answered_on_stop": self.answered_on_stop, "tools": dict(self.tools),
                 "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
@@ -185,14 +186,15 @@ def _assistant_native(reply: Reply) -> dict[str, Any]:
 def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, mode: Mode, t_max: int, agent: int = 0,
               temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
               timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
-              shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False) -> AgentRun:
+              shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False) -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
     `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
     `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
     agent after that many steps in a row whose every call repeats an earlier search (a small model
     that loops would otherwise spend its whole T_max resending one history); `steps_left` tells the
     agent under each observation how many steps it has left (a small model that never answers is
-    otherwise not told that its time runs out)."""
+    otherwise not told that its time runs out); `answer_on_stop` asks an agent stopped by T_max or
+    for repeating itself, with nothing added, for its answer once more (`_answer_on_stop`)."""
     run = AgentRun(agent=agent, sample=agent + 1)
     budget = budget or TokenBudget(None)
     timeline = timeline or Timeline()
@@ -272,9 +274,59 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             break
     else:
         run.stop = "t_max"
+    if answer_on_stop and not run.answer and run.seen and run.stop in ("t_max", "repeats") and not budget.exhausted:
+        _answer_on_stop(run, llm, tools, question, mode=mode, constrain=constrain, temperature=temperature, max_tokens=max_tokens,
+                        budget=budget, timeline=timeline, shown_only=shown_only)
     if not run.answer:
         run.answer, run.fallback = list(run.last_results), True
     return run
+
+
+ASK_ANSWER = ("Your steps are used up. Call add_to_answer now with the nodes shown in the results above that answer the question, "
+              "best first.\nQuestion: {question}")
+
+
+def _answer_on_stop(run: AgentRun, llm: LLMClient, tools: GraphTools, question: str, *, mode: Mode, constrain: bool,
+                    temperature: float | None, max_tokens: int, budget: TokenBudget, timeline: Timeline, shown_only: bool) -> None:
+    """One last call whose only tool is add_to_answer, for an agent that explored and stopped
+    without answering (not the paper's, whose code then answers nothing): a small model often
+    reaches the answer and keeps exploring until T_max or its repeats stop it. LangChain's agents
+    do the same at their iteration limit (`early_stopping_method="generate"`). With `constrain`, the
+    JSON-mode grammar admits only indices the agent was shown. Counted (`answers_on_stop`); a reply
+    that adds nothing leaves the fallback."""
+    group = f"agent {run.agent}"
+    ask = ASK_ANSWER.format(question=question)
+    if run.messages[-1]["role"] == "user":  # JSON mode's observations: one user turn, not two in a row
+        run.messages[-1] = {**run.messages[-1], "content": f"{run.messages[-1]['content']}\n\n{ask}"}
+    else:
+        run.messages.append({"role": "user", "content": ask})
+    schemas = [s for s in tools.schemas() if s["function"]["name"] == ANSWER] if mode == "native" else None
+    fmt = None if mode == "native" else ({"type": "json_object", "schema": answer_action_schema(run.seen)} if constrain else {"type": "json_object"})
+    try:
+        with timeline.span("llm", "answer on stop", run.messages[-1:], group=group) as ev:
+            reply = llm.chat(run.messages, tools=schemas, tool_choice="required" if schemas else None, response_format=fmt,
+                             sample=run.sample, temperature=temperature, max_tokens=max_tokens)
+            timeline.reply(ev, reply)
+    except LLMRequestRefused:
+        return
+    run.prompt_tokens.append(reply.prompt_tokens)
+    run.completion_tokens.append(reply.completion_tokens)
+    budget.spend(reply.prompt_tokens + reply.completion_tokens)
+    try:
+        actions = read_native(reply) if mode == "native" and reply.tool_calls else read_text_actions(reply.text)
+    except ActionError:
+        run.parse_errors += 1
+        run.messages.append({"role": "assistant", "content": reply.text})
+        return
+    native_ids = mode == "native" and bool(reply.tool_calls)
+    run.messages.append(_assistant_native(reply) if native_ids else {"role": "assistant", "content": reply.text})
+    observations = [(a, _execute(run, tools, a, timeline, group, shown_only)[0] if a.tool == ANSWER else f"Skipped: only {ANSWER} runs now.")
+                    for a in actions]
+    if native_ids:
+        run.messages += [{"role": "tool", "tool_call_id": a.call_id, "content": text} for a, text in observations]
+    else:
+        run.messages.append({"role": "user", "content": "\n\n".join(f"{a.tool} result:\n{text}" for a, text in observations)})
+    run.answered_on_stop = bool(run.answer)
 
 
 def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timeline, group: str, shown_only: bool) -> tuple[str, bool]:

@@ -103,6 +103,7 @@ class DGRParams(BaseModel):
     relax_filters: bool = Field(False, description="a neighbourhood filter that matches nothing (the explored node's own type, a type and relation that never meet, an unknown name) is dropped, said in the observation")
     answer_by_name: bool = Field(False, description="add_to_answer accepts the name of a node shown earlier as well as its index")
     steps_left: bool = Field(False, description="each observation says how many steps the agent has left")
+    answer_on_stop: bool = Field(False, description="an agent stopped by t_max or its repeats with nothing added is asked once more, add_to_answer its only tool, to answer from the nodes it was shown (not the paper's; one more call)")
 
 
 _PROBE_TOOL = [{"type": "function", "function": {"name": "ping", "description": "Answer the ping.",
@@ -173,7 +174,8 @@ class DGRRetriever(Retriever):
             return run_agent(self.res.llm, self.tools, system, query, mode=mode, t_max=self.p.t_max, agent=agent,
                              temperature=self.p.temperature, max_tokens=self.p.max_tokens, budget=budget, timeline=timeline,
                              max_calls_per_step=self.p.max_calls_per_step, constrain=self.p.constrain,
-                             shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats, steps_left=self.p.steps_left)
+                             shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats, steps_left=self.p.steps_left,
+                             answer_on_stop=self.p.answer_on_stop)
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
@@ -218,7 +220,7 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
     c: dict[str, float] = {"agents": len(runs), "steps": 0, "global_calls": 0, "neighbour_calls": 0, "answer_calls": 0, "finish_calls": 0,
                            "invalid_calls": 0, "parse_errors": 0, "text_tool_calls": 0, "repeated_calls": 0, "stop_finish": 0, "stop_t_max": 0, "stop_budget": 0,
                            "stop_refused": 0, "stop_repeats": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0,
-                           "relaxed_filters": 0, "answers_by_name": 0}
+                           "relaxed_filters": 0, "answers_by_name": 0, "answers_on_stop": 0}
     for r in runs:
         c["steps"] += r.steps
         c["global_calls"] += r.tools[GLOBAL]
@@ -235,4 +237,5 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
         c["tool_ms"] += sum(r.tool_ms)
         c["relaxed_filters"] += r.tools["relaxed_filter"]
         c["answers_by_name"] += r.tools["answer_by_name"]
+        c["answers_on_stop"] += int(r.answered_on_stop)
     return c

@@ -75,18 +75,33 @@ def action_schema(node_types: list[str], relation_types: list[str], neighbourhoo
     and typed arguments. A llama.cpp server turns it into a grammar, so a small model cannot
     answer with no call, an unknown tool or an unknown type."""
 
-    def call(tool: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-        return {"type": "object", "properties": {"tool": {"const": tool}, "args": {"type": "object", "properties": properties, "required": required}},
-                "required": ["tool", "args"]}
-
-    calls = [call(GLOBAL, {"query": {"type": "string"}, "size": {"type": "integer"}}, ["query"])]
+    calls = [_call(GLOBAL, {"query": {"type": "string"}, "size": {"type": "integer"}}, ["query"])]
     if neighbourhood:
-        calls.append(call(NEIGHBOURS, {"node_index": {"type": "integer"}, "query": {"type": "string"},
-                                       "node_type": {"enum": node_types}, "edge_type": {"enum": relation_types}}, ["node_index"]))
-    calls.append(call(ANSWER, {"answer_nodes": {"type": "array", "minItems": 1, "items": {
-        "type": "object", "properties": {"node_index": {"type": "integer"}, "reasoning": {"type": "string"}}, "required": ["node_index", "reasoning"]}}},
-        ["answer_nodes"]))
-    calls.append(call(FINISH, {"comment": {"type": "string"}}, []))
+        calls.append(_call(NEIGHBOURS, {"node_index": {"type": "integer"}, "query": {"type": "string"},
+                                        "node_type": {"enum": node_types}, "edge_type": {"enum": relation_types}}, ["node_index"]))
+    calls.append(_answer_call({"type": "integer"}))
+    calls.append(_call(FINISH, {"comment": {"type": "string"}}, []))
+    return _calls(calls)
+
+
+def answer_action_schema(rows: list[int]) -> dict[str, Any]:
+    """A JSON-mode reply that can only be add_to_answer of nodes in `rows` (those the agent was
+    shown): the last call of an agent asked to answer when its steps run out."""
+    return _calls([_answer_call({"enum": list(rows)})])
+
+
+def _call(tool: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"tool": {"const": tool}, "args": {"type": "object", "properties": properties, "required": required}},
+            "required": ["tool", "args"]}
+
+
+def _answer_call(index: dict[str, Any]) -> dict[str, Any]:
+    return _call(ANSWER, {"answer_nodes": {"type": "array", "minItems": 1, "items": {
+        "type": "object", "properties": {"node_index": index, "reasoning": {"type": "string"}}, "required": ["node_index", "reasoning"]}}},
+        ["answer_nodes"])
+
+
+def _calls(calls: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "object", "properties": {"calls": {"type": "array", "minItems": 1, "items": {"anyOf": calls}}}, "required": ["calls"]}
 
 
