@@ -229,6 +229,7 @@ def test_answer_on_stop_asks_a_looping_agent_once_for_its_answer_from_what_it_wa
     assert set(grammar[0]["properties"]["args"]["properties"]["answer_nodes"]["items"]["properties"]["node_index"]["enum"]) == {m5, m6}
     assert sum(m["role"] == "user" and "steps are used up" in m["content"] for m in a["messages"]) == 1
     assert all(x["role"] != y["role"] or x["role"] == "tool" for x, y in zip(a["messages"], a["messages"][1:]))  # no two user turns in a row
+    assert "answer (asked for when its steps ran out)" in format_trace({"qid": "q", "question": "orchards", **r.trace})
     p = plain.trace["agents"][0]
     assert p["fallback"] and not p["answered_on_stop"] and plain.trace["counters"]["answers_on_stop"] == 0
 

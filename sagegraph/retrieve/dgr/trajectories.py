@@ -44,7 +44,8 @@ def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
             out += [f"       {x}" for x in cut(m.get("content"), lines)]
     answer = agent.get("answer", [])
     reasons = agent.get("reasons", {})
-    label = "answer (fallback: its last search results)" if agent.get("fallback") else "answer"
+    label = ("answer (fallback: its last search results)" if agent.get("fallback")
+             else "answer (asked for when its steps ran out)" if agent.get("answered_on_stop") else "answer")
     out.append(f"  {label}: {answer[:20]}{' ...' if len(answer) > 20 else ''}")
     out += [f"    [{r}] {reasons[str(r)]}" for r in answer if str(r) in reasons][:20]
     return out
