@@ -431,12 +431,15 @@ def test_a_second_round_keeps_the_negatives_the_first_encoder_reads_closest():
 
 def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
     """What a killed or concurrent `train-selector` leaves: the previous encoder or the new one,
-    never a mix; the private folder of a dead run is swept at the next start; a folder holding
-    something else is refused before any training is paid for."""
-    import os
+    never a mix; a killed run's folder is cleared by the next run; a second run into the same
+    `--out` is refused while the first holds it; a folder holding something else is refused
+    before any training is paid for."""
+    import subprocess
+    import sys
 
     from sagegraph.errors import ConfigError
     from sagegraph.retrieve.graphraft.selector_encoder import _publish, train_selector_encoder
+    from sagegraph.runlock import DirectoryLocked
 
     out = tmp_path / "enc"
 
@@ -456,12 +459,20 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _publish(out, killed)
     assert (out / "model.bin").read_text() == "one" and (out / "modules.json").read_text() == "one"
-    leftover = tmp_path / f".enc.new-{os.getpid()}"
-    dead = tmp_path / ".enc.new-999999999"  # a run that died without cleaning up
-    dead.mkdir()
-    assert leftover.exists()
+    assert (tmp_path / ".enc.new").exists()  # the killed run's folder
     _publish(out, weights("three"))
     assert (out / "model.bin").read_text() == "three" and sorted(p.name for p in tmp_path.iterdir()) == ["enc"]
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sagegraph.runlock import hold\n"
+                               f"with hold({str(out)!r}, 'train-selector'):\n    print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(DirectoryLocked, match="another train-selector is writing here"):
+            train_selector_encoder([], out)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (out / "model.bin").read_text() == "three"
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "mine.txt").write_text("keep")
     with pytest.raises(ConfigError, match="not a selector encoder"):

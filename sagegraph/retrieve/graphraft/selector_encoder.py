@@ -28,6 +28,7 @@ import numpy as np
 
 from sagegraph.errors import ConfigError
 from sagegraph.progress import ticker
+from sagegraph.runlock import hold
 
 RECORD = "selector_training.json"
 
@@ -67,9 +68,16 @@ def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | 
     sentence-transformers directory that `selector_encoder` (the retriever param) loads; with
     `mine_with` (a tuned encoder), on the negatives that encoder reads closest. The encoder appears
     under `out` whole or not at all (see `_publish`), and a folder that holds something other than
-    an encoder is refused before any training is paid for."""
+    an encoder is refused before any training is paid for. One run at a time writes `out` (the
+    project's directory lock, as builds and sweeps hold theirs): a second is refused at once."""
     out = Path(out)
     _check_destination(out)
+    with hold(out, "train-selector"):
+        return _train(labels, out, base, epochs, batch_size, lr, negatives, seed, report, mine_with)
+
+
+def _train(labels: list[dict[str, Any]], out: Path, base: str | None, epochs: int, batch_size: int, lr: float, negatives: int,
+           seed: int, report: Callable[[str], None] | None, mine_with: str | None) -> dict[str, Any]:
     if mine_with:
         labels = hardest_negatives(labels, SelectorEncoder(mine_with), negatives)
     import torch
@@ -121,42 +129,20 @@ def _check_destination(out: Path) -> None:
 
 
 def _publish(out: Path, write: Callable[[Path], Any]) -> None:
-    """Write into a private folder beside `out`, then rename it into place: a run killed while
-    saving leaves only that folder (removed at the next start), and two runs into one `out` each
-    publish a whole encoder, the later one kept. A previous encoder is moved aside, not overwritten,
-    so a reader sees the old weights or the new ones, never a mix (for the instant between the two
-    renames it sees none, and `_require_encoder` says so)."""
+    """Write into a folder beside `out`, then rename it into place, the previous encoder moved
+    aside first: a run killed while saving leaves the old encoder and that folder (cleared by the
+    next run, which holds the lock), and a reader sees the old weights or the new ones, never a mix
+    (for the instant between the two renames it sees none, and `_require_encoder` says so)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f".{out.name}.*-*"):
-        if not _alive(stale.name.rsplit("-", 1)[-1]):
-            shutil.rmtree(stale, ignore_errors=True)
-    tmp = out.parent / f".{out.name}.new-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp, old = out.parent / f".{out.name}.new", out.parent / f".{out.name}.old"
+    for leftover in (tmp, old):
+        shutil.rmtree(leftover, ignore_errors=True)
     tmp.mkdir()
     write(tmp)
-    aside = [out.parent / f".{out.name}.old{i}-{os.getpid()}" for i in range(3)]
-    for old in aside:
-        try:
-            if out.exists():
-                os.rename(out, old)
-            os.rename(tmp, out)
-            break
-        except OSError:  # another run published between our two renames: move its encoder aside too
-            continue
-    else:
-        raise OSError(f"could not move the trained encoder into {out}; it is kept in {tmp}")
-    for old in aside:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _alive(pid: str) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+    if out.exists():
+        os.rename(out, old)
+    os.rename(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _on(features: dict[str, Any], device: str) -> dict[str, Any]:
