@@ -19,7 +19,7 @@ import numpy as np
 
 from benchmarks.machine import machine
 from sagegraph.construct.chunking import adjacent_similarities, cut_can_survive, percentile_threshold, segment, window_texts
-from sagegraph.construct.sentences import split_sentences
+from sagegraph.index.sentences import split_sentences
 from sagegraph.config import CorpusConfig
 from sagegraph.corpus.jsonl import ErrorPolicy
 from sagegraph.corpus.ottqa import PASSAGES, load_records, parse_passage

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sagegraph.construct.chunking import adjacent_similarities, chunk_documents, cut_positions, percentile_threshold, segment, window_texts
-from sagegraph.construct.sentences import split_sentences
+from sagegraph.index.sentences import split_sentences
 from sagegraph.construct.tables import MAX_ROWS, MIN_ROWS, segment_sizes, segment_table
 from sagegraph.corpus.records import Table
 

@@ -141,3 +141,82 @@ def test_a_return_short_of_its_paths_unconstrained_end_is_moved_to_the_end(writt
 ])
 def test_a_return_inside_a_constrained_or_ambiguous_path_is_left_alone(query):
     assert ground_query(query, SCHEMA) == (query, [])
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_names_apostrophe_is_escaped_when_the_query_would_not_tokenise_else():
+    out, repairs = ground_query("MATCH (p:Person {name: 'Uday O'Chopra'})<-[:directed_by]-(f:Film) RETURN f.id AS id", SCHEMA)
+    assert out == "MATCH (p:Person {name: 'Uday O\\'Chopra'})<-[:directed_by]-(f:Film) RETURN f.id AS id"
+    assert [r.kind for r in repairs] == ["quote_escaped"]
+    # an unterminated string with no apostrophe between letters is still left for the guard
+    assert ground_query("MATCH (n {name: 'unterminated}) RETURN n", SCHEMA)[1] == []
+
+
+@pytest.mark.parametrize("written,question,ran,kinds", [
+    # a name copied from the card, not in the question: dropped, so the path's end is free; the
+    # model returned the named film, its path ends at a Language, and the plan asks for films
+    ("MATCH (f:Film {name: 'Dhoom'})-[:in_language]->(l:Language) WHERE l.name = 'Hindi' RETURN DISTINCT f.id AS id",
+     "Which other films are in the language of Dhoom?",
+     "MATCH (f:Film {name: 'Dhoom'})-[:in_language]->(l:Language) WHERE true MATCH (l)<-[:in_language]-(grounded_answer:Film) "
+     "RETURN DISTINCT grounded_answer.id AS id", ["name_dropped", "return_path_end", "return_to_target"]),
+    # the same as a map entry: the braces go with it
+    ("MATCH (f:Film {name: 'Dhoom'})-[:in_language]->(l:Language {name: 'Hindi'}) RETURN DISTINCT f.id AS id",
+     "Which other films are in the language of Dhoom?",
+     "MATCH (f:Film {name: 'Dhoom'})-[:in_language]->(l:Language ) MATCH (l)<-[:in_language]-(grounded_answer:Film) "
+     "RETURN DISTINCT grounded_answer.id AS id", ["name_dropped", "return_path_end", "return_to_target"]),
+    # the named person returned, one hop written: on from the film along the other relationship
+    ("MATCH (p:Person {name: 'Uday Chopra'})<-[:directed_by]-(f:Film) RETURN DISTINCT p.id AS id",
+     "Which actors starred in films directed by Uday Chopra?",
+     "MATCH (p:Person {name: 'Uday Chopra'})<-[:directed_by]-(f:Film) MATCH (f)-[:starred_actors]->(grounded_answer:Person) "
+     "RETURN DISTINCT grounded_answer.id AS id", ["return_path_end", "return_to_target"]),
+    # every name unmentioned but held by the KB: nothing to hold on to, nothing dropped
+    ("MATCH (f:Film)-[:directed_by]->(p:Person {name: 'Uday Chopra'}) RETURN DISTINCT f.id AS id", "Which films did he direct?",
+     "MATCH (f:Film)-[:directed_by]->(p:Person {name: 'Uday Chopra'}) RETURN DISTINCT f.id AS id", []),
+    # an unmentioned name no node holds: invented, dropped (the text conditions then rank the films)
+    ("MATCH (p:Person {name: 'Ethan Hunt'})<-[:starred_actors]-(f:Film) WHERE f.plot CONTAINS 'spy' RETURN DISTINCT f.id AS id",
+     "Which films bring together a spy and a garden?",
+     "MATCH (p:Person )<-[:starred_actors]-(f:Film) WHERE f.plot CONTAINS 'spy' RETURN DISTINCT f.id AS id", ["name_dropped"]),
+])
+def test_an_unmentioned_name_is_dropped_and_a_named_return_goes_on_to_the_target(written, question, ran, kinds):
+    out, repairs = ground_query(written, SCHEMA, target="Film" if "film" in question.lower() and "actors" not in question else "Person",
+                                question=question)
+    assert _flat(out) == _flat(ran) and [r.kind for r in repairs] == kinds
+    # without the question nothing is dropped
+    if "name_dropped" in kinds:
+        assert ground_query(written, SCHEMA, target="Film")[0] == written
+
+
+def test_a_choice_between_relationships_is_the_choosers_and_a_linked_name_counts_as_mentioned():
+    patterns = PATTERNS | {("Film", "written_by", "Person")}
+    schema = KBSchema(patterns, lambda name: NAMES.get(name.lower(), set()))
+    asked = []
+
+    def choose(types):
+        asked.append(types)
+        return "written_by"
+
+    q = "MATCH (p:Person {name: 'Uday Chopra'})<-[:directed_by]-(f:Film) RETURN p.id AS id"
+    out, repairs = ground_query(q, schema, target="Person", question="who wrote the films uday directed", linked=["Uday Chopra"], choose=choose)
+    assert asked == [["starred_actors", "written_by"]] and out.endswith("MATCH (f)-[:written_by]->(grounded_answer:Person) RETURN grounded_answer.id AS id")
+    # without a chooser, any relationship
+    out, _ = ground_query(q, schema, target="Person", question="who wrote the films uday directed", linked=["Uday Chopra"])
+    assert out.endswith("MATCH (f)--(grounded_answer:Person) RETURN grounded_answer.id AS id")
+
+
+def test_a_name_on_a_label_the_kb_lacks_moves_to_the_label_that_holds_it():
+    out, repairs = ground_query("MATCH (d:Director {name: 'Dhoom'})-[:directed_by]->(p:Person) RETURN p.id AS id", SCHEMA)
+    assert out == "MATCH (d:Film {name: 'Dhoom'})-[:directed_by]->(p:Person) RETURN p.id AS id" and [r.kind for r in repairs] == ["label_moved"]
+
+
+def test_text_conditions_are_relaxed_only_where_a_name_still_pins_the_query():
+    from sagegraph.retrieve.kb.grounding import text_relaxed
+
+    out, repairs = text_relaxed("MATCH (p:Person {name: 'Uday Chopra'})<-[:directed_by]-(f:Film) "
+                                "WHERE toLower(f.plot) CONTAINS 'mechanical humanoid' AND f.plot CONTAINS 'x' AND f.year > 2000 RETURN f.id AS id")
+    assert _flat(out) == "MATCH (p:Person {name: 'Uday Chopra'})<-[:directed_by]-(f:Film) WHERE true AND true AND f.year > 2000 RETURN f.id AS id"
+    assert [r.kind for r in repairs] == ["text_relaxed", "text_relaxed"]
+    q = "MATCH (f:Film) WHERE toLower(f.plot) CONTAINS 'robot' RETURN f.id AS id"  # would list every film
+    assert text_relaxed(q) == (q, [])

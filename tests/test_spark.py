@@ -356,3 +356,41 @@ def test_the_card_leaves_out_the_builds_similarity_edges_unless_asked(kb, tmp_pa
     assert similar, "the test KB's build adds similarity edges"
     assert "SIMILAR_" not in default and "-[:DIRECTED]->" in default
     assert all(f"-[:{r}]->" in paper for r in similar)
+
+
+def test_a_copied_name_is_dropped_the_plan_goes_on_to_its_target_and_the_named_film_ranks_last(kb, tmp_path):
+    """"The other films of the studio that made X": the 1.5B model wrote the hop to the studio,
+    pinned the studio to a name from nowhere in the question and returned X itself. Grounded, the
+    name goes, the query goes on from the studio to its films, and X ranks after them."""
+    res = open_resources(GraphIndex(kb["graph"]))
+    try:
+        row = res.store.read("MATCH (a:Movie)-[:PRODUCED_BY]->(s:Studio)<-[:PRODUCED_BY]-(b:Movie) WHERE a <> b "
+                             "RETURN a.id AS a, a.title AS title, s.id AS s LIMIT 1", max_rows=1)[0]
+        films = {r["id"] for r in res.store.read("MATCH (s:Studio {id: $s})<-[:PRODUCED_BY]-(m:Movie) RETURN m.id AS id", {"s": row["s"]}, max_rows=500)}
+    finally:
+        res.close()
+    title = row["title"].replace("'", "\\'")
+    wrong = (f"MATCH (m:Movie {{title: '{title}'}})-[:PRODUCED_BY]->(s:Studio) WHERE s.name = 'Nowhere Pictures' "
+             "RETURN DISTINCT m.id AS id")
+    question = f"Which other films were made by the studio that produced {row['title']}?"
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(wrong)))) as (_, res):
+        r = get_retriever("spark", res, fill=False).search(question, len(films) + 5)
+        plain = get_retriever("spark", res, fill=False, named_last=False).search(question, len(films) + 5)
+    c = r.trace["counters"]
+    assert c["ground_name_dropped"] == 1 and c["ground_return_path_end"] == 1 and c["ground_return_to_target"] == 1 and c["fallback"] == 0
+    rows = set(res.graph.rows_for_ids(sorted(films)).tolist())
+    got = r.idx.tolist()
+    assert set(got) == rows and got[-1] == int(res.graph.rows_for_ids([row["a"]])[0]) and r.trace["named_last"] == 1
+    assert set(plain.idx.tolist()) == rows and "named_last" not in plain.trace
+
+
+def test_a_text_condition_that_matches_nothing_is_relaxed_to_the_named_nodes_films(kb, tmp_path):
+    q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
+    name = q.meta["topic_entities"][0]["name"].replace("'", "\\'")
+    words = f"MATCH (p:Person {{name: '{name}'}})-[:DIRECTED]->(m:Movie) WHERE toLower(m.description) CONTAINS 'zqxj nothing says this' RETURN m.id AS id"
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(words)))) as (_, res):
+        paper = get_retriever("spark", res, fill=False, ground=False).search(q.text + " involving a zqxj?", 10)
+        r = get_retriever("spark", res, fill=False).search(q.text + " involving a zqxj?", 10)
+    assert paper.trace["counters"]["fallback"] == 1
+    assert r.trace["counters"]["ground_text_relaxed"] == 1 and r.trace["counters"]["fallback"] == 0
+    assert {res.graph.source_ids[i] for i in r.idx} == set(q.gold_sources)

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from sagegraph.construct.entities import capitalised_spans, link_title
-from sagegraph.construct.sentences import split_sentences
+from sagegraph.index.sentences import split_sentences
 from sagegraph.errors import LLMUnavailable, ReplyRejected
 from sagegraph.llm import LLMClient, estimate_tokens, parse_json_reply
 from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Node

@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from sagegraph.construct.chunking import chunk_documents
-from sagegraph.construct.sentences import split_sentences
+from sagegraph.index.sentences import split_sentences
 from sagegraph.construct.tables import segment_table, table_heading
 from sagegraph.config import ChunkingConfig
 from sagegraph.corpus.records import Document, KBObject, Table

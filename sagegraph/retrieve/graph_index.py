@@ -22,6 +22,7 @@ from sagegraph.errors import SageGraphError
 from sagegraph.graph import Adjacency
 from sagegraph.index.bm25 import BM25Index
 from sagegraph.index.dense import DenseIndex
+from sagegraph.index.passages import PassageIndex
 
 
 @lru_cache(maxsize=4)
@@ -133,6 +134,25 @@ class GraphIndex:
         if v.shape[0] != len(self.ids):
             raise SageGraphError(f"{self.dir}: vectors/content.npy has {v.shape[0]} rows for {len(self.ids)} nodes")
         return v
+
+    @cached_property
+    def passages(self) -> PassageIndex:
+        """Sentence vectors of the long node texts (see `sagegraph.index.passages`), built on first
+        use and kept beside the graph."""
+        marker = self.dir / "nodes.fingerprint"
+        built_from = f"{marker.read_text() if marker.exists() else len(self.ids)}|{self.manifest.get('embedding_model', 'all-MiniLM-L6-v2')}"
+        return PassageIndex.load_or_build(self.dir / "passages", self._texts, self.encoder.encode, built_from)
+
+    def sentence_scores(self, text: str, rows: np.ndarray) -> np.ndarray:
+        """How well `text` reads against each row: its best sentence's cosine where the row's text
+        has several sentences, its node vector's otherwise."""
+        rows = np.asarray(rows, dtype=np.int64)
+        qv = self.query_vector(text)
+        best = self.passages.best(qv, rows)
+        whole = np.isnan(best)
+        if whole.any():
+            best[whole] = self.vectors[rows[whole]] @ qv
+        return best
 
     @cached_property
     def dense(self) -> DenseIndex:

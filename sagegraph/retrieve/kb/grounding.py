@@ -15,8 +15,9 @@ tokens (`sagegraph.store.readonly.tokenize`), so strings and comments cannot mis
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -24,8 +25,11 @@ from sagegraph.retrieve.kb.view import KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
 
-GROUND_KINDS = ("name_respelled", "direction", "type_mapped", "type_relaxed", "label_moved", "return_id", "return_extended",
-                "return_retargeted", "return_path_end", "direction_relaxed")
+GROUND_KINDS = ("quote_escaped", "name_respelled", "name_dropped", "direction", "type_mapped", "type_relaxed", "label_moved", "return_id",
+                "return_extended", "return_retargeted", "return_path_end", "return_to_target", "direction_relaxed", "text_relaxed")
+# One relationship type among several that join two labels, as the question reads them (SPARK
+# ranks them by the graph encoder); without one, the extension takes any relationship.
+RelationChooser = Callable[[list[str]], str]
 
 
 @dataclass(frozen=True)
@@ -210,20 +214,144 @@ def undirected(query: str) -> tuple[str, list[Repair]]:
     return (render(out), repairs) if repairs else (query, [])
 
 
-def ground_query(query: str, schema: KBSchema, target: str | None = None, return_ids: bool = True) -> tuple[str, list[Repair]]:
-    """The query with its relationship directions, unknown relationship types and misplaced name
-    labels repaired against `schema`, and, when it returns the named topic node itself while the
-    plan's `target` is another label, extended from the topic to the target; with the repairs
-    made. A query that does not tokenise is returned as it is (the read-only guard will refuse it
-    with its reason)."""
+_APOSTROPHE = re.compile(r"(?<=[A-Za-z])'(?=[A-Za-z])")
+
+
+def _tokens_escaping_apostrophes(query: str) -> tuple[list[Token], list[Repair]]:
+    """The query's tokens; where it does not tokenise, with every apostrophe between two letters
+    escaped first ('Emma O'Neill' ends its string at the O for the engine; a string's own quotes
+    meet a space, a bracket or punctuation, never a letter on both sides). Raises as `tokenize`
+    does when that does not help."""
+    try:
+        return tokenize(query), []
+    except Exception:
+        fixed = _APOSTROPHE.sub(lambda m: "\\'", query)
+        if fixed == query:
+            raise
+        return tokenize(fixed), [Repair("quote_escaped", f"{len(_APOSTROPHE.findall(query))} apostrophe(s) inside a name escaped")]
+
+
+def _mentioned(name: str, question: str, linked: Collection[str]) -> bool:
+    n = normalise(name)
+    return bool(n) and (f" {n} " in f" {normalise(question)} " or n in {normalise(x) for x in linked})
+
+
+def _drop_unmentioned_names(tokens: list[Token], code: list[int], nodes: list[_Node], question: str, linked: Collection[str],
+                            out: list[Token], repairs: list[Repair], schema: KBSchema) -> None:
+    """A name the question does not mention (nor names through a linked KB node), in a query that
+    also holds one it does: a value copied from the schema card's examples (`WHERE s.name =
+    'Highgate Studios'` for "the studio that produced X"), so the condition is dropped and the node
+    is left to the relationships. So is an unmentioned name no node of the KB holds in a query with
+    text conditions ('Ethan Hunt' for "which film brings together a refugee, a garden and a
+    spy"), which could only find nothing; the text then decides. Otherwise a query whose every name
+    is unmentioned is left alone (without its name it would list a whole label)."""
+    places = []  # (first code index, last code index, name, replacement)
+    for j in range(2, len(code)):
+        t, op, key = tokens[code[j]], tokens[code[j - 1]], tokens[code[j - 2]]
+        if t.kind != "string" or op.text not in (":", "=") or key.kind != "name" or key.value.lower() not in ("name", "title"):
+            continue
+        if op.text == "=" and j >= 4 and tokens[code[j - 3]].text == "." and tokens[code[j - 4]].kind in ("name", "quoted"):
+            places.append((j - 4, j, t.value, "true"))  # v.name = 'X'
+        elif op.text == ":":
+            places.append((j - 2, j, t.value, ""))  # {name: 'X'}
+    kept = [p for p in places if _mentioned(p[2], question, linked)]
+    worded = any(tokens[code[c]].word == "CONTAINS" for c in range(len(code)))
+    for first, last, name, replacement in places:
+        if _mentioned(name, question, linked) or not (kept or (worded and not schema.labels_of_name(name))):
+            continue
+        if replacement == "":  # a map entry: its comma too, and the braces when it was the only entry
+            before, after = tokens[code[first - 1]].text, tokens[code[last + 1]].text if last + 1 < len(code) else ""
+            if before == "{" and after == "}":
+                first, last = first - 1, last + 1
+            elif after == ",":
+                last += 1
+            elif before == ",":
+                first -= 1
+        for x in range(first, last + 1):
+            out[code[x]] = Token("ws", "", "")
+        if replacement:
+            out[code[first]] = Token("name", replacement, replacement)
+        for n in nodes:
+            if n.name == name:
+                n.name = None
+        repairs.append(Repair("name_dropped", f"{name!r}: the question does not mention it"))
+
+
+def _names_a_node(tokens: list[Token], code: list[int]) -> bool:
+    """Does the query pin some node by a literal name (`{name: 'X'}`, `v.title = 'X'`)?"""
+    return any(tokens[code[j]].kind == "string" and tokens[code[j - 1]].text in (":", "=") and tokens[code[j - 2]].kind == "name"
+               and tokens[code[j - 2]].value.lower() in ("name", "title") for j in range(2, len(code)))
+
+
+def text_conditions(query: str) -> tuple[list[str], bool]:
+    """The words of the query's `CONTAINS 'words'` conditions, and whether it pins a node by name."""
+    try:
+        tokens = tokenize(query)
+    except Exception:
+        return [], False
+    code = _code(tokens)
+    words = [tokens[code[c + 1]].value for c in range(len(code) - 1) if tokens[code[c]].word == "CONTAINS" and tokens[code[c + 1]].kind == "string"]
+    return words, _names_a_node(tokens, code)
+
+
+def text_relaxed(query: str) -> tuple[str, list[Repair]]:
+    """The query with every `expr CONTAINS 'words'` condition made `true`, for another run when it
+    found nothing: the model's words for a theme (`'mechanical humanoid'`) are rarely the text's
+    (`robot`), and the nodes the rest of the query finds (the films of a named director) are then
+    ranked by how their text reads against the question. Only for a query that still pins a node
+    by name; without one it would return a whole label."""
     try:
         tokens = tokenize(query)
     except Exception:
         return query, []
     code = _code(tokens)
+    if not _names_a_node(tokens, code):
+        return query, []
+    out = list(tokens)
+    repairs = []
+    for c in range(1, len(code) - 1):
+        if tokens[code[c]].word != "CONTAINS" or tokens[code[c + 1]].kind != "string":
+            continue
+        s = c - 1
+        if tokens[code[s]].text == ")":  # toLower(m.description)
+            depth = 0
+            while s >= 0:
+                depth += (tokens[code[s]].text == ")") - (tokens[code[s]].text == "(")
+                if depth == 0:
+                    break
+                s -= 1
+            if s > 0 and tokens[code[s - 1]].kind == "name":
+                s -= 1
+        else:  # m.description
+            while s >= 2 and tokens[code[s - 1]].text == "." and tokens[code[s - 2]].kind in ("name", "quoted"):
+                s -= 2
+        if s < 0:
+            continue
+        for x in range(s, c + 2):
+            out[code[x]] = Token("ws", "", "")
+        out[code[s]] = Token("name", "true", "true")
+        repairs.append(Repair("text_relaxed", f"CONTAINS {tokens[code[c + 1]].text} -> true (the text condition matched nothing)"))
+    return (render(out), repairs) if repairs else (query, [])
+
+
+def ground_query(query: str, schema: KBSchema, target: str | None = None, return_ids: bool = True, question: str | None = None,
+                 linked: Collection[str] = (), choose: RelationChooser | None = None) -> tuple[str, list[Repair]]:
+    """The query with its relationship directions, unknown relationship types and misplaced name
+    labels repaired against `schema`, and, when it returns the named topic node itself while the
+    plan's `target` is another label, extended from the topic to the target; with the repairs
+    made. Given the `question` (and the KB names `linked` from it), names it does not mention are
+    dropped from a query that keeps one it does; `choose` picks the relationship of an extension
+    where several join two labels. A query that does not tokenise, even with its names'
+    apostrophes escaped, is returned as it is (the read-only guard will refuse it with its reason)."""
+    try:
+        tokens, repairs = _tokens_escaping_apostrophes(query)
+    except Exception:
+        return query, []
+    code = _code(tokens)
     nodes, chains = _chains(tokens, code)
     out = list(tokens)
-    repairs: list[Repair] = []
+    if question is not None:
+        _drop_unmentioned_names(tokens, code, nodes, question, linked, out, repairs, schema)
 
     def put(code_index: int, text: str, kind: str = "name") -> None:
         out[code[code_index]] = Token(kind, text, text)
@@ -246,7 +374,7 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None, return
 
     # a literal name on a label that holds no node of that name: the label that does
     for n in nodes:
-        if n.name and n.label and n.label_at is not None and n.label in schema.labels:
+        if n.name and n.label and n.label_at is not None:  # a label the KB has not got (`Director`) too
             holders = schema.labels_of_name(n.name)
             if holders and n.label not in holders and len(holders) == 1:
                 new = next(iter(holders))
@@ -282,7 +410,7 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None, return
             put(r.left_arrow, "", "ws")
             out[code[r.end + 1]] = Token("sym", "->", "->")
         repairs.append(Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way"))
-    _ground_return(tokens, code, nodes, chains, labels, schema, target if target in schema.labels else None, out, repairs, return_ids)
+    _ground_return(tokens, code, nodes, chains, labels, schema, target if target in schema.labels else None, out, repairs, return_ids, choose)
     return (render(out), repairs) if repairs else (query, [])
 
 
@@ -290,7 +418,8 @@ ANSWER_VAR = "grounded_answer"
 
 
 def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], chains: list[tuple[_Node, _Rel, _Node]], labels: dict[str, str],
-                   schema: KBSchema, target: str | None, out: list[Token], repairs: list[Repair], return_ids: bool = True) -> None:
+                   schema: KBSchema, target: str | None, out: list[Token], repairs: list[Repair], return_ids: bool = True,
+                   choose: RelationChooser | None = None) -> None:
     """The single `RETURN [DISTINCT] v.prop` of a query, made to return what the plan asks for:
 
     - (`return_ids`) a node's name or title where its id is asked for: the id (a name matches no
@@ -306,7 +435,11 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
     - otherwise, v inside a path that goes on past it to nodes nothing constrains (`(p {name: 'X'})-[:parents]->(pp)-[:nationality]->(c)
       RETURN pp.id` for "the nationality of X's parent"): the path's far end returned. An
       unconstrained tail only asks that pp have some nationality, which no question means; the
-      model wrote the last hop and returned the node before it (3-hop questions, most often)."""
+      model wrote the last hop and returned the node before it (3-hop questions, most often); and
+      where that end is not of the plan's target label while a relationship joins the two, one hop
+      more to the target (`(p {name: 'X'})-[:DIRECTED]->(m:Movie) RETURN p.id` for "the actors of
+      films directed by X"), along a relationship other than the one that reached the end where
+      there is one (`choose` picks among several)."""
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
     if len(returns) != 1:
         return
@@ -348,7 +481,7 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
                 out[code[k]] = Token("name", other, other)
                 repairs.append(Repair("return_retargeted", f"RETURN {var} (:{label}) -> {other} (:{target}), the plan's target"))
                 return
-        _return_path_end(tokens, code, chains, var, k, out, repairs)
+        _return_path_end(tokens, code, chains, var, k, out, repairs, returns[0], labels, schema, target, choose)
         return
     if target is None or label == target:
         return
@@ -374,12 +507,15 @@ def _paths(chains: list[tuple[_Node, _Rel, _Node]]) -> list[list[_Node]]:
 
 
 def _return_path_end(tokens: list[Token], code: list[int], chains: list[tuple[_Node, _Rel, _Node]], var: str, k: int,
-                     out: list[Token], repairs: list[Repair]) -> None:
-    """RETURN var -> the far end of the one unconstrained tail of var's path (see `_ground_return`)."""
-    count = Counter(tokens[i].value for i in code if tokens[i].kind in ("name", "quoted"))
+                     out: list[Token], repairs: list[Repair], at: int | None = None, labels: dict[str, str] | None = None,
+                     schema: KBSchema | None = None, target: str | None = None, choose: RelationChooser | None = None) -> None:
+    """RETURN var -> the far end of the one unconstrained tail of var's path, then on to the plan's
+    target label when the end is of another (see `_ground_return`). Reads `out`: a condition
+    dropped already constrains nothing."""
+    count = Counter(out[i].value for i in code if out[i].kind in ("name", "quoted"))
 
     def given(n: _Node) -> bool:  # a name or a property map: the question gives this node
-        return bool(n.name) or any(tokens[code[x]].text == "{" for x in range(n.start + 1, n.end))
+        return bool(n.name) or any(out[code[x]].text == "{" for x in range(n.start + 1, n.end))
 
     def free(n: _Node) -> bool:  # nothing but a label, and used nowhere else
         return not given(n) and (n.var is None or count.get(n.var, 0) == 1)
@@ -393,12 +529,38 @@ def _return_path_end(tokens: list[Token], code: list[int], chains: list[tuple[_N
     if len(tails) != 1 or not any(given(n) for n in rest):
         return  # no tail, two, or nothing in the path that the question gives
     end = tails[0][-1]
+    before = tails[0][-2] if len(tails[0]) > 1 else path[i]
+    end_label = end.label or (labels or {}).get(end.var or "")
+    onward = _onward(schema, chains, before, end, end_label, target, choose) if schema is not None and at is not None else None
     name = end.var
     if name is None:
-        name = ANSWER_VAR
+        name = ANSWER_VAR if onward is None else "grounded_end"
         out[code[end.start]] = Token("sym", f"({name}", "(")
     out[code[k]] = Token("name", name, name)
     repairs.append(Repair("return_path_end", f"RETURN {var} -> {name}{':' + end.label if end.label else ''}, the end of its path"))
+    if onward is not None:
+        forward, backward = onward
+        along = _return_along(tokens, code, at, k, name, target, forward, backward, out)
+        repairs.append(Repair("return_to_target", f"{name} (:{end_label}) on to :{target}, the plan's target, along {along}"))
+
+
+def _onward(schema: KBSchema, chains: list[tuple[_Node, _Rel, _Node]], before: _Node, end: _Node, end_label: str | None,
+            target: str | None, choose: RelationChooser | None) -> tuple[list[str], list[str]] | None:
+    """The one relationship (as forward, backward type lists) from a path's end to the target
+    label: any that joins them but the one the path reached the end by, unless that is the only
+    one; `choose` decides among several (without it, `_return_along` takes any relationship)."""
+    if target is None or end_label is None or end_label == target:
+        return None
+    joining = {r for a, r, b in schema.patterns if (a, b) in ((end_label, target), (target, end_label))}
+    arrived = {r.rtype for a, r, b in chains if {id(a), id(b)} == {id(before), id(end)}}
+    options = sorted(joining - arrived) or sorted(joining)
+    if not options:
+        return None
+    if len(options) > 1 and choose is not None:
+        options = [choose(options)]
+    forward = [r for r in options if (end_label, r, target) in schema.patterns]
+    backward = [r for r in options if (target, r, end_label) in schema.patterns and r not in forward]
+    return forward, backward
 
 
 def _return_along(tokens: list[Token], code: list[int], at: int, k: int, var: str, end: str, forward: list[str], backward: list[str],

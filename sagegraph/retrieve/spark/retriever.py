@@ -29,7 +29,8 @@ from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.kb.grounding import KBSchema, count_repairs, ground_counters, ground_query, undirected, view_schema
+from sagegraph.retrieve.kb.grounding import (KBSchema, count_repairs, ground_counters, ground_query, text_conditions, text_relaxed, undirected,
+                                             view_schema)
 from sagegraph.retrieve.kb.entities import gazetteer_entities
 from sagegraph.retrieve.kb.view import kb_view, normalise
 from sagegraph.retrieve.kb.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
@@ -39,7 +40,11 @@ from sagegraph.retrieve.timeline import Timeline
 # linked names change the prompt; the repairs change what runs). Measured with the local model on
 # PathQuestion's test split (Hit@1 0.083 -> 0.450) and the synthetic KB (docs/results.md, "real KBs");
 # `card_examples: false, link: false, ground: false, card_similarity: true` is the paper's SPARK, prompt as spark-1.
-PROMPT_VERSION = "spark-4"  # spark-4: grounding returns the end of a path the model wrote past its RETURN (return_path_end)
+# spark-4: grounding returns the end of a path the model wrote past its RETURN (return_path_end);
+# spark-5: grounding also escapes a name's apostrophe, drops names the question does not mention,
+# goes on from such an end to the plan's target, relaxes a text condition that matched nothing,
+# and the nodes the question names rank after the rest (`named_last`). The prompt is spark-4's.
+PROMPT_VERSION = "spark-5"
 
 SYSTEM = """You plan how to find the answers to a question in a graph database.
 Reply with one JSON object and nothing else:
@@ -123,8 +128,16 @@ class SparkParams(BaseModel):
                                                       "in place of the KB's relationships)")
     link: bool = Field(True, description="names in the question found in the KB's name index are listed in the prompt with their labels")
     ground: bool = Field(True, description="before running, turn relationships the KB stores the other way, map unknown relationship types "
-                                            "to a close one (else any type) and move a name to the label that holds it; a grounded query "
-                                            "that finds nothing runs once more with its relationships undirected")
+                                            "to a close one (else any type), move a name to the label that holds it, drop a name the "
+                                            "question does not mention, and return the target rather than a node the question names; a "
+                                            "grounded query that finds nothing runs again with its relationships undirected, then with "
+                                            "its text conditions relaxed")
+    semantic_text: bool = Field(True, description="a text condition (`CONTAINS 'words'`) that matched nothing ranks what the rest of the "
+                                                  "query finds, or the target label when nothing else constrains it, by how each node's "
+                                                  "closest sentence reads against the words (the graph's encoder); vector steps read "
+                                                  "sentences too")
+    named_last: bool = Field(True, description="nodes the question names rank after the other results (a question asks for what it "
+                                               "does not give: 'the other films of the studio that made X')")
 
 
 @register("spark")
@@ -169,14 +182,24 @@ class SparkRetriever(Retriever):
             self._kb_schema = view_schema(kb_view(self.g), self._patterns)
         return self._kb_schema
 
+    def linked_rows(self, question: str) -> list[tuple[str, int]]:
+        """(span, row) for the KB nodes (at most 3 a span) whose name the question holds."""
+        view = kb_view(self.g)
+        return [(span, int(r)) for span, _ in gazetteer_entities(view, question) for r in view.name_index.get(normalise(span), [])[:3]]
+
     def linked(self, question: str) -> list[str]:
         """`'span' is (:Label {name: 'Stored Name'})` for every KB name found in the question."""
         view = kb_view(self.g)
-        lines = []
-        for span, _ in gazetteer_entities(view, question):
-            for r in view.name_index.get(normalise(span), [])[:3]:
-                lines.append(f"'{span}' is {node_literal(str(self.g.types[r]), view.fields[r])}")
-        return lines
+        return [f"'{span}' is {node_literal(str(self.g.types[r]), view.fields[r])}" for span, r in self.linked_rows(question)]
+
+    def relation_chooser(self, question: str):
+        """The relationship type, of several, whose name reads closest to the question under the
+        graph's encoder (`ACTED_IN` as "acted in")."""
+        q = self.g.query_vector(question)
+
+        def choose(types: list[str]) -> str:
+            return max(types, key=lambda t: float(self.g.query_vector(t.replace("_", " ").lower()) @ q))
+        return choose
 
     def _default_hints(self) -> Path | None:
         corpus = (self.g.manifest.get("config") or {}).get("corpus") or {}
@@ -198,7 +221,7 @@ class SparkRetriever(Retriever):
 
     def _plan_and_run(self, query: str, k: int) -> Retrieval:
         counters = {"plan_parsed": 0, "fallback": 0, "cypher_ran": 0, "cypher_rejected": 0, "cypher_invalid": 0, "cypher_error": 0,
-                    "cypher_empty": 0, "repair_calls": 0, "llm_refused": 0}
+                    "cypher_empty": 0, "repair_calls": 0, "llm_refused": 0, "text_ranked": 0}
         if self.p.ground:
             counters.update(ground_counters())
         timeline = Timeline()
@@ -220,15 +243,21 @@ class SparkRetriever(Retriever):
         target = plan.target if plan.target in self.g.node_types() else None
         cypher_rows: np.ndarray | None = None
         if plan.cypher:
-            cypher_rows, plan = self._run_cypher(plan, messages, reply.text, trace, counters, timeline)
+            cypher_rows, plan = self._run_cypher(plan, messages, reply.text, trace, counters, timeline, query)
             target = plan.target if plan.target in self.g.node_types() else target
         vector_rows = [self._vector(step, target) for step in plan.vector]
         found = self._combine(cypher_rows, vector_rows, plan.combine)
         trace["result_rows"] = int(len(found))
         if len(found) == 0:
             return self._fallback(query, k, target, trace, "the plan found nothing")
-        ranked = self.hybrid.search_within(query, found, k, label="cypher" if cypher_rows is not None and len(cypher_rows) else "vector")
+        depth = k + len(self.linked_rows(query)) if self.p.named_last else k
+        if trace.get("text_words"):
+            ranked = self._by_words(trace["text_words"], found, depth)
+        else:
+            ranked = self.hybrid.search_within(query, found, depth, label="cypher" if cypher_rows is not None and len(cypher_rows) else "vector")
         idx, scores, how = list(ranked.idx), list(1.0 + ranked.scores), list(ranked.found_by)
+        if self.p.named_last:
+            idx, scores, how = self._named_last(query, idx, scores, how, k, trace)
         if self.p.fill and len(idx) < k:
             pool = self.g.rows_of_type(target)
             pool = pool[~np.isin(pool, found)]
@@ -240,12 +269,31 @@ class SparkRetriever(Retriever):
         trace["edge_constrained"] = bool(trace.get("cypher_executed") and traverses_edges(trace["cypher_executed"]) and cypher_rows is not None and len(cypher_rows))
         return Retrieval(np.array(idx, dtype=np.int64), np.array(scores, dtype=np.float32), how, trace)
 
+    def _by_words(self, words: list[str], rows: np.ndarray, k: int) -> Retrieval:
+        """Rows ranked by the sum over the text conditions' words of each row's closest sentence."""
+        score = sum(self.g.sentence_scores(w, rows) for w in words)
+        top = np.lexsort((rows, -score))[:k]
+        return Retrieval(rows[top], (score[top] / len(words)).astype(np.float32), ["cypher (sentences)"] * len(top), {})
+
+    def _named_last(self, question: str, idx: list, scores: list, how: list, k: int, trace: dict) -> tuple[list, list, list]:
+        """The results the question names moved after the others (scores kept below theirs)."""
+        named = {r for _, r in self.linked_rows(question)}
+        keep = [i for i, x in enumerate(idx) if int(x) not in named]
+        moved = [i for i, x in enumerate(idx) if int(x) in named]
+        if not moved or not keep:
+            return idx[:k], scores[:k], how[:k]
+        trace["named_last"] = len(moved)
+        floor = min(scores[i] for i in keep)
+        order = keep + moved
+        return ([idx[i] for i in order][:k], [scores[i] if i in keep else floor - 1e-3 * (n + 1) for n, i in enumerate(order)][:k],
+                [how[i] for i in order][:k])
+
     def _run_cypher(self, plan: Plan, messages: list[dict[str, str]], reply_text: str, trace: dict, counters: dict,
-                    timeline: Timeline) -> tuple[np.ndarray | None, Plan]:
+                    timeline: Timeline, question: str = "") -> tuple[np.ndarray | None, Plan]:
         for attempt in range(2):
             query = plan.cypher or ""
             if self.p.ground:
-                query = self._ground(query, plan.target, trace, counters)
+                query = self._ground(query, plan.target, trace, counters, question)
             try:
                 with timeline.span("cypher", "cypher" if attempt == 0 else "cypher (repaired)", {"query": query}) as ev:
                     rows, truncated = self.res.store.read_untrusted(query, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
@@ -276,35 +324,58 @@ class SparkRetriever(Retriever):
             found = self.g.rows_for_ids(answer_values(rows))
             if len(found) == 0 and self.p.ground:
                 found = self._either_way(query, trace, counters, timeline)
+            if len(found) == 0 and self.p.semantic_text:
+                found = self._by_sentences(query, plan.target, trace, counters)
             if len(found) == 0:
                 counters["cypher_empty"] = 1
             return found, plan
         return None, plan
 
     def _either_way(self, query: str, trace: dict, counters: dict, timeline: Timeline) -> np.ndarray:
-        """The grounded query found nothing: run it once more with its relationships undirected
-        (no model call); what it found is the plan's result, counted and in the trace."""
-        relaxed, repairs = undirected(query)
-        if not repairs:
-            return np.zeros(0, np.int64)
-        try:
-            with timeline.span("cypher", "cypher (either way)", {"query": relaxed}) as ev:
-                rows, truncated = self.res.store.read_untrusted(relaxed, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
-                ev["outputs"] = {"rows": len(rows), "truncated": truncated}
-        except StoreUnavailable:
-            raise
-        except StoreError:
-            return np.zeros(0, np.int64)
-        found = self.g.rows_for_ids(answer_values(rows))
-        if len(found):
-            trace.setdefault("cypher_model", []).append(query)
-            trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
-            trace["cypher_executed"], trace["cypher_rows"], trace["cypher_truncated"] = relaxed, len(rows), truncated
-        return found
+        """The grounded query found nothing: run it again with its relationships undirected, then
+        with its text conditions relaxed, then both (no model call); the first that finds something
+        is the plan's result, counted and in the trace."""
+        either, turned = undirected(query)
+        relaxed, loosened = text_relaxed(query)
+        both, loosened_both = text_relaxed(either) if turned else (either, [])
+        tries = [(either, turned), (relaxed, loosened), (both, turned + loosened_both if loosened_both else [])]
+        for number, (second, repairs) in enumerate(tries):
+            if not repairs:
+                continue
+            try:
+                with timeline.span("cypher", ("cypher (either way)", "cypher (text relaxed)", "cypher (either way, text relaxed)")[number],
+                                   {"query": second}) as ev:
+                    rows, truncated = self.res.store.read_untrusted(second, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
+                    ev["outputs"] = {"rows": len(rows), "truncated": truncated}
+            except StoreUnavailable:
+                raise
+            except StoreError:
+                continue
+            found = self.g.rows_for_ids(answer_values(rows))
+            if len(found):
+                trace.setdefault("cypher_model", []).append(query)
+                trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
+                trace["cypher_executed"], trace["cypher_rows"], trace["cypher_truncated"] = second, len(rows), truncated
+                if number > 0 and self.p.semantic_text:
+                    trace["text_words"] = text_conditions(query)[0]
+                return found
+        return np.zeros(0, np.int64)
 
-    def _ground(self, query: str, target: str | None, trace: dict, counters: dict) -> str:
+    def _by_sentences(self, query: str, target: str | None, trace: dict, counters: dict) -> np.ndarray:
+        """A query whose only constraints are text conditions that matched nothing: every node of
+        the target label, to be ranked by its sentences against the words (`_rank`)."""
+        words, named = text_conditions(query)
+        if not words or named or target not in self.g.node_types():
+            return np.zeros(0, np.int64)
+        counters["text_ranked"] = 1
+        trace["text_words"] = words
+        return self.g.rows_of_type(target)
+
+    def _ground(self, query: str, target: str | None, trace: dict, counters: dict, question: str = "") -> str:
         """The model's query repaired against the KB; what it wrote and each repair in the trace."""
-        grounded, repairs = ground_query(query, self.kb_schema(), target)
+        linked = [kb_view(self.g).names[r] for _, r in self.linked_rows(question)] if question else []
+        grounded, repairs = ground_query(query, self.kb_schema(), target, question=question or None, linked=linked,
+                                         choose=self.relation_chooser(question) if question else None)
         if repairs:
             trace.setdefault("cypher_model", []).append(query)
             trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
@@ -329,8 +400,12 @@ class SparkRetriever(Retriever):
     def _vector(self, step: VectorStep, target: str | None) -> np.ndarray:
         label = step.label if step.label in self.g.node_types() else target
         rows = self.g.rows_of_type(label)
-        vectors = self.g.name_vectors if step.field.lower() in ("name", "title") else self.g.vectors
-        s = vectors[rows] @ self.g.query_vector(step.text)
+        if step.field.lower() in ("name", "title"):
+            s = self.g.name_vectors[rows] @ self.g.query_vector(step.text)
+        elif self.p.semantic_text:
+            s = self.g.sentence_scores(step.text, rows)
+        else:
+            s = self.g.vectors[rows] @ self.g.query_vector(step.text)
         top = np.argsort(-s, kind="stable")[: step.k]
         return rows[top]
 
