@@ -436,8 +436,8 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
       RETURN pp.id` for "the nationality of X's parent"): the path's far end returned. An
       unconstrained tail only asks that pp have some nationality, which no question means; the
       model wrote the last hop and returned the node before it (3-hop questions, most often); and
-      where that end is not of the plan's target label while a relationship joins the two, one hop
-      more to the target (`(p {name: 'X'})-[:DIRECTED]->(m:Movie) RETURN p.id` for "the actors of
+      where the node it returned was one the question names and that end is not of the plan's
+      target label while a relationship joins the two, one hop more to the target (`(p {name: 'X'})-[:DIRECTED]->(m:Movie) RETURN p.id` for "the actors of
       films directed by X"), along a relationship other than the one that reached the end where
       there is one (`choose` picks among several)."""
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
@@ -531,7 +531,10 @@ def _return_path_end(tokens: list[Token], code: list[int], chains: list[tuple[_N
     end = tails[0][-1]
     before = tails[0][-2] if len(tails[0]) > 1 else path[i]
     end_label = end.label or (labels or {}).get(end.var or "")
-    onward = _onward(schema, chains, before, end, end_label, target, choose) if schema is not None and at is not None else None
+    # on to the target only from a returned node the question names: a plan's target echoes the
+    # label of the variable its query returns, so past an unnamed one (`pp:Person` for "the
+    # nationality of X's parent") the path's end is the answer and the target is wrong
+    onward = _onward(schema, chains, before, end, end_label, target, choose) if schema is not None and at is not None and given(path[i]) else None
     name = end.var
     if name is None:
         name = ANSWER_VAR if onward is None else "grounded_end"
