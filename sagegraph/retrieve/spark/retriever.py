@@ -39,7 +39,8 @@ from sagegraph.retrieve.timeline import Timeline
 # spark-2: grounding in the KB is on by default (the card's stored instances and the question's
 # linked names change the prompt; the repairs change what runs). Measured with the local model on
 # PathQuestion's test split (Hit@1 0.083 -> 0.450) and the synthetic KB (docs/results.md, "real KBs");
-# `card_examples: false, link: false, ground: false, card_similarity: true` is the paper's SPARK, prompt as spark-1.
+# `card_examples: false, link: false, ground: false, card_similarity: true, semantic_text: false, named_last: false`
+# is the paper's SPARK, prompt as spark-1.
 # spark-4: grounding returns the end of a path the model wrote past its RETURN (return_path_end);
 # spark-5: grounding also escapes a name's apostrophe, drops names the question does not mention,
 # goes on from such an end to the plan's target, relaxes a text condition that matched nothing,
