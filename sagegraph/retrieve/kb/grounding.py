@@ -246,10 +246,8 @@ def _drop_unmentioned_names(tokens: list[Token], code: list[int], nodes: list[_N
     spy"), which could only find nothing; the text then decides. Otherwise a query whose every name
     is unmentioned is left alone (without its name it would list a whole label)."""
     places = []  # (first code index, last code index, name, replacement)
-    for j in range(2, len(code)):
-        t, op, key = tokens[code[j]], tokens[code[j - 1]], tokens[code[j - 2]]
-        if t.kind != "string" or op.text not in (":", "=") or key.kind != "name" or key.value.lower() not in ("name", "title"):
-            continue
+    for j in _name_literals(tokens, code):
+        t, op = tokens[code[j]], tokens[code[j - 1]]
         if op.text == "=" and j >= 4 and tokens[code[j - 3]].text == "." and tokens[code[j - 4]].kind in ("name", "quoted"):
             places.append((j - 4, j, t.value, "true"))  # v.name = 'X'
         elif op.text == ":":
@@ -277,10 +275,10 @@ def _drop_unmentioned_names(tokens: list[Token], code: list[int], nodes: list[_N
         repairs.append(Repair("name_dropped", f"{name!r}: the question does not mention it"))
 
 
-def _names_a_node(tokens: list[Token], code: list[int]) -> bool:
-    """Does the query pin some node by a literal name (`{name: 'X'}`, `v.title = 'X'`)?"""
-    return any(tokens[code[j]].kind == "string" and tokens[code[j - 1]].text in (":", "=") and tokens[code[j - 2]].kind == "name"
-               and tokens[code[j - 2]].value.lower() in ("name", "title") for j in range(2, len(code)))
+def _name_literals(tokens: list[Token], code: list[int]) -> list[int]:
+    """Code indices of the string literals that pin a node by name (`{name: 'X'}`, `v.title = 'X'`)."""
+    return [j for j in range(2, len(code)) if tokens[code[j]].kind == "string" and tokens[code[j - 1]].text in (":", "=")
+            and tokens[code[j - 2]].kind == "name" and tokens[code[j - 2]].value.lower() in ("name", "title")]
 
 
 def text_conditions(query: str) -> tuple[list[str], bool]:
@@ -291,7 +289,7 @@ def text_conditions(query: str) -> tuple[list[str], bool]:
         return [], False
     code = _code(tokens)
     words = [tokens[code[c + 1]].value for c in range(len(code) - 1) if tokens[code[c]].word == "CONTAINS" and tokens[code[c + 1]].kind == "string"]
-    return words, _names_a_node(tokens, code)
+    return words, bool(_name_literals(tokens, code))
 
 
 def text_relaxed(query: str) -> tuple[str, list[Repair]]:
@@ -305,7 +303,7 @@ def text_relaxed(query: str) -> tuple[str, list[Repair]]:
     except Exception:
         return query, []
     code = _code(tokens)
-    if not _names_a_node(tokens, code):
+    if not _name_literals(tokens, code):
         return query, []
     out = list(tokens)
     repairs = []
@@ -359,10 +357,8 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None, return
     # a name written as people write it ('Augustus Keppel', 'Zoe Saldana') where the KB spells it
     # otherwise ('augustus keppel', 'Zoë Saldaña'): the one stored spelling, so `=` matches
     respelled: dict[str, str] = {}
-    for j in range(2, len(code)):
-        t, op, key = tokens[code[j]], tokens[code[j - 1]], tokens[code[j - 2]]
-        if t.kind != "string" or op.text not in (":", "=") or key.kind != "name" or key.value.lower() not in ("name", "title"):
-            continue
+    for j in _name_literals(tokens, code):
+        t = tokens[code[j]]
         stored = schema.spellings(t.value)
         if len(stored) == 1 and t.value not in stored:
             new = next(iter(stored))
@@ -437,9 +433,10 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
       unconstrained tail only asks that pp have some nationality, which no question means; the
       model wrote the last hop and returned the node before it (3-hop questions, most often); and
       where the node it returned was one the question names and that end is not of the plan's
-      target label while a relationship joins the two, one hop more to the target (`(p {name: 'X'})-[:DIRECTED]->(m:Movie) RETURN p.id` for "the actors of
-      films directed by X"), along a relationship other than the one that reached the end where
-      there is one (`choose` picks among several)."""
+      target label while a relationship joins the two, one hop more to the target
+      (`(p {name: 'X'})-[:DIRECTED]->(m:Movie) RETURN p.id` for "the actors of films directed by
+      X"), along a relationship other than the one that reached the end where there is one
+      (`choose` picks among several)."""
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
     if len(returns) != 1:
         return

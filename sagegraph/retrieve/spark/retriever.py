@@ -188,10 +188,12 @@ class SparkRetriever(Retriever):
         view = kb_view(self.g)
         return [(span, int(r)) for span, _ in gazetteer_entities(view, question) for r in view.name_index.get(normalise(span), [])[:3]]
 
-    def linked(self, question: str) -> list[str]:
-        """`'span' is (:Label {name: 'Stored Name'})` for every KB name found in the question."""
+    def linked(self, question: str, rows: list[tuple[str, int]] | None = None) -> list[str]:
+        """`'span' is (:Label {name: 'Stored Name'})` for every KB name found in the question
+        (`rows`: its `linked_rows`, when the caller has them)."""
         view = kb_view(self.g)
-        return [f"'{span}' is {node_literal(str(self.g.types[r]), view.fields[r])}" for span, r in self.linked_rows(question)]
+        rows = self.linked_rows(question) if rows is None else rows
+        return [f"'{span}' is {node_literal(str(self.g.types[r]), view.fields[r])}" for span, r in rows]
 
     def relation_chooser(self, question: str):
         """The relationship type, of several, whose name reads closest to the question under the
@@ -209,8 +211,8 @@ class SparkRetriever(Retriever):
             return path if path.exists() else None
         return None
 
-    def messages(self, question: str) -> list[dict[str, str]]:
-        linked = self.linked(question) if self.p.link else []
+    def messages(self, question: str, rows: list[tuple[str, int]] | None = None) -> list[dict[str, str]]:
+        linked = self.linked(question, rows) if self.p.link else []
         names = ("\n\nNames in the question found in the graph:\n" + "\n".join(f"  {x}" for x in linked)) if linked else ""
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Schema:\n{self.card}{names}\n\nQuestion: {question}"}]
 
@@ -227,7 +229,8 @@ class SparkRetriever(Retriever):
             counters.update(ground_counters())
         timeline = Timeline()
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
-        messages = self.messages(query)
+        linked = self.linked_rows(query)  # once a question: the prompt, the repairs and the order read it
+        messages = self.messages(query, linked)
         try:
             with timeline.span("llm", "plan", messages) as ev:
                 reply = self.res.llm.chat(messages, response_format={"type": "json_object"})
@@ -244,21 +247,21 @@ class SparkRetriever(Retriever):
         target = plan.target if plan.target in self.g.node_types() else None
         cypher_rows: np.ndarray | None = None
         if plan.cypher:
-            cypher_rows, plan = self._run_cypher(plan, messages, reply.text, trace, counters, timeline, query)
+            cypher_rows, plan = self._run_cypher(plan, messages, reply.text, trace, counters, timeline, query, linked)
             target = plan.target if plan.target in self.g.node_types() else target
         vector_rows = [self._vector(step, target) for step in plan.vector]
         found = self._combine(cypher_rows, vector_rows, plan.combine)
         trace["result_rows"] = int(len(found))
         if len(found) == 0:
             return self._fallback(query, k, target, trace, "the plan found nothing")
-        depth = k + len(self.linked_rows(query)) if self.p.named_last else k
+        depth = k + len(linked) if self.p.named_last else k
         if trace.get("text_words"):
             ranked = self._by_words(trace["text_words"], found, depth)
         else:
             ranked = self.hybrid.search_within(query, found, depth, label="cypher" if cypher_rows is not None and len(cypher_rows) else "vector")
         idx, scores, how = list(ranked.idx), list(1.0 + ranked.scores), list(ranked.found_by)
         if self.p.named_last:
-            idx, scores, how = self._named_last(query, idx, scores, how, k, trace)
+            idx, scores, how = self._named_last(linked, idx, scores, how, k, trace)
         if self.p.fill and len(idx) < k:
             pool = self.g.rows_of_type(target)
             pool = pool[~np.isin(pool, found)]
@@ -276,9 +279,10 @@ class SparkRetriever(Retriever):
         top = np.lexsort((rows, -score))[:k]
         return Retrieval(rows[top], (score[top] / len(words)).astype(np.float32), ["cypher (sentences)"] * len(top), {})
 
-    def _named_last(self, question: str, idx: list, scores: list, how: list, k: int, trace: dict) -> tuple[list, list, list]:
-        """The results the question names moved after the others (scores kept below theirs)."""
-        named = {r for _, r in self.linked_rows(question)}
+    @staticmethod
+    def _named_last(linked: list[tuple[str, int]], idx: list, scores: list, how: list, k: int, trace: dict) -> tuple[list, list, list]:
+        """The results the question names (`linked`) moved after the others (scores kept below theirs)."""
+        named = {r for _, r in linked}
         keep = [i for i, x in enumerate(idx) if int(x) not in named]
         moved = [i for i, x in enumerate(idx) if int(x) in named]
         if not moved or not keep:
@@ -290,11 +294,11 @@ class SparkRetriever(Retriever):
                 [how[i] for i in order][:k])
 
     def _run_cypher(self, plan: Plan, messages: list[dict[str, str]], reply_text: str, trace: dict, counters: dict,
-                    timeline: Timeline, question: str = "") -> tuple[np.ndarray | None, Plan]:
+                    timeline: Timeline, question: str = "", linked: list[tuple[str, int]] = ()) -> tuple[np.ndarray | None, Plan]:
         for attempt in range(2):
             query = plan.cypher or ""
             if self.p.ground:
-                query = self._ground(query, plan.target, trace, counters, question)
+                query = self._ground(query, plan.target, trace, counters, question, linked)
             try:
                 with timeline.span("cypher", "cypher" if attempt == 0 else "cypher (repaired)", {"query": query}) as ev:
                     rows, truncated = self.res.store.read_untrusted(query, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
@@ -339,13 +343,13 @@ class SparkRetriever(Retriever):
         either, turned = undirected(query)
         relaxed, loosened = text_relaxed(query)
         both, loosened_both = text_relaxed(either) if turned else (either, [])
-        tries = [(either, turned), (relaxed, loosened), (both, turned + loosened_both if loosened_both else [])]
-        for number, (second, repairs) in enumerate(tries):
+        tries = [("either way", either, turned, False), ("text relaxed", relaxed, loosened, True),
+                 ("either way, text relaxed", both, turned + loosened_both if loosened_both else [], True)]
+        for label, second, repairs, text_gone in tries:
             if not repairs:
                 continue
             try:
-                with timeline.span("cypher", ("cypher (either way)", "cypher (text relaxed)", "cypher (either way, text relaxed)")[number],
-                                   {"query": second}) as ev:
+                with timeline.span("cypher", f"cypher ({label})", {"query": second}) as ev:
                     rows, truncated = self.res.store.read_untrusted(second, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
                     ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
@@ -357,7 +361,7 @@ class SparkRetriever(Retriever):
                 trace.setdefault("cypher_model", []).append(query)
                 trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
                 trace["cypher_executed"], trace["cypher_rows"], trace["cypher_truncated"] = second, len(rows), truncated
-                if number > 0 and self.p.semantic_text:
+                if text_gone and self.p.semantic_text:
                     trace["text_words"] = text_conditions(query)[0]
                 return found
         return np.zeros(0, np.int64)
@@ -372,10 +376,11 @@ class SparkRetriever(Retriever):
         trace["text_words"] = words
         return self.g.rows_of_type(target)
 
-    def _ground(self, query: str, target: str | None, trace: dict, counters: dict, question: str = "") -> str:
+    def _ground(self, query: str, target: str | None, trace: dict, counters: dict, question: str = "",
+                linked: list[tuple[str, int]] = ()) -> str:
         """The model's query repaired against the KB; what it wrote and each repair in the trace."""
-        linked = [kb_view(self.g).names[r] for _, r in self.linked_rows(question)] if question else []
-        grounded, repairs = ground_query(query, self.kb_schema(), target, question=question or None, linked=linked,
+        names = [kb_view(self.g).names[r] for _, r in linked]
+        grounded, repairs = ground_query(query, self.kb_schema(), target, question=question or None, linked=names,
                                          choose=self.relation_chooser(question) if question else None)
         if repairs:
             trace.setdefault("cypher_model", []).append(query)
