@@ -220,3 +220,15 @@ def test_text_conditions_are_relaxed_only_where_a_name_still_pins_the_query():
     assert [r.kind for r in repairs] == ["text_relaxed", "text_relaxed"]
     q = "MATCH (f:Film) WHERE toLower(f.plot) CONTAINS 'robot' RETURN f.id AS id"  # would list every film
     assert text_relaxed(q) == (q, [])
+
+
+def test_escaping_an_apostrophe_never_lets_a_hostile_clause_past_the_guard():
+    """The escape changes where a string ends, so what it exposes is what the guard reads."""
+    from sagegraph.errors import ReadOnlyViolation
+    from sagegraph.store.readonly import guard_untrusted
+
+    hostile = "MATCH (p:Person {name: 'O'Neill'}) LOAD CSV FROM 'rows.csv' AS row RETURN row"
+    out, repairs = ground_query(hostile, SCHEMA, question="Who is O'Neill?")
+    assert [r.kind for r in repairs][:1] == ["quote_escaped"]
+    with pytest.raises(ReadOnlyViolation):
+        guard_untrusted(out, max_rows=10)
