@@ -232,3 +232,68 @@ def test_escaping_an_apostrophe_never_lets_a_hostile_clause_past_the_guard():
     assert [r.kind for r in repairs][:1] == ["quote_escaped"]
     with pytest.raises(ReadOnlyViolation):
         guard_untrusted(out, max_rows=10)
+
+
+PROPERTIED = KBSchema(PATTERNS, lambda name: NAMES.get(name.lower(), set()), properties=lambda label: {"Film": {"name", "year"}}.get(label, set()))
+
+
+@pytest.mark.parametrize("written,ran", [
+    # the film's name on the director's node, at the path's start: the film joins it, by the relationship the model wrote
+    # (its `birth_year` is a film's `year`; a `nationality` no film has is dropped)
+    ("MATCH (d:Director {name: 'Dhoom', birth_year: 2004, nationality: 'IN'})-[:directed_by]->(f:Film)-[:starred_actors]->(p:Person) RETURN DISTINCT p.id AS id",
+     "MATCH (grounded_named:Film {name: 'Dhoom', year: 2004})-[:directed_by]->(d:Person)<-[:directed_by]-(f:Film)-[:starred_actors]->(p:Person) RETURN DISTINCT p.id AS id"),
+    # at its end, the properties a film has kept
+    ("MATCH (p:Person)<-[:starred_actors]-(f:Film)<-[:directed_by]-(d:Director {name: 'Dhoom', year: 2004}) RETURN p.id AS id",
+     "MATCH (p:Person)<-[:starred_actors]-(f:Film)-[:directed_by]->(d:Person)<-[:directed_by]-(grounded_named:Film {name: 'Dhoom', year: 2004}) RETURN p.id AS id"),
+])
+def test_a_node_named_as_one_label_and_joined_as_another_is_split_in_two(written, ran):
+    out, repairs = ground_query(written, PROPERTIED, target="Person", question="Which actors worked with the director of Dhoom?")
+    assert _flat(out) == ran and [r.kind for r in repairs] == ["node_split", "direction"]
+    assert ("nationality dropped" in repairs[0].detail) == ("nationality" in written)
+
+
+@pytest.mark.parametrize("written", [
+    "MATCH (d:Director {name: 'Dhoom'})-[:directed_by]->(p:Person) RETURN p.id AS id",  # the name's label has the relationship: moved
+    "MATCH (x:Person)-[:spouse]->(d:Director {name: 'Dhoom'})-[:starred_actors]->(p:Person) RETURN p.id AS id",  # inside a path
+])
+def test_a_node_is_not_split_where_moving_its_label_serves_or_the_split_has_no_place(written):
+    out, repairs = ground_query(written, PROPERTIED, target="Person", question="Who starred with Dhoom's director?")
+    assert "node_split" not in [r.kind for r in repairs] and "grounded_named" not in out
+
+
+@pytest.mark.parametrize("written,question,ran", [
+    ("WHERE f.release_date > '2003-01-01'", "Which films came out after 2003?", "WHERE f.release_date > '2003-12-31'"),
+    ("WHERE f.release_date > '2003'", "Which films came out after 2003?", "WHERE f.release_date > '2003-12-31'"),
+    ("WHERE f.release_date <= '1969-01-01'", "Which films came out in or before 1969?", "WHERE f.release_date <= '1969-12-31'"),
+    ("WHERE f.release_date < '1969-12-31'", "Which films came out before 1969?", "WHERE f.release_date < '1969-01-01'"),
+    ("WHERE f.release_date < '1969'", "Which films came out before 1969?", "WHERE f.release_date < '1969-01-01'"),
+    ("WHERE f.release_date > '2003-01-01'", "Which films came out after 1 January 2003?", "WHERE f.release_date > '2003-01-01'"),  # a day: a date
+    ("WHERE f.release_date > '2003-01-01'", "Which films came out after 2004?", "WHERE f.release_date > '2003-01-01'"),  # not the question's year
+    ("WHERE f.year > 2003", "Which films came out after 2003?", "WHERE f.year > 2003"),  # a number: exact already
+])
+def test_a_date_compared_with_a_year_the_question_gives_takes_the_years_bound(written, question, ran):
+    out, repairs = ground_query(f"MATCH (f:Film) {written} RETURN f.id AS id", PROPERTIED, question=question)
+    assert out == f"MATCH (f:Film) {ran} RETURN f.id AS id" and [r.kind for r in repairs] == (["year_bounds"] if ran != written else [])
+
+
+TITLED = KBSchema(PATTERNS, lambda name: NAMES.get(name.lower(), set()),
+                  properties=lambda label: {"Film": {"title", "year"}, "Person": {"name"}}.get(label, set()))
+
+
+@pytest.mark.parametrize("written,ran", [
+    ("MATCH (f:Film {name: 'Dhoom'})-[:directed_by]->(p:Person) RETURN p.id AS id",
+     "MATCH (f:Film {title: 'Dhoom'})-[:directed_by]->(p:Person) RETURN p.id AS id"),
+    ("MATCH (f:Film)-[:directed_by]->(p:Person) WHERE f.name = 'Dhoom' RETURN p.id AS id",
+     "MATCH (f:Film)-[:directed_by]->(p:Person) WHERE f.title = 'Dhoom' RETURN p.id AS id"),
+    ("MATCH (p:Person {name: 'Dhoom'})-[:directed_by]->(x) RETURN x.id AS id",  # moved first, then named as a film is
+     "MATCH (p:Film {title: 'Dhoom'})-[:directed_by]->(x) RETURN x.id AS id"),
+    ("MATCH (d:Director {name: 'Dhoom', year: 2004})-[:directed_by]->(f:Film) RETURN f.id AS id",  # the split's named node too
+     "MATCH (grounded_named:Film {title: 'Dhoom', year: 2004})-[:directed_by]->(d:Person)<-[:directed_by]-(f:Film) RETURN f.id AS id"),
+    ("MATCH (p:Person {name: 'Dhoom', birth_year: 2004})-[:directed_by]->(x) RETURN x.id AS id",  # a key named after the wrong label
+     "MATCH (p:Film {title: 'Dhoom', year: 2004})-[:directed_by]->(x) RETURN x.id AS id"),
+    ("MATCH (f:Film {name: 'Dhoom', title_year: 2004})-[:directed_by]->(x) RETURN x.id AS id",  # two of its words are keys: left
+     "MATCH (f:Film {title: 'Dhoom', title_year: 2004})-[:directed_by]->(x) RETURN x.id AS id"),
+])
+def test_a_name_is_matched_by_the_key_its_labels_nodes_are_named_by(written, ran):
+    out, repairs = ground_query(written, TITLED)
+    assert _flat(out) == ran and any(r.kind in ("name_key", "node_split") for r in repairs)

@@ -25,8 +25,9 @@ from sagegraph.retrieve.kb.view import KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
 
-GROUND_KINDS = ("quote_escaped", "name_respelled", "name_dropped", "direction", "type_mapped", "type_relaxed", "label_moved", "return_id",
-                "return_extended", "return_retargeted", "return_path_end", "return_to_target", "direction_relaxed", "text_relaxed")
+GROUND_KINDS = ("quote_escaped", "name_respelled", "name_dropped", "year_bounds", "direction", "type_mapped", "type_relaxed", "label_moved",
+                "node_split", "name_key", "property_mapped", "return_id", "return_extended", "return_retargeted", "return_path_end", "return_to_target", "direction_relaxed",
+                "text_relaxed")
 # One relationship type among several that join two labels, as the question reads them (SPARK
 # ranks them by the graph encoder); without one, the extension takes any relationship.
 RelationChooser = Callable[[list[str]], str]
@@ -60,6 +61,7 @@ class KBSchema:
     patterns: set[tuple[str, str, str]]
     labels_of_name: Callable[[str], set[str]] = lambda name: set()
     spellings: Callable[[str], set[str]] = lambda name: set()  # the stored names a name normalises to
+    properties: Callable[[str], set[str]] = lambda label: set()  # a label's property keys; empty: not known
     relationship_types: set[str] = field(init=False)
     labels: set[str] = field(init=False)
 
@@ -84,8 +86,11 @@ def view_schema(view: KBView, patterns: Iterable[tuple[str, str, str]] | None = 
         rows = view.name_index.get(normalise(name))
         return {view.names[r] for r in rows} if rows is not None else set()
 
+    def properties(label: str) -> set[str]:
+        return set(view.properties(label))
+
     stored = set(patterns) if patterns is not None else {(h, r, t) for h, r, t, _ in view.patterns}
-    return KBSchema(stored, labels_of_name, spellings)
+    return KBSchema(stored, labels_of_name, spellings, properties)
 
 
 @dataclass
@@ -368,16 +373,25 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None, return
     for n in nodes:
         n.name = respelled.get(n.name or "", n.name)
 
-    # a literal name on a label that holds no node of that name: the label that does
+    if question is not None:
+        _year_bounds(tokens, code, question, out, repairs)
+
+    # a literal name on a label that holds no node of that name: the label that does, or, where the
+    # node's relationships cannot reach that label, two nodes (see `_split_node`)
+    labels = {n.var: n.label for n in nodes if n.var and n.label}
     for n in nodes:
         if n.name and n.label and n.label_at is not None:  # a label the KB has not got (`Director`) too
             holders = schema.labels_of_name(n.name)
             if holders and n.label not in holders and len(holders) == 1:
                 new = next(iter(holders))
+                if _split_node(n, new, tokens, code, chains, labels, schema, out, repairs, choose):
+                    continue
                 put(n.label_at, new)
                 repairs.append(Repair("label_moved", f"{n.name!r}: :{n.label} -> :{new}"))
                 n.label = new
     labels = {n.var: n.label for n in nodes if n.var and n.label}
+    _name_keys(tokens, code, nodes, labels, schema, out, repairs)
+    _property_keys(tokens, code, nodes, labels, schema, out, repairs)
     for a, r, b in chains:
         la, lb = a.label or labels.get(a.var), b.label or labels.get(b.var)
         if r.rtype is not None and r.rtype not in schema.relationship_types:
@@ -411,6 +425,176 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None, return
 
 
 ANSWER_VAR = "grounded_answer"
+NAMED_VAR = "grounded_named"
+_YEAR_LITERAL = re.compile(r"(\d{4})(?:-01-01|-12-31)?")
+_YEAR_BOUND = {">": "-12-31", "<=": "-12-31", "<": "-01-01", ">=": "-01-01"}
+
+
+def _year_bounds(tokens: list[Token], code: list[int], question: str, out: list[Token], repairs: list[Repair]) -> None:
+    """A date compared with a year the question gives as a year ("came out after 2003"), written as
+    that year's first day or the bare year (`release_date > '2003-01-01'`, `> '2003'`): the bound
+    the comparison means for the whole year, so "after 2003" leaves out the films of 2003 (`>` and
+    `<=` compare with its last day, `<` and `>=` with its first). Only where the question holds no
+    other number, a day or a month count, that would make the year part of a date."""
+    numbers = re.findall(r"\d+", question)
+    for c in range(1, len(code)):
+        t, op = tokens[code[c]], tokens[code[c - 1]].text
+        if op == "=" and c >= 2 and tokens[code[c - 2]].text in ("<", ">"):  # the tokens spell `<=` as `<`, `=`
+            op = tokens[code[c - 2]].text + op
+        m = _YEAR_LITERAL.fullmatch(t.value) if t.kind == "string" else None
+        if m is None or op not in _YEAR_BOUND or numbers != [m.group(1)]:
+            continue
+        bound = m.group(1) + _YEAR_BOUND[op]
+        if bound != t.value:
+            out[code[c]] = Token("string", f"'{bound}'", bound)
+            repairs.append(Repair("year_bounds", f"{op} {t.text} -> {op} '{bound}' (the question gives a year)"))
+
+
+def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int], chains: list[tuple[_Node, _Rel, _Node]],
+                labels: dict[str, str], schema: KBSchema, out: list[Token], repairs: list[Repair], choose: RelationChooser | None) -> bool:
+    """`(d:Director {name: 'Restless Season', year: 2015})-[:DIRECTED]->(m:Movie)` for "the actors who
+    worked with the director of Restless Season": the model wrote one node for two, the named one
+    and its neighbour the question goes through, labelled as the neighbour and named as the
+    other. Where the name's label cannot have the node's relationships but another label can (the
+    written one, the only one, or the one spelled closest), the node becomes that label's, unnamed,
+    and the named node joins it at the path's end along the relationship the model wrote where it
+    joins the two labels (the node's role: who directed), else the one `choose` reads closest to
+    the question: `(grounded_named:Movie {name: 'Restless Season', year: 2015})<-[:DIRECTED]-(d:Person)-[:DIRECTED]->(m:Movie)`.
+    The named node keeps the properties its label has. False (nothing done) where the name's
+    label fits, no other label does, or the node is inside a path."""
+    own = [(a, r, b) for a, r, b in chains if (a is n or b is n) and r.rtype in schema.relationship_types]
+
+    def far(a: _Node, b: _Node) -> str | None:
+        o = b if a is n else a
+        lab = o.label or labels.get(o.var or "")
+        return lab if lab in schema.labels else None
+
+    def fits(label: str) -> bool:
+        return all(schema.connects(label, r.rtype, far(a, b)) or schema.connects(far(a, b), r.rtype, label) for a, r, b in own)
+
+    if not own or n.label is None or n.label_at is None or fits(named_label):
+        return False
+    roles = [lab for lab in sorted(schema.labels) if lab != named_label and fits(lab)]
+    role = n.label if n.label in roles else roles[0] if len(roles) == 1 else next(iter(difflib.get_close_matches(n.label, roles, n=1, cutoff=0.6)), None)
+    path = next((p for p in _paths(chains) if p[0] is n or p[-1] is n), None)
+    joining = sorted({r for a, r, b in schema.patterns if (a, b) in ((role, named_label), (named_label, role))})
+    if role is None or path is None or not joining:
+        return False
+    written = [r.rtype for _, r, _ in own if r.rtype in joining]
+    along = written[:1] or ([choose(joining)] if len(joining) > 1 and choose is not None else joining)
+    braces = [x for x in range(n.start + 1, n.end) if tokens[code[x]].text in ("{", "}")]
+    kept, dropped = _named_properties(tokens, code, n, out, schema.properties(named_label))
+    for i in range(code[n.label_at] + 1, code[braces[-1]] + 1) if len(braces) == 2 else ():
+        out[i] = Token("ws", "", "")  # the map and the space before it
+    out[code[n.label_at]] = Token("name", role, role)
+    named = f"({NAMED_VAR}:{named_label} {{{', '.join(kept)}}})"
+    first = path[0] is n
+    if len(along) != 1:
+        hop = "--"
+    elif first:
+        hop = f"-[:{along[0]}]->" if (named_label, along[0], role) in schema.patterns else f"<-[:{along[0]}]-"
+    else:
+        hop = f"-[:{along[0]}]->" if (role, along[0], named_label) in schema.patterns else f"<-[:{along[0]}]-"
+    if first:
+        out[code[n.start]] = Token("sym", f"{named}{hop}(", "(")
+    else:
+        out[code[n.end]] = Token("sym", f"){hop}{named}", ")")
+    repairs.append(Repair("node_split", f"{n.name!r} (a :{named_label}) on the model's :{n.label} node split off: :{role} "
+                          f"joined to it along {along[0] if len(along) == 1 else 'any relationship'}"
+                          + (f", {', '.join(dropped)} dropped (no :{named_label} has it)" if dropped else "")))
+    labels.update({n.var: role} if n.var else {})
+    n.label, n.name = role, None
+    return True
+
+
+_OTHER_NAME_KEY = {"name": "title", "title": "name"}
+
+
+def _name_key(key: str, known: set[str]) -> str:
+    """The key that names a node of a label with properties `known`: `title` for `name` where the
+    label's nodes have a title and no name (a film), and the other way round."""
+    other = _OTHER_NAME_KEY.get(key.lower())
+    return other if other and known and key not in known and other in known else key
+
+
+def _name_keys(tokens: list[Token], code: list[int], nodes: list[_Node], labels: dict[str, str], schema: KBSchema, out: list[Token],
+               repairs: list[Repair]) -> None:
+    """`{name: 'Restless Season'}` on a label whose nodes have a title and no name finds nothing:
+    the key its nodes are named by. Reads the labels as moved; a map the split emptied is skipped."""
+    for j in _name_literals(tokens, code):
+        if out[code[j]].kind == "ws":
+            continue
+        if tokens[code[j - 1]].text == ":":
+            node = next((n for n in nodes if n.start < j < n.end), None)
+            label = (node.label or labels.get(node.var or "")) if node is not None else None
+        else:
+            label = labels.get(tokens[code[j - 4]].value) if j >= 4 and tokens[code[j - 3]].text == "." else None
+        key = tokens[code[j - 2]].value
+        new = _name_key(key, schema.properties(label)) if label in schema.labels else key
+        if new != key:
+            out[code[j - 2]] = Token("name", new, new)
+            repairs.append(Repair("name_key", f"{key} -> {new} (a :{label} is named by its {new})"))
+
+
+def _property_key(key: str, known: set[str]) -> str | None:
+    """The label's own key for a key its nodes lack, where exactly one of them is a word of it
+    (`birth_year` on a film, whose key is `year`: the model named the property after the node it
+    had in mind); None where none or several are. A key the label has, or any key where the
+    label's keys are not known, is itself."""
+    if not known or key in known:
+        return key
+    words = {w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", key) if w}
+    hits = sorted(k for k in known if k.lower() in words)
+    return hits[0] if len(hits) == 1 else None
+
+
+def _map_entries(tokens: list[Token], code: list[int], n: _Node) -> list[list[int]]:
+    """The code indices of each `key: value` entry of a node's property map (none without one)."""
+    braces = [x for x in range(n.start + 1, n.end) if tokens[code[x]].text in ("{", "}")]
+    if len(braces) != 2:
+        return []
+    entries: list[list[int]] = [[]]
+    for x in range(braces[0] + 1, braces[1]):
+        if tokens[code[x]].text == ",":
+            entries.append([])
+        else:
+            entries[-1].append(x)
+    return [e for e in entries if len(e) >= 3 and tokens[code[e[1]]].text == ":"]
+
+
+def _property_keys(tokens: list[Token], code: list[int], nodes: list[_Node], labels: dict[str, str], schema: KBSchema, out: list[Token],
+                   repairs: list[Repair]) -> None:
+    """A map key the node's label never has, one of whose words is a key it has, renamed to that key
+    (`{title: 'X', birth_year: 1974}` on a film: `year`); one that matches nothing is left (the
+    query then finds nothing and says so)."""
+    for n in nodes:
+        label = n.label or labels.get(n.var or "")
+        if label not in schema.labels:
+            continue
+        known = schema.properties(label)
+        for e in _map_entries(tokens, code, n):
+            key = tokens[code[e[0]]].value
+            if out[code[e[0]]].kind == "ws" or key.lower() in _OTHER_NAME_KEY:
+                continue
+            new = _property_key(key, known)
+            if new is not None and new != key:
+                out[code[e[0]]] = Token("name", new, new)
+                repairs.append(Repair("property_mapped", f"{key} -> {new} (a :{label} has {new}, not {key})"))
+
+
+def _named_properties(tokens: list[Token], code: list[int], n: _Node, out: list[Token], known: set[str]) -> tuple[list[str], list[str]]:
+    """The `key: value` entries of a node's property map as written (names as respelled), split
+    into those a node of the named label can have (all, where its keys are not known; names
+    always) and the keys of the others."""
+    kept, dropped = [], []
+    for e in _map_entries(tokens, code, n):
+        key = tokens[code[e[0]]].value
+        new = _name_key(key, known) if key.lower() in _OTHER_NAME_KEY else _property_key(key, known)
+        if new is not None:
+            kept.append(f"{new}: " + "".join(out[code[x]].text for x in e[2:]))
+        else:
+            dropped.append(key)
+    return kept, dropped
 
 
 def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], chains: list[tuple[_Node, _Rel, _Node]], labels: dict[str, str],

@@ -45,7 +45,9 @@ from sagegraph.retrieve.timeline import Timeline
 # spark-5: grounding also escapes a name's apostrophe, drops names the question does not mention,
 # goes on from such an end to the plan's target, relaxes a text condition that matched nothing,
 # and the nodes the question names rank after the rest (`named_last`). The prompt is spark-4's.
-PROMPT_VERSION = "spark-5"
+# spark-6: grounding splits a node named as one label and joined as another (node_split) and gives
+# a date compared with a year the question states that year's bound (year_bounds). The same prompt.
+PROMPT_VERSION = "spark-6"
 
 SYSTEM = """You plan how to find the answers to a question in a graph database.
 Reply with one JSON object and nothing else:
