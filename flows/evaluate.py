@@ -14,6 +14,6 @@ from sagegraph.tasks import evaluate as T
 @flow(name="evaluate", log_prints=True)
 def evaluate(graph_dir: str, questions: str, cfg: dict[str, Any], out: str) -> dict[str, Any]:
     Path(out).mkdir(parents=True, exist_ok=True)
-    qvec = T.prepare(graph_dir, questions, out)
+    qvec = T.prepare(graph_dir, questions, out, [cfg])
     result = T.evaluate_configs(graph_dir, questions, qvec, [EvalConfig.from_record(cfg).record()], str(Path(out) / "runs"))
     return result[0]

@@ -93,7 +93,7 @@ def _run(cfg: SweepConfig, tracker: SweepTracker, graph: Path, questions: Path, 
          t0: float) -> dict[str, Any]:
     log = get_run_logger()
     out = Path(cfg.out)
-    qvec = T.prepare(str(graph), str(questions), str(out))  # BM25 is built before variants link it
+    qvec = T.prepare(str(graph), str(questions), str(out), [c.record() for c in cfgs])  # BM25 is built before variants link it
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
     log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))

@@ -18,13 +18,17 @@ _opts = dict(cache_policy=NO_CACHE, persist_result=False)
 
 
 @task(name="prepare-retrieval", **_opts)
-def prepare(graph_dir: str, questions_path: str, out: str) -> str:
-    """Build the BM25 index on disk and encode every question once, before the fan-out."""
+def prepare(graph_dir: str, questions_path: str, out: str, cfgs: list[dict[str, Any]] = ()) -> str:
+    """Build the BM25 index on disk, what each configuration's retriever reads beside the graph
+    (`Retriever.prepare`), and encode every question once, before the fan-out."""
     g = GraphIndex(Path(graph_dir))
     _ = g.bm25
+    built: set[str] = set()
+    for c in map(EvalConfig.from_record, cfgs):
+        built.update(c.retriever_class.prepare(g, c.validated()))
     qs = read_questions(Path(questions_path))
     path = g.save_query_vectors([q.text for q in qs], Path(out) / "question_vectors.npz")
-    get_run_logger().info("prepared %d nodes, %d questions", len(g), len(qs))
+    get_run_logger().info("prepared %d nodes, %d questions%s", len(g), len(qs), f", {', '.join(sorted(built))}" if built else "")
     return str(path)
 
 

@@ -261,6 +261,8 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
         (tmp_path / "live.yaml").write_text(yaml.safe_dump(spec))
         live = sagegraph("sweep", str(tmp_path / "live.yaml"), "--workers", "1")
         assert live.returncode == 0, live.stderr[-3000:]
+        # SPARK's sentence vectors (semantic_text, also SAGE's seeds') were ready before the fan-out, not built inside a question
+        assert "prepared 600 nodes, 7 questions, sentence vectors" in live.stderr and (kb["graph"] / "passages" / "meta.json").exists()
         sent = len(server.requests)
         assert sent == 7 + 14  # spark and both sage policies share one plan per question; af's 2 calls are shared by both alphas
         spec["out"] = str(tmp_path / "replay")
@@ -394,3 +396,20 @@ def test_a_text_condition_that_matches_nothing_is_relaxed_to_the_named_nodes_fil
     assert paper.trace["counters"]["fallback"] == 1
     assert r.trace["counters"]["ground_text_relaxed"] == 1 and r.trace["counters"]["fallback"] == 0
     assert {res.graph.source_ids[i] for i in r.idx} == set(q.gold_sources)
+
+
+def test_only_configurations_that_read_sentence_vectors_prepare_them():
+    from sagegraph.retrieve.registry import retriever_class, validate_params
+
+    class Graph:  # what a retriever may prepare reads from the graph
+        built = 0
+
+        @property
+        def passages(self):
+            Graph.built += 1
+
+    g = Graph()
+    assert retriever_class("spark").prepare(g, validate_params("spark", {"semantic_text": False})) == [] and Graph.built == 0
+    assert retriever_class("sage").prepare(g, validate_params("sage", {"seed_retriever": "spark"})) == ["sentence vectors"] and Graph.built == 1
+    assert retriever_class("hybrid").prepare(g, validate_params("hybrid", {})) == [] and Graph.built == 1
+

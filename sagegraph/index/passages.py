@@ -70,6 +70,7 @@ class PassageIndex:
         log.info("building sentence vectors of long node texts in %s (once per graph)", path)
         index = cls.build(texts, encode)
         path.mkdir(parents=True, exist_ok=True)
+        _clear_stale(path)
         tmp = path / f"passages.{os.getpid()}.tmp.npz"
         np.savez(tmp, vectors=index.vectors, owner=index.owner)
         os.replace(tmp, data)
@@ -95,3 +96,18 @@ class PassageIndex:
         np.maximum.at(best, position[self.owner[mine]], scores)
         out[np.isfinite(best)] = best[np.isfinite(best)]
         return out
+
+
+def _clear_stale(path: Path) -> None:
+    """The temp files of writers that died before their rename (`passages.<pid>.tmp.npz`): never
+    read, and as large as the index. A live writer's are left to it."""
+    for f in list(path.glob("passages.*.tmp.npz")) + list(path.glob("meta.*.tmp")):
+        pid = f.name.split(".")[1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            f.unlink(missing_ok=True)
+        except PermissionError:
+            pass  # another user's live process

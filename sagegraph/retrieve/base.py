@@ -126,6 +126,14 @@ class Retriever(ABC):
         return cls.prompt_version
 
     @classmethod
+    def prepare(cls, graph: "GraphIndex", params: BaseModel) -> list[str]:
+        """Build what a configuration reads from disk beside the graph and would otherwise build
+        inside its first question (in one worker, on that question's clock, once per worker that
+        gets there first), before a sweep fans out; the names of what it built or found. Nothing
+        by default."""
+        return []
+
+    @classmethod
     def oracle_reply(cls, messages: list[dict[str, Any]], gold: dict[str, Any]) -> str | None:
         """For the oracle endpoint only (tests and ceilings, never retrieval): the reply a perfect
         model would give to this method's prompt, from the question's gold annotations

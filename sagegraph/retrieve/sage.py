@@ -66,6 +66,11 @@ class SageRetriever(Retriever):
         return params.seed_retriever, k, seed_params
 
     @classmethod
+    def prepare(cls, graph, params: SageParams) -> list[str]:
+        name, _, seed_params = cls.seed_config(0, params)
+        return retriever_class(name).prepare(graph, validate_params(name, seed_params))
+
+    @classmethod
     def result_size(cls, k: int, params: SageParams) -> int:
         return k + params.k_prime
 
