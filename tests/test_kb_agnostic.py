@@ -127,7 +127,7 @@ def test_the_agent_is_told_its_steps_and_forgiving_uses_are_counted(family, tmp_
         assert "steps left" not in server.requests[1]["messages"][-1]["content"]
 
 
-def test_af_grounds_its_derived_query_in_the_kb_when_asked(family, tmp_path):
+def test_af_grounds_its_derived_query_in_the_kb_unless_asked_not_to(family, tmp_path):
     def reply(body):
         prompt = body["messages"][-1]["content"]
         if "Which type are the nodes" in prompt:
@@ -137,8 +137,8 @@ def test_af_grounds_its_derived_query_in_the_kb_when_asked(family, tmp_path):
         return 200, completion("MATCH (t:Town)-[:born_in]->(h:Town {name: 'Ingrid Ørsted'}) RETURN t.name")
 
     with FakeOpenAI(reply) as server:
-        plain = get_retriever("af", _res(family, tmp_path, server.base_url), reranker="none").search("Where was Ingrid Ørsted born?", 3)
-        grounded = get_retriever("af", _res(family, tmp_path / "g", server.base_url), reranker="none", ground=True).search("Where was Ingrid Ørsted born?", 3)
+        plain = get_retriever("af", _res(family, tmp_path, server.base_url), reranker="none", ground=False).search("Where was Ingrid Ørsted born?", 3)
+        grounded = get_retriever("af", _res(family, tmp_path / "g", server.base_url), reranker="none").search("Where was Ingrid Ørsted born?", 3)
     assert plain.found_by[0] != "grounded" and "grounded" not in plain.trace["counters"]
     assert [family.source_ids[i] for i in grounded.idx][:1] == ["c2"] and grounded.found_by[0] == "grounded"
     c, s = grounded.trace["counters"], grounded.trace["steps"]
