@@ -297,3 +297,11 @@ TITLED = KBSchema(PATTERNS, lambda name: NAMES.get(name.lower(), set()),
 def test_a_name_is_matched_by_the_key_its_labels_nodes_are_named_by(written, ran):
     out, repairs = ground_query(written, TITLED)
     assert _flat(out) == ran and any(r.kind in ("name_key", "node_split") for r in repairs)
+
+
+def test_two_nodes_split_in_one_query_get_names_of_their_own():
+    schema = KBSchema(PATTERNS, lambda name: {"dhoom": {"Film"}, "kismet": {"Film"}}.get(name.lower(), set()))
+    out, repairs = ground_query("MATCH (a:Director {name: 'Dhoom'})-[:directed_by]->(f:Film)-[:directed_by]->(b:Director {name: 'Kismet'}) "
+                                "RETURN f.id AS id", schema)
+    assert [r.kind for r in repairs].count("node_split") == 2
+    assert "(grounded_named:Film {name: 'Dhoom'})" in out and "(grounded_named2:Film {name: 'Kismet'})" in out

@@ -26,8 +26,8 @@ from sagegraph.store.readonly import Token, render, tokenize
 
 
 GROUND_KINDS = ("quote_escaped", "name_respelled", "name_dropped", "year_bounds", "direction", "type_mapped", "type_relaxed", "label_moved",
-                "node_split", "name_key", "property_mapped", "return_id", "return_extended", "return_retargeted", "return_path_end", "return_to_target", "direction_relaxed",
-                "text_relaxed")
+                "node_split", "name_key", "property_mapped", "return_id", "return_extended", "return_retargeted", "return_path_end",
+                "return_to_target", "direction_relaxed", "text_relaxed")
 # One relationship type among several that join two labels, as the question reads them (SPARK
 # ranks them by the graph encoder); without one, the extension takes any relationship.
 RelationChooser = Callable[[list[str]], str]
@@ -487,7 +487,8 @@ def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int]
     for i in range(code[n.label_at] + 1, code[braces[-1]] + 1) if len(braces) == 2 else ():
         out[i] = Token("ws", "", "")  # the map and the space before it
     out[code[n.label_at]] = Token("name", role, role)
-    named = f"({NAMED_VAR}:{named_label} {{{', '.join(kept)}}})"
+    split_before = sum(r.kind == "node_split" for r in repairs)  # a second split's node needs a name of its own
+    named = f"({NAMED_VAR}{split_before + 1 if split_before else ''}:{named_label} {{{', '.join(kept)}}})"
     first = path[0] is n
     if len(along) != 1:
         hop = "--"
