@@ -305,3 +305,17 @@ def test_two_nodes_split_in_one_query_get_names_of_their_own():
                                 "RETURN f.id AS id", schema)
     assert [r.kind for r in repairs].count("node_split") == 2
     assert "(grounded_named:Film {name: 'Dhoom'})" in out and "(grounded_named2:Film {name: 'Kismet'})" in out
+
+
+def test_a_split_node_cannot_carry_a_hostile_clause_past_the_guard():
+    from sagegraph.errors import ReadOnlyViolation
+    from sagegraph.store.readonly import guard_untrusted
+
+    hostile = "MATCH (d:Director {name: 'Dhoom', year: 2004})-[:directed_by]->(f:Film) CALL dbms.security.createUser('x', 'y', false) RETURN f.id AS id"
+    out, repairs = ground_query(hostile, PROPERTIED)
+    assert "node_split" in [r.kind for r in repairs] and "createUser" in out
+    with pytest.raises(ReadOnlyViolation):
+        guard_untrusted(out, max_rows=10)
+    # a map it cannot read whole (a nested map) is not split: the named node would lose its name
+    nested = "MATCH (d:Director {name: 'Dhoom', meta: {a: 1}})-[:directed_by]->(f:Film) RETURN f.id AS id"
+    assert "node_split" not in [r.kind for r in ground_query(nested, PROPERTIED)[1]]

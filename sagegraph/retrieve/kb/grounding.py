@@ -480,11 +480,13 @@ def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int]
     joining = sorted({r for a, r, b in schema.patterns if (a, b) in ((role, named_label), (named_label, role))})
     if role is None or path is None or not joining:
         return False
-    written = [r.rtype for _, r, _ in own if r.rtype in joining]
-    along = written[:1] or ([choose(joining)] if len(joining) > 1 and choose is not None else joining)
     braces = [x for x in range(n.start + 1, n.end) if tokens[code[x]].text in ("{", "}")]
     kept, dropped = _named_properties(tokens, code, n, out, schema.properties(named_label))
-    for i in range(code[n.label_at] + 1, code[braces[-1]] + 1) if len(braces) == 2 else ():
+    if len(braces) != 2 or not any(k.split(":")[0].lower() in _OTHER_NAME_KEY for k in kept):
+        return False  # a map this cannot read whole: the named node would lose its name
+    written = [r.rtype for _, r, _ in own if r.rtype in joining]
+    along = written[:1] or ([choose(joining)] if len(joining) > 1 and choose is not None else joining)
+    for i in range(code[n.label_at] + 1, code[braces[-1]] + 1):
         out[i] = Token("ws", "", "")  # the map and the space before it
     out[code[n.label_at]] = Token("name", role, role)
     split_before = sum(r.kind == "node_split" for r in repairs)  # a second split's node needs a name of its own
