@@ -46,6 +46,16 @@ def test_global_search_ranks_names_and_summaries_by_bm25(g):
         GraphTools(g).search_in_graph("  ")
 
 
+def test_relation_kinds_say_which_edge_type_leads_on_from_each_neighbour(g):
+    studio = row(g, "s1")
+    plain = GraphTools(g).search_in_neighborhood(studio, node_type="Movie")
+    kinds = GraphTools(g, relation_kinds=True).search_in_neighborhood(studio, node_type="Movie")
+    assert kinds.shown == plain.shown and "its relations" not in plain.text
+    # each film shown names its own relation types (read from the KB's edges, the build's similarity edges left out)
+    line = next(x for x in kinds.text.splitlines() if x.startswith(f"[{row(g, 'm1')}]"))
+    assert "(its relations: ACTED_IN, DIRECTED, PRODUCED_BY)" in line and "SIMILAR" not in kinds.text
+
+
 def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):
     t = GraphTools(g)
     ben = row(g, "p3")

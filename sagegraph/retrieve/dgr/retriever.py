@@ -103,6 +103,7 @@ class DGRParams(BaseModel):
     relax_filters: bool = Field(False, description="a neighbourhood filter that matches nothing (the explored node's own type, a type and relation that never meet, an unknown name) is dropped, said in the observation")
     answer_by_name: bool = Field(False, description="add_to_answer accepts the name of a node shown earlier as well as its index")
     steps_left: bool = Field(False, description="each observation says how many steps the agent has left")
+    relation_kinds: bool = Field(False, description="each neighbour shown lists the relation types it has (which edge_type leads on from it)")
     answer_on_stop: bool = Field(False, description="an agent stopped by t_max or its repeats with nothing added is asked once more, add_to_answer its only tool, to answer from the nodes it was shown (not the paper's; one more call)")
 
 
@@ -147,7 +148,8 @@ class DGRRetriever(Retriever):
         self.tools = GraphTools(self.g, default_size=params.search_size, max_size=params.max_search_size, neighbour_k=params.neighbour_k,
                                 neighbour_ranking=params.neighbour_ranking, type_filters=params.type_filters,
                                 neighbourhood=params.neighbourhood, summary_chars=params.summary_chars,
-                                relax_filters=params.relax_filters, answer_by_name=params.answer_by_name)
+                                relax_filters=params.relax_filters, answer_by_name=params.answer_by_name,
+                                relation_kinds=params.relation_kinds)
 
     def system_prompt(self, mode: Mode) -> str:
         view = self.tools.view

@@ -128,13 +128,13 @@ class GraphTools:
 
     def __init__(self, g: GraphIndex, *, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
                  neighbour_ranking: NeighbourRanking = "bm25", type_filters: bool = True, neighbourhood: bool = True,
-                 summary_chars: int = 200, relax_filters: bool = False, answer_by_name: bool = False):
+                 summary_chars: int = 200, relax_filters: bool = False, answer_by_name: bool = False, relation_kinds: bool = False):
         self.g = g
         self.view: KBView = kb_view(g)
         self.default_size, self.max_size, self.neighbour_k = default_size, max_size, neighbour_k
         self.neighbour_ranking, self.type_filters, self.neighbourhood = neighbour_ranking, type_filters, neighbourhood
         self.summary_chars = summary_chars
-        self.relax_filters, self.answer_by_name = relax_filters, answer_by_name
+        self.relax_filters, self.answer_by_name, self.relation_kinds = relax_filters, answer_by_name, relation_kinds
         self._types = {t.lower(): t for t in g.node_types()}
         self._relations = {r.lower(): c for c, r in enumerate(self.view.relation_types)}
 
@@ -277,8 +277,19 @@ class GraphTools:
                 return ToolOutput(f"{head}: none (the node has no neighbours).{note}", relaxed=relaxed)
             return ToolOutput(f"{head}: none match. {self._neighbour_kinds(row, other, codes, out)}{note}", relaxed=relaxed)
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
-        lines += [self._line(int(o), f"  {', '.join(via[int(o)])}") for o in shown]
+        lines += [self._line(int(o), f"  {', '.join(via[int(o)])}{self._kinds_of(int(o))}") for o in shown]
         return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed)
+
+    def _kinds_of(self, row: int, most: int = 8) -> str:
+        """(`relation_kinds`) the relation types a shown neighbour has, so an agent one hop short of
+        the answer knows which edge_type to ask for next: the trajectories show a small model
+        repeating the relation that reached the node ("children" from the child, for "the sex of
+        the child of X") where the answer is one `gender` hop on."""
+        if not self.relation_kinds:
+            return ""
+        _, codes, _ = self.view.incident(row)
+        kinds = sorted({self.view.relation_types[c] for c in codes.tolist()})
+        return f" (its relations: {', '.join(kinds[:most])}{', ...' if len(kinds) > most else ''})" if kinds else ""
 
     def _filter_to_drop(self, row: int, filters: dict[str, tuple[str, np.ndarray]]) -> str | None:
         """Which of two filters that together match nothing to drop: the node type when it is the
