@@ -66,11 +66,6 @@ class SageRetriever(Retriever):
         return params.seed_retriever, k, seed_params
 
     @classmethod
-    def prepare(cls, graph, params: SageParams) -> list[str]:
-        name, _, seed_params = cls.seed_config(0, params)
-        return retriever_class(name).prepare(graph, validate_params(name, seed_params))
-
-    @classmethod
     def result_size(cls, k: int, params: SageParams) -> int:
         return k + params.k_prime
 
@@ -94,6 +89,11 @@ class SageRetriever(Retriever):
     def prompt_for(cls, params: SageParams) -> str:
         seed, seed_params = cls._seed(params)
         return seed.prompt_for(seed_params)
+
+    @classmethod
+    def prepare(cls, graph, params: SageParams) -> list[str]:
+        seed, seed_params = cls._seed(params)
+        return seed.prepare(graph, seed_params)
 
     @classmethod
     def grid(cls, ks: list[int], axes: dict[str, list[Any]]) -> list[tuple[int, dict[str, Any]]]:

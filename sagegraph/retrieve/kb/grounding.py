@@ -15,6 +15,7 @@ tokens (`sagegraph.store.readonly.tokenize`), so strings and comments cannot mis
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable
@@ -61,7 +62,7 @@ class KBSchema:
     patterns: set[tuple[str, str, str]]
     labels_of_name: Callable[[str], set[str]] = lambda name: set()
     spellings: Callable[[str], set[str]] = lambda name: set()  # the stored names a name normalises to
-    properties: Callable[[str], set[str]] = lambda label: set()  # a label's property keys; empty: not known
+    properties: Callable[[str], Collection[str]] = lambda label: set()  # a label's property keys; empty: not known
     relationship_types: set[str] = field(init=False)
     labels: set[str] = field(init=False)
 
@@ -86,8 +87,9 @@ def view_schema(view: KBView, patterns: Iterable[tuple[str, str, str]] | None = 
         rows = view.name_index.get(normalise(name))
         return {view.names[r] for r in rows} if rows is not None else set()
 
-    def properties(label: str) -> set[str]:
-        return set(view.properties(label))
+    @functools.cache  # asked per node and name of every query; a label's keys come from a scan of its nodes
+    def properties(label: str) -> frozenset[str]:
+        return frozenset(view.properties(label))
 
     stored = set(patterns) if patterns is not None else {(h, r, t) for h, r, t, _ in view.patterns}
     return KBSchema(stored, labels_of_name, spellings, properties)
@@ -480,17 +482,18 @@ def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int]
     joining = sorted({r for a, r, b in schema.patterns if (a, b) in ((role, named_label), (named_label, role))})
     if role is None or path is None or not joining:
         return False
-    braces = [x for x in range(n.start + 1, n.end) if tokens[code[x]].text in ("{", "}")]
+    braces = _map_braces(tokens, code, n)
     kept, dropped = _named_properties(tokens, code, n, out, schema.properties(named_label))
-    if len(braces) != 2 or not any(k.split(":")[0].lower() in _OTHER_NAME_KEY for k in kept):
+    if braces is None or not any(key.lower() in _OTHER_NAME_KEY for key, _ in kept):
         return False  # a map this cannot read whole: the named node would lose its name
     written = [r.rtype for _, r, _ in own if r.rtype in joining]
     along = written[:1] or ([choose(joining)] if len(joining) > 1 and choose is not None else joining)
-    for i in range(code[n.label_at] + 1, code[braces[-1]] + 1):
+    for i in range(code[n.label_at] + 1, code[braces[1]] + 1):
         out[i] = Token("ws", "", "")  # the map and the space before it
     out[code[n.label_at]] = Token("name", role, role)
     split_before = sum(r.kind == "node_split" for r in repairs)  # a second split's node needs a name of its own
-    named = f"({NAMED_VAR}{split_before + 1 if split_before else ''}:{named_label} {{{', '.join(kept)}}})"
+    props = ", ".join(f"{key}: {value}" for key, value in kept)
+    named = f"({NAMED_VAR}{split_before + 1 if split_before else ''}:{named_label} {{{props}}})"
     first = path[0] is n
     if len(along) != 1:
         hop = "--"
@@ -513,7 +516,7 @@ def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int]
 _OTHER_NAME_KEY = {"name": "title", "title": "name"}
 
 
-def _name_key(key: str, known: set[str]) -> str:
+def _name_key(key: str, known: Collection[str]) -> str:
     """The key that names a node of a label with properties `known`: `title` for `name` where the
     label's nodes have a title and no name (a film), and the other way round."""
     other = _OTHER_NAME_KEY.get(key.lower())
@@ -539,7 +542,7 @@ def _name_keys(tokens: list[Token], code: list[int], nodes: list[_Node], labels:
             repairs.append(Repair("name_key", f"{key} -> {new} (a :{label} is named by its {new})"))
 
 
-def _property_key(key: str, known: set[str]) -> str | None:
+def _property_key(key: str, known: Collection[str]) -> str | None:
     """The label's own key for a key its nodes lack, where exactly one of them is a word of it
     (`birth_year` on a film, whose key is `year`: the model named the property after the node it
     had in mind); None where none or several are. A key the label has, or any key where the
@@ -551,10 +554,16 @@ def _property_key(key: str, known: set[str]) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def _map_braces(tokens: list[Token], code: list[int], n: _Node) -> tuple[int, int] | None:
+    """The code indices of a node's `{` and `}`; None without a map or with a nested one."""
+    braces = [x for x in range(n.start + 1, n.end) if tokens[code[x]].text in ("{", "}")]
+    return (braces[0], braces[1]) if len(braces) == 2 else None
+
+
 def _map_entries(tokens: list[Token], code: list[int], n: _Node) -> list[list[int]]:
     """The code indices of each `key: value` entry of a node's property map (none without one)."""
-    braces = [x for x in range(n.start + 1, n.end) if tokens[code[x]].text in ("{", "}")]
-    if len(braces) != 2:
+    braces = _map_braces(tokens, code, n)
+    if braces is None:
         return []
     entries: list[list[int]] = [[]]
     for x in range(braces[0] + 1, braces[1]):
@@ -585,16 +594,17 @@ def _property_keys(tokens: list[Token], code: list[int], nodes: list[_Node], lab
                 repairs.append(Repair("property_mapped", f"{key} -> {new} (a :{label} has {new}, not {key})"))
 
 
-def _named_properties(tokens: list[Token], code: list[int], n: _Node, out: list[Token], known: set[str]) -> tuple[list[str], list[str]]:
-    """The `key: value` entries of a node's property map as written (names as respelled), split
-    into those a node of the named label can have (all, where its keys are not known; names
-    always) and the keys of the others."""
+def _named_properties(tokens: list[Token], code: list[int], n: _Node, out: list[Token],
+                      known: Collection[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The `(key, value)` entries of a node's property map as written (names as respelled), split
+    into those a node of the named label can have, under its keys (all, where its keys are not
+    known; names always), and the keys of the others."""
     kept, dropped = [], []
     for e in _map_entries(tokens, code, n):
         key = tokens[code[e[0]]].value
         new = _name_key(key, known) if key.lower() in _OTHER_NAME_KEY else _property_key(key, known)
         if new is not None:
-            kept.append(f"{new}: " + "".join(out[code[x]].text for x in e[2:]))
+            kept.append((new, "".join(out[code[x]].text for x in e[2:])))
         else:
             dropped.append(key)
     return kept, dropped
