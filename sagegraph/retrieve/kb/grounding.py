@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
-from sagegraph.retrieve.kb.view import KBView, normalise
+from sagegraph.retrieve.kb.view import NAME_FIELDS, KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
 
@@ -142,7 +142,7 @@ def _node_at(tokens: list[Token], code: list[int], k: int) -> _Node | None:
         label, label_at = tokens[code[x + 1]].value, x + 1
     for y in range(k + 1, end - 2):
         a, b, c = tokens[code[y]], tokens[code[y + 1]], tokens[code[y + 2]]
-        if a.kind == "name" and a.value.lower() in ("name", "title") and b.text == ":" and c.kind == "string":
+        if a.kind == "name" and a.value.lower() in NAME_FIELDS and b.text == ":" and c.kind == "string":
             name = c.value
     if var is None and label is None and end - k > 1 and tokens[code[k + 1]].text != ":" and tokens[code[k + 1]].text != "{":
         return None  # `(x + 1)`, `(count(...))`: an expression
@@ -285,7 +285,7 @@ def _drop_unmentioned_names(tokens: list[Token], code: list[int], nodes: list[_N
 def _name_literals(tokens: list[Token], code: list[int]) -> list[int]:
     """Code indices of the string literals that pin a node by name (`{name: 'X'}`, `v.title = 'X'`)."""
     return [j for j in range(2, len(code)) if tokens[code[j]].kind == "string" and tokens[code[j - 1]].text in (":", "=")
-            and tokens[code[j - 2]].kind == "name" and tokens[code[j - 2]].value.lower() in ("name", "title")]
+            and tokens[code[j - 2]].kind == "name" and tokens[code[j - 2]].value.lower() in NAME_FIELDS]
 
 
 def text_conditions(query: str) -> tuple[list[str], bool]:
@@ -513,7 +513,7 @@ def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int]
     return True
 
 
-_OTHER_NAME_KEY = {"name": "title", "title": "name"}
+_OTHER_NAME_KEY = dict(zip(NAME_FIELDS, reversed(NAME_FIELDS)))  # the key a node is named by, the other way
 
 
 def _name_key(key: str, known: Collection[str]) -> str:
@@ -644,8 +644,8 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
         return
     var, prop = tokens[code[k]].value, tokens[code[k + 2]].value
     label = labels.get(var)
-    itself = prop.lower() in ("id", "name", "title")  # the node, by its id or its name
-    if return_ids and prop.lower() in ("name", "title"):
+    itself = prop.lower() in ("id", *NAME_FIELDS)  # the node, by its id or its name
+    if return_ids and prop.lower() in NAME_FIELDS:
         out[code[k + 2]] = Token("name", "id", "id")
         repairs.append(Repair("return_id", f"RETURN {var}.{prop} -> {var}.id"))
     if label is None:
