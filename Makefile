@@ -25,8 +25,13 @@ $(BIN)/sagegraph: pyproject.toml
 llm: $(VENV)/.llm-server
 	$(BIN)/sagegraph llm fetch-model
 
+# Built for this CPU (llama.cpp's GGML_NATIVE) but without AMX: on a virtual machine whose CPU
+# reports AMX the first completion died in `ldtilecfg` (a general protection fault in
+# libggml-cpu, 2026-11-25); the model's matrix products then use AVX-512 or AVX2.
+LLAMA_CFLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 $(VENV)/.llm-server: $(BIN)/sagegraph
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -e '.[test,llm]'
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="-DCMAKE_C_FLAGS='$(LLAMA_CFLAGS)' -DCMAKE_CXX_FLAGS='$(LLAMA_CFLAGS)'" \
+		$(BIN)/python -m pip install -q -e '.[test,llm]'
 	touch $@
 
 llm-serve: llm
