@@ -10,7 +10,7 @@ default prints one JSON line: per configuration, the metric's mean per group, pl
 fallback and empty-Cypher rates per group. `--table` prints a Markdown table, one row per
 configuration and group (and `all`): Hit@1, Hit@5, Recall@20, MRR, LLM calls, prompt and
 completion tokens and LLM seconds per question (as spent when the replies were made: a replay
-reports the same), and the rates of fallback, grounding repairs and repair calls.
+reports the same), and the rates of fallback, grounding repairs, repair calls and unnamed questions.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from sagegraph.corpus.questions import load_questions
 
 QUALITY = ("hit@1", "hit@5", "recall@20", "mrr")
 COST = {"calls/q": "llm_calls", "prompt_tok/q": "llm_work_prompt_tokens", "completion_tok/q": "llm_work_completion_tokens", "llm_s/q": "llm_work_seconds"}
-RATES = {"fallback": ("fallback", "fallback_answers"), "grounded": ("grounded",), "repair_calls": ("repair_calls",), "errors": ()}
+RATES = {"fallback": ("fallback", "fallback_answers"), "grounded": ("grounded",), "repair_calls": ("repair_calls",), "unnamed": ("unnamed",),
+         "errors": ()}
 
 
 def _mean(xs: list[float]) -> float | None:

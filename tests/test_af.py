@@ -244,6 +244,41 @@ def test_af_end_to_end_with_scripted_replies_and_diagnostics(mini, tmp_path):
     assert d["kept_recall"] == 1.0 and d["target_type_accuracy"] == 1.0 and d["grounded_precision"] <= 1.0
 
 
+def test_a_question_that_names_no_node_is_ranked_by_its_motifs_unless_a_value_filter_narrows_it(mini, tmp_path):
+    g = mini[0]
+    cypher = {"Which films are about orchards?": "MATCH (s:Studio {name: 'Orchard'})<-[:PRODUCED_BY]-(m:Movie) RETURN m.title",
+              "Which film, trains or the other one?": "MATCH (m:Movie) WHERE m.description CONTAINS 'orchards' RETURN m.title",
+              "Which films came out after 2005?": "MATCH (m:Movie) WHERE m.year > 2005 RETURN m.title"}
+
+    def responder(body):
+        prompt = _last_user(body)
+        if "Which type are the nodes" in prompt:
+            return 200, completion("Movie")
+        return 200, completion(next(c for q, c in cypher.items() if q in prompt))
+
+    def af(question, **kw):
+        return get_retriever("af", res, reranker="none", **kw).search(question, 3)
+
+    with FakeOpenAI(responder) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        named = af("Which films are about orchards?")
+        hybrid = af("Which films are about orchards?", unnamed="hybrid")
+        paper = af("Which films are about orchards?", unnamed="resolve")
+        vague = af("Which film, trains or the other one?")  # only what the model wrote says what is meant; its CONTAINS applies
+        vague_hybrid = af("Which film, trains or the other one?", unnamed="hybrid")
+        filtered = af("Which films came out after 2005?", alpha=1.0)
+    ids = lambda r, n=2: {g.source_ids[i] for i in r.idx[:n]}  # noqa: E731
+    assert named.trace["counters"]["unnamed"] == 1 and named.trace["counters"]["unnamed_motifs"] == 1 and set(named.found_by) == {"motifs"}
+    assert named.trace["steps"]["unnamed"] == {"ranked_by": "motifs", "motifs": ["Orchard"]}
+    assert ids(named) == {"m5", "m6"} and all(g.types[i] == "Movie" for i in named.idx)
+    assert hybrid.trace["counters"]["unnamed_motifs"] == 0 and set(hybrid.found_by) == {"hybrid"} and ids(hybrid) == {"m5", "m6"}
+    assert paper.trace["counters"]["unnamed"] == 0 and paper.trace["steps"]["candidates"]["s"]["top"] == ["Northlight"]
+    assert vague.trace["counters"]["unnamed_motifs"] == 1 and ids(vague) == {"m5", "m6"}
+    assert ids(vague_hybrid) != {"m5", "m6"}
+    assert filtered.trace["counters"]["unnamed"] == 0 and filtered.found_by[:3] == ["grounded"] * 3
+    assert {g.source_ids[i] for i in filtered.idx} == {"m3", "m5", "m6"}
+
+
 def test_unusable_replies_still_return_k_results_by_vector_fill(mini, tmp_path):
     with FakeOpenAI(lambda body: (200, completion("I am not sure what you mean."))) as server:
         res = open_resources(mini[0], _llm(server, tmp_path))

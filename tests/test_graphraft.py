@@ -15,6 +15,7 @@ from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.kb.entities import entity_slots, gazetteer_entities, read_entities, resolve
+from sagegraph.retrieve.kb.unnamed import names_a_node
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order
 from sagegraph.retrieve.graphraft.templates import enumerate_templates, run_in_store, store_counts
 from sagegraph.retrieve.kb.view import kb_view
@@ -162,8 +163,27 @@ def test_listed_selection_and_llm_entities_and_the_store_path_give_the_same_rows
 
 
 def test_no_entity_means_no_template_and_the_vector_index_answers(g):
-    r = get_retriever("graphraft", g, ner="gazetteer", selector="prior").search("Which films are about orchards?", 3)
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="prior", unnamed="resolve").search("Which films are about orchards?", 3)
     assert r.trace["counters"]["no_templates"] == 1 and set(r.found_by) == {"dense"} and len(r.idx) == 3
+
+
+def test_a_question_that_names_no_node_is_ranked_by_the_motifs_the_model_names(g, tmp_path):
+    view = kb_view(g)
+    assert not names_a_node(view, "Which films are about orchards?", ["orchards", "Orchard"])
+    assert names_a_node(view, "Which films did Ana Silva direct?")
+    assert names_a_node(view, "which films did northlight produce?", ["Northlight"])  # one lower-case word: through what the model wrote
+    assert not names_a_node(view, "which films did northlight produce?", ["Ana Silva"])  # a name the question does not hold
+    motif = completion(json.dumps({"entities": [{"name": "Orchard", "type": "Studio"}]}))
+    with FakeOpenAI(lambda body: (200, motif)) as server:
+        res = open_resources(g, LLMConfig(base_url=server.base_url, model="m", max_retries=1, cache_dir=tmp_path / "c"))
+        r = get_retriever("graphraft", res, selector="prior").search("Which films are about orchards?", 3)
+        hybrid = get_retriever("graphraft", res, selector="prior", unnamed="hybrid").search("Which films are about orchards?", 3)
+        paper = get_retriever("graphraft", res, selector="prior", unnamed="resolve").search("Which films are about orchards?", 3)
+    assert r.trace["counters"]["unnamed"] == 1 and r.trace["counters"]["unnamed_motifs"] == 1 and set(r.found_by) == {"motifs"}
+    assert r.trace["unnamed"] == {"ranked_by": "motifs", "motifs": ["Orchard"]} and {g.source_ids[i] for i in r.idx[:2]} == {"m5", "m6"}
+    assert hybrid.trace["counters"]["unnamed_motifs"] == 0 and set(hybrid.found_by) == {"hybrid"}
+    assert {g.source_ids[i] for i in hybrid.idx[:2]} == {"m5", "m6"}
+    assert paper.trace["counters"]["unnamed"] == 0 and paper.trace["counters"]["resolved_vector"] == 1  # 'Orchard' -> the studio
 
 
 # -- labels -----------------------------------------------------------------------------------------

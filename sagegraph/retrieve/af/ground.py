@@ -43,6 +43,7 @@ class Candidates:
     search: str = ""
     filters_applied: list[str] = field(default_factory=list)
     filters_unapplied: list[str] = field(default_factory=list)
+    value_filters: int = 0  # of filters_applied, those that compare a value (not `CONTAINS` words)
 
     def mask(self, l: int, n: int) -> np.ndarray | None:
         if not self.constant:
@@ -127,6 +128,7 @@ def filter_symbol(view: KBView, sym: Symbol, use_type: bool) -> Candidates:
         if hit.any():
             mask = hit
             c.filters_applied.append(label)
+            c.value_filters += cond.op != "contains"
         else:
             c.filters_unapplied.append(label)
             extra_search.append(f"{cond.prop} {cond.value}")

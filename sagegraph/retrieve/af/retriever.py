@@ -31,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sagegraph.llm import LLMRequestRefused, usage_scope
 from sagegraph.retrieve.af.ground import Candidates, filter_symbol, ground, rank_constant
 from sagegraph.retrieve.af.parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
+from sagegraph.retrieve.flat import HybridRetriever
+from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
@@ -41,8 +43,9 @@ from sagegraph.retrieve.timeline import Timeline
 
 # af-5: the derived Cypher is grounded by default (`ground`; the prompts are af-4's): Hit@1 0.443 ->
 # 0.529 on the synthetic KB's test sample, 0.183 -> 0.250 on PathQuestion's (docs/results.md,
-# session 21). `ground: false` is the paper's AF.
-PROMPT_VERSION = "af-5"
+# session 21). `ground: false` is the paper's AF. af-6: a question that names no KB node is ranked
+# by the motifs its query wrote (`unnamed`; the prompts are af-4's); `unnamed: resolve` is the paper's.
+PROMPT_VERSION = "af-6"
 
 # af-1 asked "Which type must a node have to answer the question below?"; the 1.5B local model then
 # named the type of the entity the question mentions in 19% of 70 questions ("Which films were
@@ -103,6 +106,16 @@ class AFParams(BaseModel):
     ground: bool = Field(True, description="before parsing, turn relationships the KB stores the other way, map unknown relationship types "
                                             "to a close one (else any type), move a name to the label that holds it and the rest of "
                                             "sagegraph.retrieve.kb.grounding's repairs (counted; false: the paper's AF)")
+    unnamed: Unnamed = Field("motifs", description=UNNAMED_HELP + "; a query whose property filter compares a value "
+                                                   "(\"released after 2003\") is not unnamed")
+
+
+def _written(parsed: ParsedQuery, names_only: bool) -> list[str]:
+    """The strings the query compares: on name keys (`names_only`), or on any key with `=`,
+    `CONTAINS` or `IN` (the motifs of a question that names nothing)."""
+    return [str(v) for s in parsed.symbols.values() for cond in s.conditions
+            if (cond.prop.lower() in NAME_KEYS if names_only else cond.op in ("=", "contains", "in"))
+            for v in (cond.value if isinstance(cond.value, list) else [cond.value]) if isinstance(v, str)]
 
 
 def name_example(view: KBView) -> str:
@@ -136,6 +149,10 @@ class AFRetriever(Retriever):
     shared_axes = ()  # `alpha` here is AF's share of k, not the hybrid BM25 weight of the sweep axis
 
     @classmethod
+    def prepare(cls, graph, params: AFParams) -> list[str]:
+        return prepare_unnamed(graph, params.unnamed)
+
+    @classmethod
     def oracle_reply(cls, messages: list[dict[str, Any]], gold: dict[str, Any]) -> str | None:
         """Step 1: the gold target type; step 2: the gold Cypher, returning the answer's name as
         AF asks; a rerank prompt gets no usable answer, so reranking keeps the order."""
@@ -154,6 +171,7 @@ class AFRetriever(Retriever):
         self._card: tuple[str, str, str, str] | None = None
         self._lock = threading.Lock()
         self._schema = view_schema(self.view) if params.ground else None
+        self.hybrid = HybridRetriever.over(res)
 
     # -- prompts --------------------------------------------------------------------------------
     def _hints_path(self) -> Path | None:
@@ -216,7 +234,7 @@ class AFRetriever(Retriever):
 
     def _run(self, query: str, k: int) -> Retrieval:
         counters = {"type_skipped": 0, "type_invalid": 0, "llm_refused": 0, "with_triplet": 0, "with_constant": 0,
-                    "grounded_any": 0, "vss_only": 0, "filters_unapplied": 0}
+                    "grounded_any": 0, "vss_only": 0, "filters_unapplied": 0, "unnamed": 0, "unnamed_motifs": 0}
         timeline = Timeline()
         steps: dict[str, Any] = {}
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events, "steps": steps}
@@ -281,9 +299,17 @@ class AFRetriever(Retriever):
         # 4. candidates, 5. grounding
         grounded: list[int] = []
         rounds: list[int] = []
-        if parsed.target is not None:
-            cands = self._candidates(parsed, counters)
+        cands = self._candidates(parsed, counters) if parsed.target is not None else {}
+        if cands:
             steps["candidates"] = {v: c.summary(self.view) for v, c in cands.items()}
+        if self.p.unnamed != "resolve" and self._unnamed(query, parsed, cands):
+            r = rank_unnamed(self.p.unnamed, self.g, self.hybrid, query, _written(parsed, names_only=False), y_type, k)
+            counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.found_by[:1] == ["motifs"])
+            steps["unnamed"] = {"ranked_by": r.found_by[0] if r.found_by else None, **r.trace}
+            rows = [int(x) for x in r.idx]
+            steps["kept"], steps["filled"] = 0, 0
+            return Steps37([], [], rows, dict(zip(rows, r.found_by)))
+        if parsed.target is not None:
             tc = cands.get(parsed.target)
             if parsed.triplets or (tc is not None and (tc.constant or tc.filters_applied)):  # else nothing to ground
                 g = ground(self.view, parsed, cands, k, self.p.l_max, self.p.schedule, self.p.directed, self.p.cap)
@@ -312,6 +338,13 @@ class AFRetriever(Retriever):
         steps["kept"] = len(kept)
         steps["filled"] = len(fill)
         return Steps37(grounded, kept, kept + fill, {r: "grounded" for r in kept} | {r: "vss" for r in fill})
+
+    def _unnamed(self, query: str, parsed: ParsedQuery, cands: dict[str, Candidates]) -> bool:
+        """No node to start from: the question names none, and no filter compares a value ("films
+        released after 2003" needs no name; a `CONTAINS` of the question's words is a motif)."""
+        if any(c.value_filters for c in cands.values()):
+            return False
+        return not names_a_node(self.view, query, _written(parsed, names_only=True))
 
     def _candidates(self, parsed: ParsedQuery, counters: dict[str, int]) -> dict[str, Candidates]:
         use_type = self.p.type_mode != "lenient"

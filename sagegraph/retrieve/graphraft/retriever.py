@@ -31,14 +31,18 @@ from sagegraph.local_model import default_model_path, sequence_scorer
 from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
+from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
+from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.graphraft.select import entity_lines, masked_question, prior_order, select
 from sagegraph.retrieve.graphraft.selector_encoder import encoder_fingerprint, selector_encoder
 from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates, run_in_store
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "graphraft-2"  # graphraft-2: the entity prompt's example of a non-name names no domain
+# graphraft-2: the entity prompt's example of a non-name names no domain; graphraft-3: a question that
+# names no KB node is ranked by the motifs the model named (`unnamed`; the prompts are graphraft-2's)
+PROMPT_VERSION = "graphraft-3"
 
 
 class GraphRAFTParams(BaseModel):
@@ -64,6 +68,7 @@ class GraphRAFTParams(BaseModel):
     second_stage: Literal["none", "dense", "listwise"] = Field("none", description="reorder the k retrieved nodes by content similarity or one LLM listwise call "
                                                                                    "(the paper's L2 is a fine-tuned reader; these are its training-free stand-ins)")
     cypher_timeout_ms: int = Field(10_000, ge=100, description="store execution: per-template timeout")
+    unnamed: Unnamed = Field("motifs", description=UNNAMED_HELP)
 
 
 @register("graphraft")
@@ -73,11 +78,16 @@ class GraphRAFTRetriever(Retriever):
     Params = GraphRAFTParams
     shared_axes = ()
 
+    @classmethod
+    def prepare(cls, graph, params: GraphRAFTParams) -> list[str]:
+        return prepare_unnamed(graph, params.unnamed)
+
     def __init__(self, res: Resources, params: GraphRAFTParams):
         super().__init__(res, params)
         self.view: KBView = kb_view(self.g)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
         self.encoder = selector_encoder(params.selector_encoder) if params.selector_encoder else None
+        self.hybrid = HybridRetriever.over(res)
 
     @classmethod
     def prompt_for(cls, params: GraphRAFTParams) -> str:
@@ -172,7 +182,7 @@ class GraphRAFTRetriever(Retriever):
     def _run(self, query: str, k: int) -> Retrieval:
         counters = {"entities": 0, "resolved_exact": 0, "resolved_vector": 0, "resolved_miss": 0, "ner_unreadable": 0, "templates": 0,
                     "no_templates": 0, "select_calls": 0, "ungrounded_replies": 0, "unreadable_replies": 0, "picks_from_prior": 0,
-                    "templates_run": 0, "llm_refused": 0, "filled": 0}
+                    "templates_run": 0, "llm_refused": 0, "filled": 0, "unnamed": 0, "unnamed_motifs": 0}
         timeline = Timeline()
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
         try:
@@ -180,6 +190,12 @@ class GraphRAFTRetriever(Retriever):
         except LLMRequestRefused:  # the entity step's own prompt is short; a refusal leaves no entity
             counters["llm_refused"] += 1
             ents = []
+        if self.p.unnamed != "resolve" and not names_a_node(self.view, query, [e.name for e in ents]):
+            r = rank_unnamed(self.p.unnamed, self.g, self.hybrid, query, [e.name for e in ents], None, k)
+            counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.found_by[:1] == ["motifs"])
+            trace["entities"] = [e.record(self.view) for e in ents]
+            trace["unnamed"] = {"ranked_by": r.found_by[0] if r.found_by else None, **r.trace}
+            return Retrieval(r.idx, r.scores, r.found_by, trace)
         slots, templates = self.templates(ents)
         counters["templates"] = len(templates)
         offered = templates

@@ -1,0 +1,90 @@
+"""A question that names no node of the KB ("Which film brings together a shipwreck, a funeral
+and a library?"), for the methods that start from the nodes a question names (AF, GraphRAFT).
+
+Such a method has nothing to start from: the names its model writes for the question are motifs,
+which resolve by vector to unrelated nodes ('funeral' -> the genre Disaster), and what it reaches
+from them answers worse than ranking the question's text (synthetic KB, descriptive questions:
+AF and GraphRAFT Hit@1 0 against hybrid's 0.3). What the model wrote is still worth reading: each
+motif is a phrase one sentence of the answer's text says, so a node scores by the sum over the
+motifs of its closest sentence (`GraphIndex.sentence_scores`, SPARK's `semantic_text`).
+
+    unnamed: resolve  the paper's: motifs resolve to nodes like names
+             hybrid   the question's text ranked by hybrid (over the answer's type when known)
+             motifs   the sum over the written motifs of each node's best sentence (over the
+                      answer's type when known); hybrid where the model wrote none
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import numpy as np
+
+from sagegraph.retrieve.base import Retrieval
+from sagegraph.retrieve.flat import HybridRetriever
+from sagegraph.retrieve.graph_index import GraphIndex
+from sagegraph.retrieve.kb.entities import gazetteer_entities
+from sagegraph.retrieve.kb.view import KBView, normalise
+
+Unnamed = Literal["resolve", "hybrid", "motifs"]
+UNNAMED_HELP = ("a question that names no KB node (no KB name among its words or among the names its model wrote): resolve "
+                "(the paper's: the written motifs resolve like names), hybrid (the question ranked by hybrid), motifs (each node by "
+                "the sum over the written motifs of its closest sentence; hybrid where none was written); counted")
+
+
+def names_a_node(view: KBView, question: str, written: Iterable[str] = ()) -> bool:
+    """Whether the question names a node of the KB: one of its word spans is a KB name (the
+    gazetteer), or a name the model `written` is one that the question holds. Lower-case one-word
+    names, which the gazetteer skips ('the husband of kalama'), count through `written`."""
+    if gazetteer_entities(view, question):
+        return True
+    text = f" {normalise(question)} "
+    for name in written:
+        key = normalise(name)
+        if key and key in view.name_index and f" {key} " in text:
+            return True
+    return False
+
+
+def motif_order(g: GraphIndex, motifs: Iterable[str], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`rows` by the sum over the motifs of each row's best sentence cosine (its node vector's
+    where its text is short), ties by row; with the summed scores."""
+    rows = np.asarray(rows, dtype=np.int64)
+    score = np.zeros(len(rows), dtype=np.float32)
+    for m in motifs:
+        score += g.sentence_scores(m, rows)
+    order = np.lexsort((rows, -score))
+    return rows[order], score[order]
+
+
+def written_motifs(written: Iterable[str]) -> list[str]:
+    """The model's phrases, each once (case and spacing aside), in the order written."""
+    seen: dict[str, str] = {}
+    for w in written:
+        text = " ".join(str(w).split())
+        if text and text.lower() not in seen:
+            seen[text.lower()] = text
+    return list(seen.values())
+
+
+def rank_unnamed(how: Unnamed, g: GraphIndex, hybrid: HybridRetriever, query: str, written: Iterable[str],
+                 node_type: str | None, k: int) -> Retrieval:
+    """The k nodes for an unnamed question under `how` ("hybrid" or "motifs"); found_by says
+    which ranked them."""
+    rows = g.rows_of_type(node_type)
+    motifs = written_motifs(written) if how == "motifs" else []
+    if motifs and len(rows):
+        idx, scores = motif_order(g, motifs, rows)
+        return Retrieval(idx[:k], scores[:k], ["motifs"] * min(k, len(idx)), {"motifs": motifs})
+    r = hybrid.search_within(query, rows, k) if node_type else hybrid.search(query, k)
+    return Retrieval(r.idx, r.scores, ["hybrid"] * len(r.idx), {})
+
+
+def prepare_unnamed(graph: GraphIndex, how: Unnamed) -> list[str]:
+    """`motifs` reads the sentence vectors of the graph's long texts: built before a sweep fans
+    out (`Retriever.prepare`), not inside its first unnamed question."""
+    if how != "motifs":
+        return []
+    _ = graph.passages
+    return ["sentence vectors"]
