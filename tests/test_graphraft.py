@@ -110,7 +110,7 @@ def test_a_model_that_wants_an_ungrounded_query_only_ever_gets_a_grounded_one(g,
     (a write, even): it is never run; the picks come from the no-model order, counted."""
     with FakeOpenAI(lambda body: (200, completion(json.dumps({"query": BAD})))) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("graphraft", res, ner="gazetteer", m=2).search("Which films did Ana Silva direct for Northlight?", 5)
+        r = get_retriever("graphraft", res, ner="gazetteer", selector="grammar", m=2).search("Which films did Ana Silva direct for Northlight?", 5)
         sent = server.requests
     assert len(sent) == 1  # the first unusable reply ends asking
     enum = sent[0]["response_format"]["schema"]["properties"]["query"]["enum"]
@@ -132,7 +132,7 @@ def test_grammar_selection_asks_again_without_earlier_picks_and_stops_once_k_is_
 
     with FakeOpenAI(responder) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("graphraft", res, ner="gazetteer", m=5, fill=False).search("Who acted in films by Ana Silva?", 3)
+        r = get_retriever("graphraft", res, ner="gazetteer", selector="grammar", m=5, fill=False).search("Who acted in films by Ana Silva?", 3)
         enums = [b["response_format"]["schema"]["properties"]["query"]["enum"] for b in server.requests]
     assert len(enums) == 2 and one in enums[0] and one not in enums[1] and len(enums[1]) == len(enums[0]) - 1
     assert [c["cypher"] for c in r.trace["selection"]["chosen"]] == [one, two]  # 2 + 2 nodes >= k: no third call

@@ -172,4 +172,3 @@ def entity_slots(entities: list[Entity]) -> list[Entity]:
         if key and key not in seen:
             seen[key] = e
     return list(seen.values())
-
