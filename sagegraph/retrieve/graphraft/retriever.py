@@ -195,7 +195,7 @@ class GraphRAFTRetriever(Retriever):
             counters["llm_refused"] += 1
             ents = []
         if self.p.unnamed != "resolve" and not names_a_node(self.view, query, [e.name for e in ents]):
-            r = rank_unnamed(self.p.unnamed, self.g, self.hybrid, query, [e.name for e in ents], None, k)
+            r = rank_unnamed(self.p.unnamed, self.view, self.hybrid, query, [e.name for e in ents], None, k)
             counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.found_by[:1] == ["motifs"])
             trace["entities"] = [e.record(self.view) for e in ents]
             trace["unnamed"] = {"ranked_by": r.found_by[0] if r.found_by else None, **r.trace}

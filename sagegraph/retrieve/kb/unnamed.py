@@ -11,7 +11,8 @@ motifs of its closest sentence (`GraphIndex.sentence_scores`, SPARK's `semantic_
     unnamed: resolve  the paper's: motifs resolve to nodes like names
              hybrid   the question's text ranked by hybrid (over the answer's type when known)
              motifs   the sum over the written motifs of each node's best sentence (over the
-                      answer's type when known); hybrid where the model wrote none
+                      answer's type when known), less the KB names the question does not
+                      hold (copies); hybrid where none is left
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from sagegraph.retrieve.kb.view import KBView, normalise
 Unnamed = Literal["resolve", "hybrid", "motifs"]
 UNNAMED_HELP = ("a question that names no KB node (no KB name among its words or among the names its model wrote): resolve "
                 "(the paper's: the written motifs resolve like names), hybrid (the question ranked by hybrid), motifs (each node by "
-                "the sum over the written motifs of its closest sentence; hybrid where none was written); counted")
+                "the sum over the written motifs, less KB names the question does not hold, of its closest sentence; hybrid where "
+                "none is left); counted")
 
 
 def names_a_node(view: KBView, question: str, written: Iterable[str] = ()) -> bool:
@@ -58,22 +60,31 @@ def motif_order(g: GraphIndex, motifs: Iterable[str], rows: np.ndarray) -> tuple
     return rows[order], score[order]
 
 
-def written_motifs(written: Iterable[str]) -> list[str]:
-    """The model's phrases, each once (case and spacing aside), in the order written."""
+def written_motifs(view: KBView, written: Iterable[str], question: str) -> list[str]:
+    """The model's phrases, each once (case and spacing aside), in the order written, less the KB
+    names the question does not hold: those are copies, not motifs (the 1.5B local model wrote the
+    prompt's example name, 'Ana Silva', and the schema card's genres, 'Drama', 'Thriller', for a
+    question about a shipwreck). A paraphrase the KB does not name stays ('Honeybee' for "someone
+    who tends honey-making insects"): on the synthetic KB's validation split, keeping only phrases
+    that share a word with the question cost two of GraphRAFT's five descriptive hits."""
+    asked = f" {normalise(question)} "
     seen: dict[str, str] = {}
     for w in written:
         text = " ".join(str(w).split())
-        if text and text.lower() not in seen:
-            seen[text.lower()] = text
+        key = normalise(text)
+        if not text or text.lower() in seen or (key in view.name_index and f" {key} " not in asked):
+            continue
+        seen[text.lower()] = text
     return list(seen.values())
 
 
-def rank_unnamed(how: Unnamed, g: GraphIndex, hybrid: HybridRetriever, query: str, written: Iterable[str],
+def rank_unnamed(how: Unnamed, view: KBView, hybrid: HybridRetriever, query: str, written: Iterable[str],
                  node_type: str | None, k: int) -> Retrieval:
     """The k nodes for an unnamed question under `how` ("hybrid" or "motifs"); found_by says
     which ranked them."""
+    g = view.g
     rows = g.rows_of_type(node_type)
-    motifs = written_motifs(written) if how == "motifs" else []
+    motifs = written_motifs(view, written, query) if how == "motifs" else []
     if motifs and len(rows):
         idx, scores = motif_order(g, motifs, rows)
         return Retrieval(idx[:k], scores[:k], ["motifs"] * min(k, len(idx)), {"motifs": motifs})
