@@ -41,12 +41,14 @@ def names_a_node(view: KBView, question: str, written: Iterable[str] = ()) -> bo
     names, which the gazetteer skips ('the husband of kalama'), count through `written`."""
     if gazetteer_entities(view, question):
         return True
-    text = f" {normalise(question)} "
-    for name in written:
-        key = normalise(name)
-        if key and key in view.name_index and f" {key} " in text:
-            return True
-    return False
+    asked = f" {normalise(question)} "
+    return any((key := _kb_name(view, name)) and f" {key} " in asked for name in written)
+
+
+def _kb_name(view: KBView, phrase: str) -> str:
+    """The phrase as the name index keys it, where it is a KB name or alias; else ''."""
+    key = normalise(phrase)
+    return key if key and key in view.name_index else ""
 
 
 def motif_order(g: GraphIndex, motifs: Iterable[str], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,8 +73,8 @@ def written_motifs(view: KBView, written: Iterable[str], question: str) -> list[
     seen: dict[str, str] = {}
     for w in written:
         text = " ".join(str(w).split())
-        key = normalise(text)
-        if not text or text.lower() in seen or (key in view.name_index and f" {key} " not in asked):
+        key = _kb_name(view, text)
+        if not text or text.lower() in seen or (key and f" {key} " not in asked):
             continue
         seen[text.lower()] = text
     return list(seen.values())
