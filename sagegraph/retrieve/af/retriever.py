@@ -304,8 +304,8 @@ class AFRetriever(Retriever):
             steps["candidates"] = {v: c.summary(self.view) for v, c in cands.items()}
         if self.p.unnamed != "resolve" and self._unnamed(query, parsed, cands):
             r = rank_unnamed(self.p.unnamed, self.view, self.hybrid, query, _written(parsed, names_only=False), y_type, k)
-            counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.found_by[:1] == ["motifs"])
-            steps["unnamed"] = {"ranked_by": r.found_by[0] if r.found_by else None, **r.trace}
+            counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
+            steps["unnamed"] = r.trace
             rows = [int(x) for x in r.idx]
             steps["kept"], steps["filled"] = 0, 0
             return Steps37([], [], rows, dict(zip(rows, r.found_by)))

@@ -194,11 +194,12 @@ class GraphRAFTRetriever(Retriever):
         except LLMRequestRefused:  # the entity step's own prompt is short; a refusal leaves no entity
             counters["llm_refused"] += 1
             ents = []
-        if self.p.unnamed != "resolve" and not names_a_node(self.view, query, [e.name for e in ents]):
-            r = rank_unnamed(self.p.unnamed, self.view, self.hybrid, query, [e.name for e in ents], None, k)
-            counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.found_by[:1] == ["motifs"])
+        names = [e.name for e in ents]
+        if self.p.unnamed != "resolve" and not names_a_node(self.view, query, names):
+            r = rank_unnamed(self.p.unnamed, self.view, self.hybrid, query, names, None, k)
+            counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
             trace["entities"] = [e.record(self.view) for e in ents]
-            trace["unnamed"] = {"ranked_by": r.found_by[0] if r.found_by else None, **r.trace}
+            trace["unnamed"] = r.trace
             return Retrieval(r.idx, r.scores, r.found_by, trace)
         slots, templates = self.templates(ents)
         counters["templates"] = len(templates)

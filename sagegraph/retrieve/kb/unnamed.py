@@ -82,16 +82,16 @@ def written_motifs(view: KBView, written: Iterable[str], question: str) -> list[
 
 def rank_unnamed(how: Unnamed, view: KBView, hybrid: HybridRetriever, query: str, written: Iterable[str],
                  node_type: str | None, k: int) -> Retrieval:
-    """The k nodes for an unnamed question under `how` ("hybrid" or "motifs"); found_by says
-    which ranked them."""
+    """The k nodes for an unnamed question under `how` ("hybrid" or "motifs"); the trace says
+    what ranked them (`ranked_by`) and from which motifs."""
     g = view.g
     rows = g.rows_of_type(node_type)
     motifs = written_motifs(view, written, query) if how == "motifs" else []
     if motifs and len(rows):
         idx, scores = motif_order(g, motifs, rows)
-        return Retrieval(idx[:k], scores[:k], ["motifs"] * min(k, len(idx)), {"motifs": motifs})
+        return Retrieval(idx[:k], scores[:k], ["motifs"] * min(k, len(idx)), {"ranked_by": "motifs", "motifs": motifs})
     r = hybrid.search_within(query, rows, k) if node_type else hybrid.search(query, k)
-    return Retrieval(r.idx, r.scores, ["hybrid"] * len(r.idx), {})
+    return Retrieval(r.idx, r.scores, ["hybrid"] * len(r.idx), {"ranked_by": "hybrid"})
 
 
 def prepare_unnamed(graph: GraphIndex, how: Unnamed) -> list[str]:
