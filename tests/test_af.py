@@ -286,7 +286,11 @@ def test_unusable_replies_still_return_k_results_by_vector_fill(mini, tmp_path):
     with FakeOpenAI(lambda body: (200, completion("I am not sure what you mean."))) as server:
         res = open_resources(mini[0], _llm(server, tmp_path))
         r = get_retriever("af", res, reranker="listwise").search("Which orchard film, red orchard or blue orchard?", 5)
+        unnamed = get_retriever("af", res, reranker="none").search("Which film is about orchards?", 5)
     c = r.trace["counters"]
+    # a question that names nothing, with nothing usable written: hybrid ranks it, counted, k results
+    assert unnamed.trace["counters"]["unnamed"] == 1 and unnamed.trace["counters"]["unnamed_motifs"] == 0
+    assert unnamed.trace["steps"]["unnamed"] == {"ranked_by": "hybrid"} and set(unnamed.found_by) == {"hybrid"} and len(unnamed.idx) == 5
     assert len(r.idx) == 5 and set(r.found_by) == {"vss"}
     assert c["type_invalid"] == 1 and c["parse_no_single_return"] == 1 and c["vss_only"] == 1 and c["rerank_parse_failures"] == 1
     assert mini[0].source_ids[r.idx[0]] in {"m5", "m6"}  # vector fill over every type still finds the orchard films
