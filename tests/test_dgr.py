@@ -244,6 +244,56 @@ def test_answer_on_stop_asks_a_looping_agent_once_for_its_answer_from_what_it_wa
     assert p["fallback"] and not p["answered_on_stop"] and plain.trace["counters"]["answers_on_stop"] == 0
 
 
+def test_link_shows_the_named_nodes_with_their_edges_and_lets_the_agent_start_from_them(g, tmp_path):
+    """`link`: the nodes the question names are under it before the first step, with what their
+    neighbours are (read from this KB), and count as shown, so the agent's first call may explore
+    one without searching for it; a question that names no node opens as before."""
+    ana = row(g, "p1")
+    bodies = []
+
+    def reply(body):
+        bodies.append(body)
+        if _step(body) == 0:
+            return 200, _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"}))
+        return 200, _calls(("finish", {}))
+
+    with FakeOpenAI(reply) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True).search("Which films did Ana Silva direct?", 5)
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search("Which films did Ana Silva direct?", 5)
+    opening = bodies[0]["messages"][1]["content"]
+    assert opening.startswith("Question: Which films did Ana Silva direct?\n\nNodes the question names")
+    assert f"[{ana}] Person: Ana Silva" in opening and "Movie -[DIRECTED]->" in opening
+    a = r.trace["agents"][0]
+    assert a["linked"] == 1 and r.trace["counters"]["linked_nodes"] == 1 and a["tools"]["search_in_neighborhood"] == 1
+    assert set(r.idx) == {row(g, "m1"), row(g, "m2")}  # the films it was shown (fallback: it added none)
+    # without link the same first call is refused: the agent has not been shown node p1
+    p = plain.trace["agents"][0]
+    assert p["linked"] == 0 and "has not appeared in your results" in p["messages"][3]["content"]
+    assert GraphTools(g).linked("Which films are about orchards?").text == ""
+
+
+def test_read_before_finish_refuses_a_finish_written_beside_a_search(g, tmp_path):
+    """A small model writes its whole plan, search to finish, in one reply; with
+    `read_before_finish` that finish is refused (counted, said) and the agent goes on to read the
+    results and answer; without it the run ends at step 1 on its last search's results."""
+    m5, m6 = row(g, "m5"), row(g, "m6")
+
+    def reply(body):
+        if _step(body) == 0:
+            return 200, _calls(("search_in_graph", {"query": "orchards", "size": 2}), ("finish", {}))
+        return 200, _calls(("add_to_answer", {"answer_nodes": [{"node_index": m6, "reasoning": "about orchards"}]}), ("finish", {}))
+
+    with FakeOpenAI(reply) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", read_before_finish=True).search("Which films are about orchards?", 5)
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search("Which films are about orchards?", 5)
+    a, p = r.trace["agents"][0], plain.trace["agents"][0]
+    assert a["early_finishes"] == 1 and r.trace["counters"]["early_finishes"] == 1 and "Not finished" in a["messages"][3]["content"]
+    assert a["steps"] == 2 and a["stop"] == "finish" and list(r.idx) == [m6] and not a["fallback"]
+    assert p["steps"] == 1 and p["stop"] == "finish" and p["fallback"] and set(plain.idx) == {m5, m6} and p["early_finishes"] == 0
+
+
 def test_unreadable_replies_and_bad_calls_go_back_to_the_agent_counted(g, tmp_path):
     replies = [completion("Let me think about this."), _calls(("search_in_neighborhood", {"node_index": 999})),
                _calls(("fly", {})), _calls(("finish", {}))]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sagegraph.llm import LLMClient, LLMRequestRefused, Reply
-from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, ToolError, answer_action_schema
+from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, ToolError, ToolOutput, answer_action_schema
 from sagegraph.retrieve.timeline import Timeline
 
 Mode = Literal["native", "json"]
@@ -157,6 +157,7 @@ class AgentRun:
     reasons: dict[int, str] = field(default_factory=dict)
     last_results: list[int] = field(default_factory=list)
     seen: list[int] = field(default_factory=list)
+    linked: int = 0  # nodes shown with the question (`link`)
     steps: int = 0
     stop: Stop = "t_max"
     fallback: bool = False
@@ -165,6 +166,7 @@ class AgentRun:
     parse_errors: int = 0
     text_calls: int = 0
     repeated_calls: int = 0
+    early_finishes: int = 0  # finish calls refused because the same reply searched (`read_before_finish`)
     prompt_tokens: list[int] = field(default_factory=list)  # per step: the history's growth
     completion_tokens: list[int] = field(default_factory=list)
     tool_ms: list[float] = field(default_factory=list)  # the harness's time per tool call
@@ -172,8 +174,8 @@ class AgentRun:
 
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
-                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "answered_on_stop": self.answered_on_stop, "tools": dict(self.tools),
-                "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls,
+                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "tools": dict(self.tools),
+                "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls, "early_finishes": self.early_finishes,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
 
@@ -186,7 +188,8 @@ def _assistant_native(reply: Reply) -> dict[str, Any]:
 def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, mode: Mode, t_max: int, agent: int = 0,
               temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
               timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
-              shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False) -> AgentRun:
+              shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False,
+              start: ToolOutput | None = None, read_before_finish: bool = False) -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
     `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
     `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
@@ -199,7 +202,12 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     budget = budget or TokenBudget(None)
     timeline = timeline or Timeline()
     group = f"agent {agent}"
-    run.messages = [{"role": "system", "content": system}, {"role": "user", "content": f"Question: {question}"}]
+    opening = f"Question: {question}"
+    if start is not None and start.text:
+        opening += f"\n\n{start.text}"
+        run.seen += [r for r in start.shown if r not in run.seen]
+        run.linked = len(start.shown)
+    run.messages = [{"role": "system", "content": system}, {"role": "user", "content": opening}]
     schemas = tools.schemas() if mode == "native" else None
     fmt = None if mode == "native" else ({"type": "json_object", "schema": tools.action_schema()} if constrain else {"type": "json_object"})
     sent = 0  # messages already shown in an earlier step's span (spans carry only what is new)
@@ -236,14 +244,18 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             continue
         native_ids = mode == "native" and bool(reply.tool_calls)
         run.messages.append(_assistant_native(reply) if native_ids else {"role": "assistant", "content": reply.text})
-        observations, finished, fresh, answered = [], False, False, len(run.answer)
+        observations, finished, fresh, answered, searched = [], False, False, len(run.answer), False
         for i, action in enumerate(actions):
             if i >= max_calls_per_step:
                 text = f"Skipped: at most {max_calls_per_step} tool calls run per step."
+            elif read_before_finish and action.tool == FINISH and searched:
+                run.early_finishes += 1
+                text = "Not finished: this reply's searches have results you have not read yet. Read them, add the nodes that answer, then finish."
             else:
                 text, finished_now = _execute(run, tools, action, timeline, group, shown_only)
                 finished = finished or finished_now
                 if action.tool in (GLOBAL, NEIGHBOURS):
+                    searched = True
                     key = f"{action.tool}:{json.dumps(action.args, sort_keys=True)}"
                     if key in asked:  # small models loop on one search; say so (counted)
                         run.repeated_calls += 1

@@ -53,13 +53,22 @@ Nodes are shown as [index] Type: Name | summary. Use the index in brackets to re
 How to search:
 - If the question names no entity, search_in_graph with its key words and size {max_size}, then add the
   results that fit (often about half of them).
-- If it names entities, first find each with search_in_graph(name), then
-  explore around the right one with search_in_neighborhood, filtered by node_type or edge_type and
-  ranked by the question's other key words, and add the neighbours that satisfy every condition.
-- Several conditions: explore from each named entity and prefer nodes that satisfy all of them.
+{entities}- Several conditions: explore from each named entity and prefer nodes that satisfy all of them.
 - Add answers as soon as you find them, best first, and call finish when done.
 - Use only node indices from results you have already received: a call that needs a search's
   result goes in your next reply, after you have read it.{example}{json_rule}"""
+
+ENTITIES_SEARCHED = """- If it names entities, first find each with search_in_graph(name), then
+  explore around the right one with search_in_neighborhood, filtered by node_type or edge_type and
+  ranked by the question's other key words, and add the neighbours that satisfy every condition.
+"""
+# With `link` the named nodes are already shown: the agent is told to walk from them one relation
+# at a time, reading each relation off the node it reached (what the small model never did alone).
+ENTITIES_LINKED = """- If it names entities, they are listed under the question with the relations of their neighbours:
+  explore from them with search_in_neighborhood, edge_type the relation the question asks about;
+  from the node that shows, explore along the question's next relation, until you reach what is asked.
+  Use search_in_graph only for a name that is not listed.
+"""
 
 # The worked example is read from the graph being queried (its most frequent relationship pattern
 # and one stored instance): a small model copies a prompt's example names and types, so an example
@@ -104,6 +113,9 @@ class DGRParams(BaseModel):
     answer_by_name: bool = Field(False, description="add_to_answer accepts the name of a node shown earlier as well as its index")
     steps_left: bool = Field(False, description="each observation says how many steps the agent has left")
     relation_kinds: bool = Field(False, description="each neighbour shown lists the relation types it has (which edge_type leads on from it)")
+    link: bool = Field(False, description="show under the question the nodes it names (the KB's name index) with their neighbours by type and relation, so the agent starts from them (not the paper's)")
+    example: bool = Field(True, description="the system prompt's worked example, a walk along this KB's most frequent relation (false: none; under `constrain` the grammar keeps the format, and a small model copies the example's edge_type into every search)")
+    read_before_finish: bool = Field(False, description="refuse a finish written in the same reply as a search, whose results the agent has not read yet, said in the observation (not the paper's)")
     answer_on_stop: bool = Field(False, description="an agent stopped by t_max or its repeats with nothing added is asked once more, add_to_answer its only tool, to answer from the nodes it was shown (not the paper's; one more call)")
 
 
@@ -155,9 +167,12 @@ class DGRRetriever(Retriever):
         view = self.tools.view
         patterns = "; ".join(f"({h})-[{r}]->({t})" for h, r, t, _ in view.patterns)
         example, name = worked_example(view, self.p.neighbourhood)
+        if not self.p.example:
+            example = ""
         return SYSTEM.format(types=", ".join(self.g.node_types()), patterns=patterns or "none", size=self.p.search_size,
                              max_size=self.p.max_search_size,
                              neighbour_tool=NEIGHBOUR_TOOL.format(k=self.p.neighbour_k) if self.p.neighbourhood else "",
+                             entities=ENTITIES_LINKED if self.p.link and self.p.neighbourhood else ENTITIES_SEARCHED,
                              example=example, json_rule=JSON_RULE.format(name=name.replace('"', "'")) if mode == "json" else "")
 
     def _search(self, query: str, k: int) -> Retrieval:
@@ -171,13 +186,15 @@ class DGRRetriever(Retriever):
         timeline = Timeline()
         budget = TokenBudget(self.p.token_budget)
         system = self.system_prompt(mode)
+        start = self.tools.linked(query) if self.p.link else None
 
         def one(agent: int) -> AgentRun:
             return run_agent(self.res.llm, self.tools, system, query, mode=mode, t_max=self.p.t_max, agent=agent,
                              temperature=self.p.temperature, max_tokens=self.p.max_tokens, budget=budget, timeline=timeline,
                              max_calls_per_step=self.p.max_calls_per_step, constrain=self.p.constrain,
                              shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats, steps_left=self.p.steps_left,
-                             answer_on_stop=self.p.answer_on_stop)
+                             answer_on_stop=self.p.answer_on_stop, start=start,
+                             read_before_finish=self.p.read_before_finish)
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
@@ -222,7 +239,7 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
     c: dict[str, float] = {"agents": len(runs), "steps": 0, "global_calls": 0, "neighbour_calls": 0, "answer_calls": 0, "finish_calls": 0,
                            "invalid_calls": 0, "parse_errors": 0, "text_tool_calls": 0, "repeated_calls": 0, "stop_finish": 0, "stop_t_max": 0, "stop_budget": 0,
                            "stop_refused": 0, "stop_repeats": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0,
-                           "relaxed_filters": 0, "answers_by_name": 0, "answers_on_stop": 0}
+                           "relaxed_filters": 0, "answers_by_name": 0, "answers_on_stop": 0, "linked_nodes": 0, "early_finishes": 0}
     for r in runs:
         c["steps"] += r.steps
         c["global_calls"] += r.tools[GLOBAL]
@@ -240,4 +257,6 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
         c["relaxed_filters"] += r.tools["relaxed_filter"]
         c["answers_by_name"] += r.tools["answer_by_name"]
         c["answers_on_stop"] += int(r.answered_on_stop)
+        c["linked_nodes"] += r.linked
+        c["early_finishes"] += r.early_finishes
     return c

@@ -23,6 +23,7 @@ import numpy as np
 
 from sagegraph.index.bm25 import BM25Index, top_k
 from sagegraph.retrieve.graph_index import GraphIndex
+from sagegraph.retrieve.kb.entities import gazetteer_entities
 from sagegraph.retrieve.kb.view import KBView, kb_view, normalise
 
 NeighbourRanking = Literal["bm25", "substring", "none"]
@@ -279,6 +280,23 @@ class GraphTools:
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
         lines += [self._line(int(o), f"  {', '.join(via[int(o)])}{self._kinds_of(int(o))}") for o in shown]
         return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed)
+
+    def linked(self, question: str, per_name: int = 3) -> ToolOutput:
+        """(`link`) The nodes whose name the question holds (the KB's name index, as SPARK's and
+        AF's linking), each with what its neighbours are by type and relation: shown before the
+        first step, so a small agent starts from the right node with the edge types it can follow
+        instead of disambiguating by search and copying the prompt example's edge_type. Empty text
+        when the question names no node."""
+        rows = list(dict.fromkeys(int(r) for span, _ in gazetteer_entities(self.view, question)
+                                  for r in self.view.name_index.get(normalise(span), np.zeros(0, np.int64))[:per_name]))
+        if not rows:
+            return ToolOutput("")
+        lines = ["Nodes the question names, found in the graph by name:"]
+        for r in rows:
+            other, codes, out = self.view.incident(r)
+            lines.append(self._line(r))
+            lines.append("  " + (self._neighbour_kinds(r, other, codes, out) if len(other) else "It has no neighbours."))
+        return ToolOutput("\n".join(lines), shown=rows)
 
     def _kinds_of(self, row: int, most: int = 8) -> str:
         """(`relation_kinds`) the relation types a shown neighbour has, so an agent one hop short of
