@@ -16,7 +16,7 @@ from sagegraph.runfiles import find_trace
 from sagegraph.llm import LLMClient
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.registry import validate_params
-from sagegraph.retrieve.dgr.retriever import detect_mode
+from sagegraph.retrieve.dgr.retriever import detect_mode, sample_chain
 from sagegraph.retrieve.dgr.agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent
 from sagegraph.retrieve.dgr.tools import GraphTools, ToolError, action_schema
 from sagegraph.retrieve.resources import open_resources
@@ -54,6 +54,36 @@ def test_relation_kinds_say_which_edge_type_leads_on_from_each_neighbour(g):
     # each film shown names its own relation types (read from the KB's edges, the build's similarity edges left out)
     line = next(x for x in kinds.text.splitlines() if x.startswith(f"[{row(g, 'm1')}]"))
     assert "(its relations: ACTED_IN, DIRECTED, PRODUCED_BY)" in line and "SIMILAR" not in kinds.text
+
+
+def test_edge_path_lists_the_nodes_at_the_end_of_a_relation_path_each_with_the_node_it_came_through(g):
+    """`edge_path`: edge_type a list is followed hop by hop (each hop undirected, as the
+    neighbourhood is; the start left out); the grammar admits a list of known relations; without
+    the option a list is an error the agent reads, and a one-relation list is that relation."""
+    ben = row(g, "p3")
+    t = GraphTools(g, edge_path=True)
+    out = t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"])
+    assert out.shown == [row(g, "s1")]  # Harbour Lights and Paper Moon both lead to Northlight: one node, two paths
+    assert "along ACTED_IN then PRODUCED_BY: 1 found" in out.text and "-[ACTED_IN]-> -[PRODUCED_BY]-> via [" in out.text
+    cast = t.search_in_neighborhood(row(g, "p1"), edge_type=["DIRECTED", "ACTED_IN"], node_type="Person")
+    assert set(cast.shown) == {ben, row(g, "p4")}  # the actors of Ana Silva's two films, each through its film
+    assert f"via [{row(g, 'm1')}] Harbour Lights" in cast.text and f"via [{row(g, 'm2')}] Desert Song" in cast.text
+    assert "none" in t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "ACTED_IN"]).text  # his films' actors: only himself, left out
+    assert t.search_in_neighborhood(ben, edge_type=["ACTED_IN"]).shown == t.search_in_neighborhood(ben, edge_type="ACTED_IN").shown
+    assert "none" in t.search_in_neighborhood(ben, edge_type=["DIRECTED", "PRODUCED_BY"]).text
+    # the start's own type copied into node_type matches nothing at the path's end: an error-free
+    # "none" for the paper's tools, dropped (said, counted) with relax_filters
+    assert "none" in t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"], node_type="Person").text
+    relaxed = GraphTools(g, edge_path=True, relax_filters=True).search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"], node_type="Person")
+    assert relaxed.shown == [row(g, "s1")] and relaxed.relaxed == ["node_type"] and "node_type=Person dropped" in relaxed.text
+    with pytest.raises(ToolError, match="unknown edge_type"):
+        t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "FLEW"])
+    with pytest.raises(ToolError, match="not a list"):
+        GraphTools(g).search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"])
+    grammar = t.action_schema()["properties"]["calls"]["items"]["anyOf"][1]["properties"]["args"]["properties"]["edge_type"]
+    assert grammar["anyOf"][0]["enum"] == grammar["anyOf"][1]["items"]["enum"] == t.view.relation_types and grammar["anyOf"][1]["maxItems"] == 3
+    assert sample_chain(t.view) in {("DIRECTED", "PRODUCED_BY"), ("ACTED_IN", "PRODUCED_BY")}  # the prompt's sample path: two relations that meet, Person to Studio
+    assert "anyOf" not in GraphTools(g).action_schema()["properties"]["calls"]["items"]["anyOf"][1]["properties"]["args"]["properties"]["edge_type"]
 
 
 def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):

@@ -64,6 +64,11 @@ ENTITIES_SEARCHED = """- If it names entities, first find each with search_in_gr
 """
 # With `link` the named nodes are already shown: the agent is told to walk from them one relation
 # at a time, reading each relation off the node it reached (what the small model never did alone).
+ENTITIES_PATH = """- If it names entities, they are listed under the question with the relations of their neighbours:
+  call search_in_neighborhood from them with edge_type the list of relations the question asks about,
+  in order from the named node (one relation for one step, two or three for a chain).
+  Use search_in_graph only for a name that is not listed.
+"""
 ENTITIES_LINKED = """- If it names entities, they are listed under the question with the relations of their neighbours:
   explore from them with search_in_neighborhood, edge_type the relation the question asks about;
   from the node that shows, explore along the question's next relation, until you reach what is asked.
@@ -82,6 +87,9 @@ Example from this graph. To find the {tail_type} nodes that {head_name} is linke
 
 NEIGHBOUR_TOOL = ("- search_in_neighborhood(node_index, query, node_type, edge_type): the node's direct neighbours with each edge's relation and "
                   "direction, ranked by keyword match to query; only node_index is required; {k} shown.\n")
+# `edge_path`: its sample path is two relations that meet in this KB (read at run time).
+NEIGHBOUR_PATH = ("  edge_type may also be a list of relation types followed in order, e.g. [\"{r1}\", \"{r2}\"]: "
+                  "the nodes at the end of that path are listed, each with the node it was reached through.\n")
 
 JSON_RULE = """
 
@@ -114,6 +122,8 @@ class DGRParams(BaseModel):
     steps_left: bool = Field(False, description="each observation says how many steps the agent has left")
     relation_kinds: bool = Field(False, description="each neighbour shown lists the relation types it has (which edge_type leads on from it)")
     link: bool = Field(False, description="show under the question the nodes it names (the KB's name index) with their neighbours by type and relation, so the agent starts from them (not the paper's)")
+    link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
+    edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
     example: bool = Field(True, description="the system prompt's worked example, a walk along this KB's most frequent relation (false: none; under `constrain` the grammar keeps the format, and a small model copies the example's edge_type into every search)")
     read_before_finish: bool = Field(False, description="refuse a finish written in the same reply as a search, whose results the agent has not read yet, said in the observation (not the paper's)")
     answer_on_stop: bool = Field(False, description="an agent stopped by t_max or its repeats with nothing added is asked once more, add_to_answer its only tool, to answer from the nodes it was shown (not the paper's; one more call)")
@@ -161,7 +171,7 @@ class DGRRetriever(Retriever):
                                 neighbour_ranking=params.neighbour_ranking, type_filters=params.type_filters,
                                 neighbourhood=params.neighbourhood, summary_chars=params.summary_chars,
                                 relax_filters=params.relax_filters, answer_by_name=params.answer_by_name,
-                                relation_kinds=params.relation_kinds)
+                                relation_kinds=params.relation_kinds, edge_path=params.edge_path)
 
     def system_prompt(self, mode: Mode) -> str:
         view = self.tools.view
@@ -171,9 +181,17 @@ class DGRRetriever(Retriever):
             example = ""
         return SYSTEM.format(types=", ".join(self.g.node_types()), patterns=patterns or "none", size=self.p.search_size,
                              max_size=self.p.max_search_size,
-                             neighbour_tool=NEIGHBOUR_TOOL.format(k=self.p.neighbour_k) if self.p.neighbourhood else "",
-                             entities=ENTITIES_LINKED if self.p.link and self.p.neighbourhood else ENTITIES_SEARCHED,
+                             neighbour_tool=self._neighbour_tool(),
+                             entities=(ENTITIES_PATH if self.p.edge_path else ENTITIES_LINKED) if self.p.link and self.p.link_prompt and self.p.neighbourhood
+                             else ENTITIES_SEARCHED,
                              example=example, json_rule=JSON_RULE.format(name=name.replace('"', "'")) if mode == "json" else "")
+
+    def _neighbour_tool(self) -> str:
+        if not self.p.neighbourhood:
+            return ""
+        text = NEIGHBOUR_TOOL.format(k=self.p.neighbour_k)
+        chain = sample_chain(self.tools.view) if self.p.edge_path else None
+        return text + (NEIGHBOUR_PATH.format(r1=chain[0], r2=chain[1]) if chain else "")
 
     def _search(self, query: str, k: int) -> Retrieval:
         mode: Mode = detect_mode(self.res.llm) if self.p.mode == "auto" else self.p.mode  # type: ignore[assignment]
@@ -217,6 +235,19 @@ class DGRRetriever(Retriever):
                                  "stage_sets": {"seen": self.stage_ids(x for r in runs for x in r.seen),
                                                 "answered": self.stage_ids(x for r in runs for x in r.answer)}}
         return Retrieval(rows, scores, found_by, trace)
+
+
+def sample_chain(view: KBView) -> tuple[str, str] | None:
+    """Two relation types that meet at a node type in this KB, for the path sample `edge_path`
+    shows: the most frequent pair of distinct relations, a pair that ends at another type than it
+    starts from first (a path that leads somewhere new); None when no two meet."""
+    best: tuple[bool, int, str, str] | None = None
+    for h1, r1, t1, n1 in view.patterns:
+        for h2, r2, t2, n2 in view.patterns:
+            key = (t2 != h1, min(n1, n2), r1, r2)
+            if r2 != r1 and h2 == t1 and (best is None or key[:2] > best[:2]):
+                best = key
+    return (best[2], best[3]) if best else None
 
 
 def worked_example(view: KBView, neighbourhood: bool = True) -> tuple[str, str]:

@@ -29,6 +29,8 @@ from sagegraph.retrieve.kb.view import KBView, kb_view, normalise
 NeighbourRanking = Literal["bm25", "substring", "none"]
 GLOBAL, NEIGHBOURS, ANSWER, FINISH = "search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"
 TOOL_NAMES = (GLOBAL, NEIGHBOURS, ANSWER, FINISH)
+MAX_PATH = 3  # relations one `edge_path` call may follow
+PATH_FRONTIER = 500  # nodes a path's inner hops may reach before the walk stops widening
 
 
 class ToolError(ValueError):
@@ -47,7 +49,8 @@ class ToolOutput:
     by_name: int = 0  # answers given by a shown node's name rather than its index
 
 
-def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20) -> list[dict[str, Any]]:
+def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
+                 edge_path: bool = False) -> list[dict[str, Any]]:
     """OpenAI function-calling schemas; the JSON-action mode describes the same tools in prose."""
 
     def fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -62,7 +65,9 @@ def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: in
                         {"node_index": {"type": "integer", "description": "the node to explore around"},
                          "query": {"type": "string", "description": "keywords to rank the neighbours by"},
                          "node_type": {"type": "string", "description": "only neighbours of this node type"},
-                         "edge_type": {"type": "string", "description": "only edges of this relation type"}}, ["node_index"]))
+                         "edge_type": ({"type": "array", "items": {"type": "string"},
+                                        "description": "relation types to follow in order (one or more); the nodes at the path's end are listed"}
+                                       if edge_path else {"type": "string", "description": "only edges of this relation type"})}, ["node_index"]))
     tools.append(fn(ANSWER, "Add nodes that answer the question, best first, each with a short reason.",
                     {"answer_nodes": {"type": "array", "items": {"type": "object", "properties": {
                         "node_index": {"type": "integer"}, "reasoning": {"type": "string"}}, "required": ["node_index"]}}}, ["answer_nodes"]))
@@ -71,7 +76,7 @@ def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: in
     return tools
 
 
-def action_schema(node_types: list[str], relation_types: list[str], neighbourhood: bool = True) -> dict[str, Any]:
+def action_schema(node_types: list[str], relation_types: list[str], neighbourhood: bool = True, edge_path: bool = False) -> dict[str, Any]:
     """JSON schema of one JSON-mode reply, {"calls": [...]} with at least one call of a known tool
     and typed arguments. A llama.cpp server turns it into a grammar, so a small model cannot
     answer with no call, an unknown tool or an unknown type."""
@@ -79,7 +84,10 @@ def action_schema(node_types: list[str], relation_types: list[str], neighbourhoo
     calls = [_call(GLOBAL, {"query": {"type": "string"}, "size": {"type": "integer"}}, ["query"])]
     if neighbourhood:
         calls.append(_call(NEIGHBOURS, {"node_index": {"type": "integer"}, "query": {"type": "string"},
-                                        "node_type": {"enum": node_types}, "edge_type": {"enum": relation_types}}, ["node_index"]))
+                                        "node_type": {"enum": node_types},
+                                        "edge_type": ({"anyOf": [{"enum": relation_types}, {"type": "array", "minItems": 1, "maxItems": MAX_PATH,
+                                                                                            "items": {"enum": relation_types}}]}
+                                                      if edge_path else {"enum": relation_types})}, ["node_index"]))
     calls.append(_answer_call({"type": "integer"}))
     calls.append(_call(FINISH, {"comment": {"type": "string"}}, []))
     return _calls(calls)
@@ -129,21 +137,23 @@ class GraphTools:
 
     def __init__(self, g: GraphIndex, *, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
                  neighbour_ranking: NeighbourRanking = "bm25", type_filters: bool = True, neighbourhood: bool = True,
-                 summary_chars: int = 200, relax_filters: bool = False, answer_by_name: bool = False, relation_kinds: bool = False):
+                 summary_chars: int = 200, relax_filters: bool = False, answer_by_name: bool = False, relation_kinds: bool = False,
+                 edge_path: bool = False):
         self.g = g
         self.view: KBView = kb_view(g)
         self.default_size, self.max_size, self.neighbour_k = default_size, max_size, neighbour_k
         self.neighbour_ranking, self.type_filters, self.neighbourhood = neighbour_ranking, type_filters, neighbourhood
         self.summary_chars = summary_chars
         self.relax_filters, self.answer_by_name, self.relation_kinds = relax_filters, answer_by_name, relation_kinds
+        self.edge_path = edge_path
         self._types = {t.lower(): t for t in g.node_types()}
         self._relations = {r.lower(): c for c, r in enumerate(self.view.relation_types)}
 
     def schemas(self) -> list[dict[str, Any]]:
-        return tool_schemas(self.neighbourhood, self.default_size, self.max_size, self.neighbour_k)
+        return tool_schemas(self.neighbourhood, self.default_size, self.max_size, self.neighbour_k, self.edge_path)
 
     def action_schema(self) -> dict[str, Any]:
-        return action_schema(self.g.node_types(), self.view.relation_types, self.neighbourhood)
+        return action_schema(self.g.node_types(), self.view.relation_types, self.neighbourhood, self.edge_path)
 
     # -- rendering --------------------------------------------------------------------------------
     def label(self, row: int) -> str:
@@ -223,6 +233,13 @@ class GraphTools:
     def search_in_neighborhood(self, node_index: Any, query: Any = None, node_type: Any = None, edge_type: Any = None,
                                shown: Collection[int] | None = None) -> ToolOutput:
         row = self._node(node_index, shown=shown)
+        if isinstance(edge_type, list):
+            if not self.edge_path:
+                raise ToolError("edge_type must be one relation type, not a list")
+            path = [str(x) for x in edge_type if str(x).strip()]
+            if len(path) > 1:
+                return self._walk(row, path, query, node_type)
+            edge_type = path[0] if path else None
         other, codes, out = self.view.incident(row)
         rel_names = self.view.relation_types
         notes, said, relaxed = [], [], []
@@ -280,6 +297,68 @@ class GraphTools:
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
         lines += [self._line(int(o), f"  {', '.join(via[int(o)])}{self._kinds_of(int(o))}") for o in shown]
         return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed)
+
+    def _walk(self, row: int, path: list[str], query: Any, node_type: Any) -> ToolOutput:
+        """(`edge_path`) The nodes at the end of a path of relation types from `row`, each hop
+        undirected as the neighbourhood is, the start left out; each shown with the node it was
+        reached through. The 2025 DGR prototype had such a tool (find_paths); a small model writes
+        a relation path in one call (as it does for SPARK and GraphRAFT) where, walking, it never
+        leaves the first node it reached (the trajectories). Ranked by how many paths reach a node,
+        then by the query."""
+        if len(path) > MAX_PATH:
+            raise ToolError(f"edge_type: at most {MAX_PATH} relation types in a path")
+        codes_of = []
+        for r in path:
+            c = self._relations.get(r.strip().lower())
+            if c is None:
+                raise ToolError(f"unknown edge_type {r!r}; relation types: {', '.join(self.view.relation_types)}")
+            codes_of.append(c)
+        rel_names = self.view.relation_types
+        frontier: dict[int, tuple[int, str]] = {row: (row, "")}  # node -> (node it came from, arrows so far)
+        reached: dict[int, int] = {}
+        for hop, c in enumerate(codes_of):
+            last = hop == len(codes_of) - 1
+            nxt: dict[int, tuple[int, str]] = {}
+            counts: dict[int, int] = {}
+            for node, (_, arrows) in frontier.items():
+                other, codes, out = self.view.incident(node)
+                for o, oc, is_out in zip(other.tolist(), codes.tolist(), out.tolist()):
+                    if oc != c or o == row:
+                        continue
+                    counts[o] = counts.get(o, 0) + 1
+                    nxt.setdefault(o, (node, f"{arrows} {_arrow(rel_names[c], is_out)}".strip()))
+                    if not last and len(nxt) >= PATH_FRONTIER:
+                        break
+            frontier, reached = nxt, counts
+            if not frontier:
+                break
+        names = " then ".join(rel_names[c] for c in codes_of)
+        head = f"Nodes reached from {self.label(row)} along {names}"
+        rows = list(frontier)
+        t = self._types.get(str(node_type).strip().lower()) if node_type else None
+        note = ""
+        if t is not None:
+            typed = [r for r in rows if self.g.types[r] == t]
+            if typed or not self.relax_filters or not rows:
+                rows = typed
+                head += f" (node_type={t})"
+            else:
+                note = f"\nNote: no node at the path's end is a {t}; node_type={t} dropped."
+        if not rows:
+            return ToolOutput(f"{head}: none. Try the relations one at a time with search_in_neighborhood.")
+        arr = np.array(rows, dtype=np.int64)
+        order = np.argsort(-np.array([reached[r] for r in rows]), kind="stable")
+        arr = arr[order]
+        q = query.strip() if isinstance(query, str) else ""
+        if q and self.neighbour_ranking != "none":
+            arr = self._rank_neighbours(arr, q)
+        shown = [int(r) for r in arr[: self.neighbour_k]]
+        lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
+        for r in shown:
+            via, arrows = frontier[r]
+            through = f" via [{via}] {self.view.names[via]}" if via != row else ""
+            lines.append(self._line(r, f"  {arrows}{through}{self._kinds_of(r)}"))
+        return ToolOutput("\n".join(lines) + note, shown=shown, relaxed=["node_type"] if note else [])
 
     def linked(self, question: str, per_name: int = 3) -> ToolOutput:
         """(`link`) The nodes whose name the question holds (the KB's name index, as SPARK's and
