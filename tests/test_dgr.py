@@ -324,6 +324,22 @@ def test_read_before_finish_refuses_a_finish_written_beside_a_search(g, tmp_path
     assert p["steps"] == 1 and p["stop"] == "finish" and p["fallback"] and set(plain.idx) == {m5, m6} and p["early_finishes"] == 0
 
 
+def test_fallback_first_answers_with_the_first_neighbourhood_the_agent_was_shown(g, tmp_path):
+    """An agent shown Ana Silva's films that explores on and never answers: `fallback: last` (the
+    default) answers with its last results, `first` with the films; the same trajectory (replies)."""
+    ana, m1, m2 = row(g, "p1"), row(g, "m1"), row(g, "m2")
+    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
+             _calls(("search_in_graph", {"query": "orchards", "size": 2})),
+             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1}))]
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 2)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        last = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True).search("Which films did Ana Silva direct?", 5)
+        first = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True, fallback="first").search("Which films did Ana Silva direct?", 5)
+    assert list(last.idx) == [row(g, "p3")] and set(first.idx) == {m1, m2}
+    assert first.trace["agents"][0]["fallback"] and set(first.found_by) == {"fallback"}
+    assert [m["content"] for m in first.trace["agents"][0]["messages"]] == [m["content"] for m in last.trace["agents"][0]["messages"]]
+
+
 def test_unreadable_replies_and_bad_calls_go_back_to_the_agent_counted(g, tmp_path):
     replies = [completion("Let me think about this."), _calls(("search_in_neighborhood", {"node_index": 999})),
                _calls(("fly", {})), _calls(("finish", {}))]

@@ -156,6 +156,7 @@ class AgentRun:
     answer: list[int] = field(default_factory=list)
     reasons: dict[int, str] = field(default_factory=dict)
     last_results: list[int] = field(default_factory=list)
+    first_neighbours: list[int] = field(default_factory=list)  # the first neighbourhood search that showed nodes
     seen: list[int] = field(default_factory=list)
     linked: int = 0  # nodes shown with the question (`link`)
     steps: int = 0
@@ -189,7 +190,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
               temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
               timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
               shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False,
-              start: ToolOutput | None = None, read_before_finish: bool = False) -> AgentRun:
+              start: ToolOutput | None = None, read_before_finish: bool = False, fallback: Literal["last", "first"] = "last") -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
     `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
     `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
@@ -290,7 +291,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         _answer_on_stop(run, llm, tools, question, mode=mode, constrain=constrain, temperature=temperature, max_tokens=max_tokens,
                         budget=budget, timeline=timeline, shown_only=shown_only)
     if not run.answer:
-        run.answer, run.fallback = list(run.last_results), True
+        run.answer, run.fallback = list(run.first_neighbours if fallback == "first" and run.first_neighbours else run.last_results), True
     return run
 
 
@@ -361,6 +362,8 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
     if action.tool in (GLOBAL, NEIGHBOURS):
         if out.shown:
             run.last_results = out.shown
+            if action.tool == NEIGHBOURS and not run.first_neighbours:
+                run.first_neighbours = list(out.shown)
         seen = set(run.seen)
         run.seen += [r for r in out.shown if r not in seen]
     elif action.tool == ANSWER:

@@ -122,6 +122,7 @@ class DGRParams(BaseModel):
     steps_left: bool = Field(False, description="each observation says how many steps the agent has left")
     relation_kinds: bool = Field(False, description="each neighbour shown lists the relation types it has (which edge_type leads on from it)")
     link: bool = Field(False, description="show under the question the nodes it names (the KB's name index) with their neighbours by type and relation, so the agent starts from them (not the paper's)")
+    fallback: Literal["last", "first"] = Field("last", description="what an agent that added nothing answers: its last search results (last) or what its first neighbourhood search showed (first); neither is the paper's, whose code answers nothing")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
     example: bool = Field(True, description="the system prompt's worked example, a walk along this KB's most frequent relation (false: none; under `constrain` the grammar keeps the format, and a small model copies the example's edge_type into every search)")
@@ -212,7 +213,7 @@ class DGRRetriever(Retriever):
                              max_calls_per_step=self.p.max_calls_per_step, constrain=self.p.constrain,
                              shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats, steps_left=self.p.steps_left,
                              answer_on_stop=self.p.answer_on_stop, start=start,
-                             read_before_finish=self.p.read_before_finish)
+                             read_before_finish=self.p.read_before_finish, fallback=self.p.fallback)
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
