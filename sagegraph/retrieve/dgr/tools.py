@@ -23,7 +23,7 @@ import numpy as np
 
 from sagegraph.index.bm25 import BM25Index, top_k
 from sagegraph.retrieve.graph_index import GraphIndex
-from sagegraph.retrieve.kb.entities import gazetteer_entities
+from sagegraph.retrieve.kb.entities import linked_rows
 from sagegraph.retrieve.kb.view import KBView, kb_view, normalise
 
 NeighbourRanking = Literal["bm25", "substring", "none"]
@@ -321,14 +321,16 @@ class GraphTools:
             nxt: dict[int, tuple[int, str]] = {}
             counts: dict[int, int] = {}
             for node, (_, arrows) in frontier.items():
+                if not last and len(nxt) >= PATH_FRONTIER:
+                    break
                 other, codes, out = self.view.incident(node)
                 for o, oc, is_out in zip(other.tolist(), codes.tolist(), out.tolist()):
                     if oc != c or o == row:
                         continue
+                    if o not in nxt and not last and len(nxt) >= PATH_FRONTIER:
+                        break
                     counts[o] = counts.get(o, 0) + 1
                     nxt.setdefault(o, (node, f"{arrows} {_arrow(rel_names[c], is_out)}".strip()))
-                    if not last and len(nxt) >= PATH_FRONTIER:
-                        break
             frontier, reached = nxt, counts
             if not frontier:
                 break
@@ -366,8 +368,7 @@ class GraphTools:
         first step, so a small agent starts from the right node with the edge types it can follow
         instead of disambiguating by search and copying the prompt example's edge_type. Empty text
         when the question names no node."""
-        rows = list(dict.fromkeys(int(r) for span, _ in gazetteer_entities(self.view, question)
-                                  for r in self.view.name_index.get(normalise(span), np.zeros(0, np.int64))[:per_name]))
+        rows = list(dict.fromkeys(r for _, r in linked_rows(self.view, question, per_name)))
         if not rows:
             return ToolOutput("")
         lines = ["Nodes the question names, found in the graph by name:"]

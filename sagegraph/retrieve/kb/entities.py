@@ -125,6 +125,13 @@ def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[
 _OPENERS = {"which", "what", "who", "where", "when", "how", "name", "list", "find"}
 
 
+def linked_rows(view: KBView, question: str, per_name: int = 3) -> list[tuple[str, int]]:
+    """(span, row) for the KB nodes (at most `per_name` a span) whose name the question holds:
+    the prompt-side linking SPARK and DGR share."""
+    return [(span, int(r)) for span, _ in gazetteer_entities(view, question)
+            for r in view.name_index.get(normalise(span), np.zeros(0, np.int64))[:per_name]]
+
+
 def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Entity:
     """Exact normalised name or alias (of the named type when one was given and it has one), else
     the nearest name vector (of that type when given); `query_vector(text)` embeds the name."""

@@ -31,8 +31,8 @@ from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.kb.grounding import (KBSchema, count_repairs, ground_counters, ground_query, text_conditions, text_relaxed, undirected,
                                              view_schema)
-from sagegraph.retrieve.kb.entities import gazetteer_entities
-from sagegraph.retrieve.kb.view import kb_view, normalise
+from sagegraph.retrieve.kb.entities import linked_rows
+from sagegraph.retrieve.kb.view import kb_view
 from sagegraph.retrieve.kb.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
 from sagegraph.retrieve.timeline import Timeline
 
@@ -196,8 +196,7 @@ class SparkRetriever(Retriever):
 
     def linked_rows(self, question: str) -> list[tuple[str, int]]:
         """(span, row) for the KB nodes (at most 3 a span) whose name the question holds."""
-        view = kb_view(self.g)
-        return [(span, int(r)) for span, _ in gazetteer_entities(view, question) for r in view.name_index.get(normalise(span), [])[:3]]
+        return linked_rows(kb_view(self.g), question)
 
     def linked(self, question: str, rows: list[tuple[str, int]] | None = None) -> list[str]:
         """`'span' is (:Label {name: 'Stored Name'})` for every KB name found in the question
