@@ -10,7 +10,9 @@ default prints one JSON line: per configuration, the metric's mean per group, pl
 fallback and empty-Cypher rates per group. `--table` prints a Markdown table, one row per
 configuration and group (and `all`): Hit@1, Hit@5, Recall@20, MRR, LLM calls, prompt and
 completion tokens and LLM seconds per question (as spent when the replies were made: a replay
-reports the same), and the rates of fallback, grounding repairs, repair calls and unnamed questions.
+reports the same), and the rates of fallback, grounding repairs, repair calls and unnamed questions;
+`--diag seen_hit` adds the mean of a per-question diagnostic (DGR's `seen_hit`: an agent was shown a
+gold node), which says whether a method failed to find the answer or to commit it.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def runs(sweep: Path, by: str) -> list[tuple[str, list[tuple[str, dict[str, Any]
     return out
 
 
-def table_rows(label: str, rows: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+def table_rows(label: str, rows: list[tuple[str, dict[str, Any]]], diags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     groups = sorted({g for g, _ in rows}, key=lambda g: (len(g), g))
     out = []
     for g in [*groups, "all"]:
@@ -75,6 +77,8 @@ def table_rows(label: str, rows: list[tuple[str, dict[str, Any]]]) -> list[dict[
                 continue
             vals = [next((float((r.get("counters") or {})[k]) for k in keys if k in (r.get("counters") or {})), None) for r in sel]
             row[name] = _mean([v for v in vals if v is not None]) if any(v is not None for v in vals) else None
+        for d in diags:  # a question whose trace lacks the step (an error, another method) is left out, not scored 0
+            row[d] = _mean([float(r["diagnostics"][d]) for r in sel if d in (r.get("diagnostics") or {})])
         out.append(row)
     return out
 
@@ -93,10 +97,11 @@ def main() -> None:
     ap.add_argument("--by", default="family", help="the question field that groups (family, hops, qtype)")
     ap.add_argument("--metric", default="recall@20")
     ap.add_argument("--table", action="store_true", help="a Markdown table of quality, cost and rates per configuration and group")
+    ap.add_argument("--diag", action="append", default=[], help="with --table, a per-question diagnostic to add as a column (e.g. seen_hit); repeatable")
     args = ap.parse_args()
     found = runs(args.sweep, args.by)
     if args.table:
-        rows = [r for label, per in found for r in table_rows(label, per)]
+        rows = [r for label, per in found for r in table_rows(label, per, tuple(args.diag))]
         if rows:
             print_markdown(rows)
         return
