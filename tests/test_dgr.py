@@ -340,6 +340,40 @@ def test_fallback_first_answers_with_the_first_neighbourhood_the_agent_was_shown
     assert [m["content"] for m in first.trace["agents"][0]["messages"]] == [m["content"] for m in last.trace["agents"][0]["messages"]]
 
 
+def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_farthest_nodes(g, tmp_path):
+    """An agent walks Ana Silva -DIRECTED-> her films -PRODUCED_BY-> the studio, then searches for
+    another name and explores it, and never answers: `deepest` answers the studio (two relations
+    from the named node: the chain's end), `first` her films, `last` the other name's films (one
+    relation from a searched node: no farther); the same replies, so the same trajectory."""
+    ana, ben, m1, studio = row(g, "p1"), row(g, "p3"), row(g, "m1"), row(g, "s1")
+    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
+             _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
+             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
+             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"}))]
+    q = "Which studio produced the films Ana Silva directed?"
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        got = {f: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", link=True, fallback=f).search(q, 5) for f in ("last", "first", "deepest")}
+    assert list(got["deepest"].idx) == [studio] and got["deepest"].trace["agents"][0]["deepest_reach"] == 2
+    assert set(got["first"].idx) == {m1, row(g, "m2")}
+    assert studio not in got["last"].idx and m1 in got["last"].idx  # Ben's films: Harbour Lights among them
+    assert all(r.trace["agents"][0]["fallback"] for r in got.values())
+    assert len({json.dumps([m["content"] for m in r.trace["agents"][0]["messages"]]) for r in got.values()}) == 1
+
+
+def test_fallback_deepest_counts_a_relation_path_as_its_length(g):
+    """With `edge_path`, one call walks several relations: its nodes lie that many relations out."""
+    from sagegraph.retrieve.dgr.agent import AgentRun, _walked
+
+    t, run = GraphTools(g, edge_path=True), AgentRun(agent=0, sample=1)
+    ben = row(g, "p3")
+    run.depth[ben] = 0
+    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"]))
+    assert run.deepest == [row(g, "s1")] and run.deepest_reach == 2 and run.depth[row(g, "s1")] == 2
+    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ben, edge_type="ACTED_IN"))  # one relation: not farther
+    assert run.deepest == [row(g, "s1")] and run.deepest_reach == 2
+
+
 def test_unreadable_replies_and_bad_calls_go_back_to_the_agent_counted(g, tmp_path):
     replies = [completion("Let me think about this."), _calls(("search_in_neighborhood", {"node_index": 999})),
                _calls(("fly", {})), _calls(("finish", {}))]

@@ -32,6 +32,7 @@ from sagegraph.retrieve.timeline import Timeline
 
 Mode = Literal["native", "json"]
 Stop = Literal["finish", "t_max", "budget", "refused", "repeats"]
+Fallback = Literal["last", "first", "deepest"]
 
 
 class ActionError(ValueError):
@@ -157,6 +158,9 @@ class AgentRun:
     reasons: dict[int, str] = field(default_factory=dict)
     last_results: list[int] = field(default_factory=list)
     first_neighbours: list[int] = field(default_factory=list)  # the first neighbourhood search that showed nodes
+    deepest: list[int] = field(default_factory=list)  # the neighbourhood search that first reached the walk's farthest new nodes
+    deepest_reach: int = 0  # how many relations from its start `deepest` lies
+    depth: dict[int, int] = field(default_factory=dict)  # relations walked from a named or searched node to each node shown
     seen: list[int] = field(default_factory=list)
     linked: int = 0  # nodes shown with the question (`link`)
     steps: int = 0
@@ -175,7 +179,7 @@ class AgentRun:
 
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
-                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "tools": dict(self.tools),
+                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
                 "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls, "early_finishes": self.early_finishes,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
@@ -190,7 +194,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
               temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
               timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
               shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False,
-              start: ToolOutput | None = None, read_before_finish: bool = False, fallback: Literal["last", "first"] = "last") -> AgentRun:
+              start: ToolOutput | None = None, read_before_finish: bool = False, fallback: Fallback = "last") -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
     `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
     `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
@@ -207,6 +211,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     if start is not None and start.text:
         opening += f"\n\n{start.text}"
         run.seen += [r for r in start.shown if r not in run.seen]
+        run.depth.update((r, 0) for r in start.shown)
         run.linked = len(start.shown)
     run.messages = [{"role": "system", "content": system}, {"role": "user", "content": opening}]
     schemas = tools.schemas() if mode == "native" else None
@@ -291,7 +296,8 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         _answer_on_stop(run, llm, tools, question, mode=mode, constrain=constrain, temperature=temperature, max_tokens=max_tokens,
                         budget=budget, timeline=timeline, shown_only=shown_only)
     if not run.answer:
-        run.answer, run.fallback = list(run.first_neighbours if fallback == "first" and run.first_neighbours else run.last_results), True
+        pick = {"first": run.first_neighbours, "deepest": run.deepest}.get(fallback) or run.last_results
+        run.answer, run.fallback = list(pick), True
     return run
 
 
@@ -364,6 +370,7 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
             run.last_results = out.shown
             if action.tool == NEIGHBOURS and not run.first_neighbours:
                 run.first_neighbours = list(out.shown)
+            _walked(run, action.tool, out)
         seen = set(run.seen)
         run.seen += [r for r in out.shown if r not in seen]
     elif action.tool == ANSWER:
@@ -374,6 +381,25 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
                 have.add(r)
         run.reasons.update(out.reasons)
     return out.text, action.tool == FINISH
+
+
+def _walked(run: AgentRun, tool: str, out: ToolOutput) -> None:
+    """How far the agent has walked: a named node (`link`) or a global search result is a start
+    (0); a neighbourhood search puts the nodes it shows for the first time one relation (a path's
+    length) beyond the node it explored from. The search that first reaches a new farthest depth is
+    `fallback: deepest`'s answer: a small agent that walks a chain and stops without answering was
+    last where the chain led, while its later searches (back along a relation, a global search)
+    show nothing farther."""
+    if tool == GLOBAL:
+        for r in out.shown:
+            run.depth.setdefault(r, 0)
+        return
+    base = run.depth.get(out.source, 0) if out.source is not None else 0
+    new = [r for r in out.shown if r not in run.depth]
+    for r in new:
+        run.depth[r] = base + out.hops
+    if new and base + out.hops > run.deepest_reach:
+        run.deepest, run.deepest_reach = list(out.shown), base + out.hops
 
 
 def fuse_votes(answers: list[list[int]]) -> list[tuple[int, int, int]]:

@@ -32,7 +32,7 @@ from sagegraph.errors import ReplayMiss
 from sagegraph.llm import LLMClient, LLMRequestRefused, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
-from sagegraph.retrieve.dgr.agent import AgentRun, Mode, TokenBudget, fuse_votes, run_agent
+from sagegraph.retrieve.dgr.agent import AgentRun, Fallback, Mode, TokenBudget, fuse_votes, run_agent
 from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
@@ -122,7 +122,7 @@ class DGRParams(BaseModel):
     steps_left: bool = Field(False, description="each observation says how many steps the agent has left")
     relation_kinds: bool = Field(False, description="each neighbour shown lists the relation types it has (which edge_type leads on from it)")
     link: bool = Field(False, description="show under the question the nodes it names (the KB's name index) with their neighbours by type and relation, so the agent starts from them (not the paper's)")
-    fallback: Literal["last", "first"] = Field("last", description="what an agent that added nothing answers: its last search results (last) or what its first neighbourhood search showed (first); neither is the paper's, whose code answers nothing")
+    fallback: Fallback = Field("last", description="what an agent that added nothing answers: its last search results (last), what its first neighbourhood search showed (first), or the search that first reached the farthest nodes of its walk from the named or searched nodes (deepest); none is the paper's, whose code answers nothing")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
     example: bool = Field(True, description="the system prompt's worked example, a walk along this KB's most frequent relation (false: none; under `constrain` the grammar keeps the format, and a small model copies the example's edge_type into every search)")

@@ -47,6 +47,8 @@ class ToolOutput:
     finish: bool = False
     relaxed: list[str] = field(default_factory=list)  # filters dropped because nothing matched them
     by_name: int = 0  # answers given by a shown node's name rather than its index
+    source: int | None = None  # the node a neighbourhood search explored from
+    hops: int = 1  # how far from `source` the shown nodes are (a relation path's length with `edge_path`)
 
 
 def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
@@ -296,7 +298,7 @@ class GraphTools:
             return ToolOutput(f"{head}: none match. {self._neighbour_kinds(row, other, codes, out)}{note}", relaxed=relaxed)
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
         lines += [self._line(int(o), f"  {', '.join(via[int(o)])}{self._kinds_of(int(o))}") for o in shown]
-        return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed)
+        return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed, source=row)
 
     def _walk(self, row: int, path: list[str], query: Any, node_type: Any) -> ToolOutput:
         """(`edge_path`) The nodes at the end of a path of relation types from `row`, each hop
@@ -360,7 +362,7 @@ class GraphTools:
             via, arrows = frontier[r]
             through = f" via [{via}] {self.view.names[via]}" if via != row else ""
             lines.append(self._line(r, f"  {arrows}{through}{self._kinds_of(r)}"))
-        return ToolOutput("\n".join(lines) + note, shown=shown, relaxed=["node_type"] if note else [])
+        return ToolOutput("\n".join(lines) + note, shown=shown, relaxed=["node_type"] if note else [], source=row, hops=len(path))
 
     def linked(self, question: str, per_name: int = 3) -> ToolOutput:
         """(`link`) The nodes whose name the question holds (the KB's name index, as SPARK's and
