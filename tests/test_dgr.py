@@ -358,6 +358,9 @@ def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_f
     assert set(got["first"].idx) == {m1, row(g, "m2")}
     assert studio not in got["last"].idx and m1 in got["last"].idx  # Ben's films: Harbour Lights among them
     assert all(r.trace["agents"][0]["fallback"] for r in got.values())
+    assert [got[f].trace["agents"][0]["fallback_from"] for f in ("last", "first", "deepest")] == ["last", "first", "deepest"]
+    assert "fallback: the search that first reached its walk's farthest nodes, 2 relation(s) out" in format_trace({"qid": "q", "question": q, **got["deepest"].trace})
+    assert "fallback: its last search results" in format_trace({"qid": "q", "question": q, **got["last"].trace})
     assert len({json.dumps([m["content"] for m in r.trace["agents"][0]["messages"]]) for r in got.values()}) == 1
 
 

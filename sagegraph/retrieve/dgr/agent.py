@@ -166,6 +166,7 @@ class AgentRun:
     steps: int = 0
     stop: Stop = "t_max"
     fallback: bool = False
+    fallback_from: str = ""  # which results the fallback answered (`last`, `first`, `deepest`)
     answered_on_stop: bool = False  # its answer came from the extra call of `answer_on_stop`
     tools: Counter = field(default_factory=Counter)
     parse_errors: int = 0
@@ -179,7 +180,7 @@ class AgentRun:
 
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
-                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
+                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
                 "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls, "early_finishes": self.early_finishes,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
@@ -296,8 +297,9 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         _answer_on_stop(run, llm, tools, question, mode=mode, constrain=constrain, temperature=temperature, max_tokens=max_tokens,
                         budget=budget, timeline=timeline, shown_only=shown_only)
     if not run.answer:
-        pick = {"first": run.first_neighbours, "deepest": run.deepest}.get(fallback) or run.last_results
-        run.answer, run.fallback = list(pick), True
+        picks = {"first": run.first_neighbours, "deepest": run.deepest, "last": run.last_results}
+        run.fallback_from = fallback if picks[fallback] else "last"  # no neighbourhood search showed anything: its last results
+        run.answer, run.fallback = list(picks[run.fallback_from]), True
     return run
 
 

@@ -29,6 +29,10 @@ def _calls_of(message: dict[str, Any]) -> list[str]:
         return [f"(unreadable reply: {exc}) {str(message.get('content'))[:200]}"]
 
 
+FALLBACK_FROM = {"last": "its last search results", "first": "its first neighbourhood search",
+                 "deepest": "the search that first reached its walk's farthest nodes, {reach} relation(s) out"}
+
+
 def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
     """One agent as numbered steps: the calls it made, then each observation (cut to `lines`)."""
     head = (f"agent {agent['agent']} (sample {agent['sample']}): {agent['steps']} steps, stopped by {agent['stop']}, "
@@ -44,7 +48,7 @@ def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
             out += [f"       {x}" for x in cut(m.get("content"), lines)]
     answer = agent.get("answer", [])
     reasons = agent.get("reasons", {})
-    label = ("answer (fallback: its last search results)" if agent.get("fallback")
+    label = (f"answer (fallback: {FALLBACK_FROM[agent.get('fallback_from') or 'last'].format(reach=agent.get('deepest_reach'))})" if agent.get("fallback")
              else "answer (asked for when its steps ran out)" if agent.get("answered_on_stop") else "answer")
     out.append(f"  {label}: {answer[:20]}{' ...' if len(answer) > 20 else ''}")
     out += [f"    [{r}] {reasons[str(r)]}" for r in answer if str(r) in reasons][:20]
