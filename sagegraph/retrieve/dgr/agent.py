@@ -165,8 +165,7 @@ class AgentRun:
     linked: int = 0  # nodes shown with the question (`link`)
     steps: int = 0
     stop: Stop = "t_max"
-    fallback: bool = False
-    fallback_from: str = ""  # which results the fallback answered (`last`, `first`, `deepest`)
+    fallback_from: Fallback | None = None  # which results an agent that added nothing answered (None: it answered)
     answered_on_stop: bool = False  # its answer came from the extra call of `answer_on_stop`
     tools: Counter = field(default_factory=Counter)
     parse_errors: int = 0
@@ -177,6 +176,10 @@ class AgentRun:
     completion_tokens: list[int] = field(default_factory=list)
     tool_ms: list[float] = field(default_factory=list)  # the harness's time per tool call
     messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def fallback(self) -> bool:
+        return self.fallback_from is not None
 
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
@@ -299,7 +302,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     if not run.answer:
         picks = {"first": run.first_neighbours, "deepest": run.deepest, "last": run.last_results}
         run.fallback_from = fallback if picks[fallback] else "last"  # no neighbourhood search showed anything: its last results
-        run.answer, run.fallback = list(picks[run.fallback_from]), True
+        run.answer = list(picks[run.fallback_from])
     return run
 
 
