@@ -21,7 +21,9 @@ from sagegraph.retrieve.dgr.agent import ActionError, TokenBudget, fuse_votes, r
 from sagegraph.retrieve.dgr.tools import GraphTools, ToolError, action_schema
 from sagegraph.retrieve.resources import open_resources
 from tests.fake_openai import FakeOpenAI, completion
-from tests.kb_mini import build_mini
+from sagegraph.retrieve.flat import HybridRetriever
+from sagegraph.retrieve.graph_index import GraphIndex
+from tests.kb_mini import HashEncoder, build_mini
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +46,40 @@ def test_global_search_ranks_names_and_summaries_by_bm25(g):
     assert "no node matches" in GraphTools(g).search_in_graph("zzzz").text
     with pytest.raises(ToolError, match="query"):
         GraphTools(g).search_in_graph("  ")
+
+
+class _SynonymEncoder(HashEncoder):
+    """Stands in for a sentence model: 'apple groves' means 'orchards' (no word in common)."""
+
+    def encode(self, texts):
+        return super().encode([t.replace("apple groves", "orchards") for t in texts])
+
+
+def test_hybrid_search_finds_nodes_described_in_other_words_and_says_so(g):
+    meaning = GraphIndex(g.dir, encoder=_SynonymEncoder())
+    assert "no node matches" in GraphTools(meaning).search_in_graph("apple groves", 5).text  # BM25 shares no word
+    hybrid = GraphTools(meaning, global_search="hybrid")
+    out = hybrid.search_in_graph("apple groves", 2)
+    assert set(out.shown) == {row(g, "m5"), row(g, "m6")}
+    # the same ranking as the flat hybrid retriever (the baseline the sweeps compare with)
+    assert GraphTools(g, global_search="hybrid").search_in_graph("Ana Silva films", 4).shown == \
+        HybridRetriever.over(g).search("Ana Silva films", 4).idx.tolist()
+    # neighbours ranked the same way, by meaning as well as words
+    cara = GraphTools(meaning, neighbour_ranking="hybrid").search_in_neighborhood(row(g, "p4"), query="apple groves")
+    assert cara.shown[0] == row(g, "m5") and 'ranked by "apple groves"' in cara.text
+    # the agent is told what the search does; the paper's wording stays for bm25
+    schema = {t["function"]["name"]: t["function"]["description"] for t in hybrid.schemas()}
+    assert schema["search_in_graph"].startswith("Search by keywords and meaning")
+    assert {t["function"]["name"]: t["function"]["description"] for t in GraphTools(g).schemas()}["search_in_graph"].startswith("Keyword (BM25) search")
+
+
+def test_the_system_prompt_describes_the_searches_it_offers(g, tmp_path):
+    res = open_resources(g, LLMConfig(base_url="http://127.0.0.1:9/v1", model="test-model", max_retries=1, cache_dir=tmp_path / "cache"))
+    paper = get_retriever("dgr", res, mode="json").system_prompt("json")
+    assert "search_in_graph(query, size): keyword (BM25) search over" in paper and "ranked by keyword match to query" in paper
+    hybrid = get_retriever("dgr", res, mode="json", global_search="hybrid", neighbour_ranking="hybrid").system_prompt("json")
+    assert "search_in_graph(query, size): search by keywords and meaning (BM25 fused with embeddings) over" in hybrid
+    assert "ranked by keyword and meaning match to query" in hybrid
 
 
 def test_relation_kinds_say_which_edge_type_leads_on_from_each_neighbour(g):

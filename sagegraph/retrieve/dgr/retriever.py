@@ -33,7 +33,8 @@ from sagegraph.llm import LLMClient, LLMRequestRefused, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.dgr.agent import AgentRun, Fallback, Mode, TokenBudget, fuse_votes, run_agent
-from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, NeighbourRanking
+from sagegraph.retrieve.dgr.tools import (ANSWER, FINISH, GLOBAL, GLOBAL_KIND, NEIGHBOUR_MATCH, NEIGHBOURS, GlobalSearch, GraphTools,
+                                          NeighbourRanking)
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
@@ -45,7 +46,7 @@ Node types: {types}
 Relations (head -[TYPE]-> tail): {patterns}
 
 Tools:
-- search_in_graph(query, size): keyword (BM25) search over every node's name and summary; size defaults to {size}, at most {max_size}.
+- search_in_graph(query, size): {global_kind} over every node's name and summary; size defaults to {size}, at most {max_size}.
 {neighbour_tool}- add_to_answer(answer_nodes): add answer nodes, best first: [{{"node_index": 12, "reasoning": "why it answers"}}].
 - finish(comment): stop when the answer is complete or nothing useful is left to explore.
 Nodes are shown as [index] Type: Name | summary. Use the index in brackets to refer to a node.
@@ -86,7 +87,7 @@ Example from this graph. To find the {tail_type} nodes that {head_name} is linke
 3. add_to_answer(answer_nodes=[{{"node_index": {tail}, "reasoning": "{head_name} -[{relation}]-> {tail_name}"}}]), then finish()"""
 
 NEIGHBOUR_TOOL = ("- search_in_neighborhood(node_index, query, node_type, edge_type): the node's direct neighbours with each edge's relation and "
-                  "direction, ranked by keyword match to query; only node_index is required; {k} shown.\n")
+                  "direction, ranked by {match} to query; only node_index is required; {k} shown.\n")
 # `edge_path`: its sample path is two relations that meet in this KB (read at run time).
 NEIGHBOUR_PATH = ("  edge_type may also be a list of relation types followed in order, e.g. [\"{r1}\", \"{r2}\"]: "
                   "the nodes at the end of that path are listed, each with the node it was reached through.\n")
@@ -106,7 +107,8 @@ class DGRParams(BaseModel):
     search_size: int = Field(5, ge=1, description="search_in_graph's default size")
     max_search_size: int = Field(30, ge=1, description="largest size an agent may ask for")
     neighbour_k: int = Field(20, ge=1, description="neighbours shown per search_in_neighborhood")
-    neighbour_ranking: NeighbourRanking = Field("bm25", description="bm25 (paper), substring (public code), none (ablation)")
+    neighbour_ranking: NeighbourRanking = Field("bm25", description="bm25 (paper), hybrid (BM25 fused with embeddings, as the flat hybrid retriever scores; not the paper's), substring (public code), none (ablation)")
+    global_search: GlobalSearch = Field("bm25", description="search_in_graph's ranking: bm25 over name and summary (paper), or hybrid, the flat hybrid retriever's ranking (BM25 fused with embeddings; the public code's embedding mode is the nearest), which finds a node the question describes in other words")
     type_filters: bool = Field(True, description="honour node_type/edge_type filters (false: the paper's 'w/o F' ablation)")
     neighbourhood: bool = Field(True, description="offer search_in_neighborhood (false: the paper's 'w/o Neighbors' ablation)")
     summary_chars: int = Field(200, ge=0, description="characters of each node's summary shown in results")
@@ -172,7 +174,7 @@ class DGRRetriever(Retriever):
                                 neighbour_ranking=params.neighbour_ranking, type_filters=params.type_filters,
                                 neighbourhood=params.neighbourhood, summary_chars=params.summary_chars,
                                 relax_filters=params.relax_filters, answer_by_name=params.answer_by_name,
-                                relation_kinds=params.relation_kinds, edge_path=params.edge_path)
+                                relation_kinds=params.relation_kinds, edge_path=params.edge_path, global_search=params.global_search)
 
     def system_prompt(self, mode: Mode) -> str:
         view = self.tools.view
@@ -180,7 +182,7 @@ class DGRRetriever(Retriever):
         example, name = worked_example(view, self.p.neighbourhood)
         if not self.p.example:
             example = ""
-        return SYSTEM.format(types=", ".join(self.g.node_types()), patterns=patterns or "none", size=self.p.search_size,
+        return SYSTEM.format(global_kind=GLOBAL_KIND[self.p.global_search], types=", ".join(self.g.node_types()), patterns=patterns or "none", size=self.p.search_size,
                              max_size=self.p.max_search_size,
                              neighbour_tool=self._neighbour_tool(),
                              entities=(ENTITIES_PATH if self.p.edge_path else ENTITIES_LINKED) if self.p.link and self.p.link_prompt and self.p.neighbourhood
@@ -190,7 +192,7 @@ class DGRRetriever(Retriever):
     def _neighbour_tool(self) -> str:
         if not self.p.neighbourhood:
             return ""
-        text = NEIGHBOUR_TOOL.format(k=self.p.neighbour_k)
+        text = NEIGHBOUR_TOOL.format(k=self.p.neighbour_k, match=NEIGHBOUR_MATCH[self.p.neighbour_ranking])
         chain = sample_chain(self.tools.view) if self.p.edge_path else None
         return text + (NEIGHBOUR_PATH.format(r1=chain[0], r2=chain[1]) if chain else "")
 

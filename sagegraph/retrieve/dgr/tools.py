@@ -1,5 +1,6 @@
-"""DGR's four tools over a built KB graph (dgr.txt §3, App. A.2): global BM25 search, typed one-hop
-neighbourhood search, add_to_answer and finish.
+"""DGR's four tools over a built KB graph (dgr.txt §3, App. A.2): global BM25 search (or the flat
+hybrid retriever's ranking, `global_search: hybrid`), typed one-hop neighbourhood search,
+add_to_answer and finish.
 
 Each tool returns an observation the agent reads (plain lines, one node per line, its index in
 brackets) and the rows it showed or accepted, so the harness can fall back to the last results and
@@ -22,11 +23,13 @@ from typing import Any, Literal
 import numpy as np
 
 from sagegraph.index.bm25 import BM25Index, top_k
+from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.kb.entities import linked_rows
 from sagegraph.retrieve.kb.view import KBView, kb_view, normalise
 
-NeighbourRanking = Literal["bm25", "substring", "none"]
+NeighbourRanking = Literal["bm25", "hybrid", "substring", "none"]
+GlobalSearch = Literal["bm25", "hybrid"]
 GLOBAL, NEIGHBOURS, ANSWER, FINISH = "search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"
 TOOL_NAMES = (GLOBAL, NEIGHBOURS, ANSWER, FINISH)
 MAX_PATH = 3  # relations one `edge_path` call may follow
@@ -51,19 +54,25 @@ class ToolOutput:
     hops: int = 1  # how far from `source` the shown nodes are (a relation path's length with `edge_path`)
 
 
+# How each tool's ranking is described to the agent (the system prompt and the native schemas).
+GLOBAL_KIND = {"bm25": "keyword (BM25) search", "hybrid": "search by keywords and meaning (BM25 fused with embeddings)"}
+NEIGHBOUR_MATCH = {"bm25": "keyword match", "hybrid": "keyword and meaning match", "substring": "keyword match", "none": "keyword match"}
+
+
 def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
-                 edge_path: bool = False) -> list[dict[str, Any]]:
+                 edge_path: bool = False, global_search: GlobalSearch = "bm25", neighbour_ranking: NeighbourRanking = "bm25") -> list[dict[str, Any]]:
     """OpenAI function-calling schemas; the JSON-action mode describes the same tools in prose."""
 
     def fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
         return {"type": "function", "function": {"name": name, "description": description,
                                                  "parameters": {"type": "object", "properties": properties, "required": required}}}
 
-    tools = [fn(GLOBAL, f"Keyword (BM25) search over every node's name and summary. Returns up to `size` nodes (default {default_size}, at most {max_size}).",
+    kind = GLOBAL_KIND[global_search]
+    tools = [fn(GLOBAL, f"{kind[0].upper()}{kind[1:]} over every node's name and summary. Returns up to `size` nodes (default {default_size}, at most {max_size}).",
                 {"query": {"type": "string", "description": "keywords, an entity name or descriptive terms"},
                  "size": {"type": "integer", "description": f"number of results, 1-{max_size}"}}, ["query"])]
     if neighbourhood:
-        tools.append(fn(NEIGHBOURS, f"The direct neighbours of a node with the relation type and direction of each edge, ranked by keyword match to `query`; {neighbour_k} shown.",
+        tools.append(fn(NEIGHBOURS, f"The direct neighbours of a node with the relation type and direction of each edge, ranked by {NEIGHBOUR_MATCH[neighbour_ranking]} to `query`; {neighbour_k} shown.",
                         {"node_index": {"type": "integer", "description": "the node to explore around"},
                          "query": {"type": "string", "description": "keywords to rank the neighbours by"},
                          "node_type": {"type": "string", "description": "only neighbours of this node type"},
@@ -140,19 +149,20 @@ class GraphTools:
     def __init__(self, g: GraphIndex, *, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
                  neighbour_ranking: NeighbourRanking = "bm25", type_filters: bool = True, neighbourhood: bool = True,
                  summary_chars: int = 200, relax_filters: bool = False, answer_by_name: bool = False, relation_kinds: bool = False,
-                 edge_path: bool = False):
+                 edge_path: bool = False, global_search: GlobalSearch = "bm25"):
         self.g = g
         self.view: KBView = kb_view(g)
         self.default_size, self.max_size, self.neighbour_k = default_size, max_size, neighbour_k
         self.neighbour_ranking, self.type_filters, self.neighbourhood = neighbour_ranking, type_filters, neighbourhood
         self.summary_chars = summary_chars
         self.relax_filters, self.answer_by_name, self.relation_kinds = relax_filters, answer_by_name, relation_kinds
-        self.edge_path = edge_path
+        self.edge_path, self.global_search = edge_path, global_search
         self._types = {t.lower(): t for t in g.node_types()}
         self._relations = {r.lower(): c for c, r in enumerate(self.view.relation_types)}
 
     def schemas(self) -> list[dict[str, Any]]:
-        return tool_schemas(self.neighbourhood, self.default_size, self.max_size, self.neighbour_k, self.edge_path)
+        return tool_schemas(self.neighbourhood, self.default_size, self.max_size, self.neighbour_k, self.edge_path,
+                            self.global_search, self.neighbour_ranking)
 
     def action_schema(self) -> dict[str, Any]:
         return action_schema(self.g.node_types(), self.view.relation_types, self.neighbourhood, self.edge_path)
@@ -216,9 +226,12 @@ class GraphTools:
             raise ToolError(f"{GLOBAL}: query must be a non-empty string")
         n = self.default_size if size is None else _as_int(size, "size")
         n = max(1, min(n, self.max_size))
-        scores = search_scores(self.g, query)
-        rows, s = top_k(scores, n)
-        rows = rows[s > 0]
+        if self.global_search == "hybrid":
+            rows = HybridRetriever.over(self.g).search(query, n).idx
+        else:
+            scores = search_scores(self.g, query)
+            rows, s = top_k(scores, n)
+            rows = rows[s > 0]
         if not len(rows):
             return ToolOutput(f'search_in_graph("{query}"): no node matches these keywords. Try other words or an entity name.')
         lines = [f'search_in_graph("{query}"): {len(rows)} results'] + [self._line(int(r)) for r in rows]
@@ -288,7 +301,7 @@ class GraphTools:
         q = query.strip() if isinstance(query, str) else ""
         if q and self.neighbour_ranking != "none":
             rows = self._rank_neighbours(rows, q)
-            notes.append(f'{"ranked" if self.neighbour_ranking == "bm25" else "filtered"} by "{q}"')
+            notes.append(f'{"filtered" if self.neighbour_ranking == "substring" else "ranked"} by "{q}"')
         shown = rows[: self.neighbour_k]
         head = f"Neighbours of {self.label(row)}" + (f" ({', '.join(notes)})" if notes else "")
         note = "".join(f"\nNote: {x}." for x in said)
@@ -422,8 +435,9 @@ class GraphTools:
     def _rank_neighbours(self, rows: np.ndarray, query: str) -> np.ndarray:
         if not len(rows):
             return rows
-        if self.neighbour_ranking == "bm25":
-            s = search_scores(self.g, query)[rows]
+        if self.neighbour_ranking in ("bm25", "hybrid"):
+            s = (HybridRetriever.over(self.g).scores_for(query, rows) if self.neighbour_ranking == "hybrid"
+                 else search_scores(self.g, query)[rows])
             return rows[np.lexsort((np.arange(len(rows)), -s))]  # best first, edge order among ties
         # The public code: names containing the query first, then summaries ranked by how many of the
         # query's words they hold; the rest dropped.
