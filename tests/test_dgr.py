@@ -17,7 +17,7 @@ from sagegraph.llm import LLMClient
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.registry import validate_params
 from sagegraph.retrieve.dgr.retriever import detect_mode, sample_chain
-from sagegraph.retrieve.dgr.agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent
+from sagegraph.retrieve.dgr.agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent, whole_calls
 from sagegraph.retrieve.dgr.tools import GraphTools, ToolError, action_schema
 from sagegraph.retrieve.resources import open_resources
 from tests.fake_openai import FakeOpenAI, completion
@@ -411,6 +411,45 @@ def test_fallback_deepest_counts_a_relation_path_as_its_length(g):
     assert run.deepest == [row(g, "s1")] and run.deepest_reach == 2 and run.depth[row(g, "s1")] == 2
     _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ben, edge_type="ACTED_IN"))  # one relation: not farther
     assert run.deepest == [row(g, "s1")] and run.deepest_reach == 2
+
+
+def test_whole_calls_are_read_from_a_reply_cut_off_at_the_token_limit():
+    assert whole_calls('{"calls": [{"tool": "a", "args": {}}, {"tool": "b", "args": {"q": "x"}}, {"tool": "c", "ar') == \
+        [{"tool": "a", "args": {}}, {"tool": "b", "args": {"q": "x"}}]
+    assert whole_calls('{"calls": [{"tool": "a", "ar') == [] and whole_calls("nothing") == [] and whole_calls("") == []
+
+
+def test_salvage_cut_runs_the_whole_calls_of_a_cut_reply_and_keeps_the_loop_out_of_the_history(g, tmp_path):
+    """The local model's failure on the synthetic test sample (session 25): under the grammar it
+    repeated one search and one answer until max_tokens; the cut reply read as no JSON, went back
+    whole into the history, and every later step copied the loop."""
+    ana = row(g, "p1")
+    pair = [{"tool": "search_in_graph", "args": {"query": "Ana Silva"}},
+            {"tool": "search_in_neighborhood", "args": {"node_index": ana, "edge_type": "DIRECTED"}}]
+    looped = json.dumps({"calls": pair * 6})[:-40]  # cut inside the twelfth call
+    cut = completion(looped, completion_tokens=768)
+    cut["choices"][0]["finish_reason"] = "length"
+
+    def reply(body):
+        return 200, (cut if _step(body) == 0 else _calls(("finish", {})))
+
+    for salvage in (False, True):
+        with FakeOpenAI(reply) as server:
+            res = open_resources(g, _llm(server, tmp_path / str(salvage)))
+            r = get_retriever("dgr", res, n_agents=1, mode="json", t_max=3, max_calls_per_step=3, salvage_cut=salvage,
+                              stop_repeats=0).search("Which films did Ana Silva direct?", 5)
+            second = server.requests[1]["messages"]
+        a = r.trace["agents"][0]
+        if not salvage:  # unreadable: counted, the cut text sent back whole
+            assert a["parse_errors"] == 1 and a["cut_salvaged"] == 0 and second[-2]["content"] == looped
+            assert r.trace["counters"]["cut_replies_salvaged"] == 0
+            continue
+        # the first three whole calls ran (max_calls_per_step); the history holds them, not the loop
+        assert a["parse_errors"] == 0 and a["cut_salvaged"] == 1 and r.trace["counters"]["cut_replies_salvaged"] == 1
+        assert json.loads(second[-2]["content"]) == {"calls": pair + pair[:1]}
+        assert "cut off at the token limit; its first 3 whole calls ran" in second[-1]["content"]
+        assert a["tools"]["search_in_neighborhood"] == 1 and a["tools"]["search_in_graph"] == 2
+        assert f"[{row(g, 'm1')}] Movie: Harbour Lights" in second[-1]["content"]  # her films, shown
 
 
 def test_unreadable_replies_and_bad_calls_go_back_to_the_agent_counted(g, tmp_path):

@@ -118,6 +118,26 @@ def _to_actions(value: Any) -> list[Action]:
     return [Action(tool, _args(raw, tool))]
 
 
+def whole_calls(text: str) -> list[Any]:
+    """The calls a JSON-mode reply wrote whole before it was cut off at the token limit (`{"calls":
+    [` then each complete object in turn); [] when none is whole. A 1.5B model under the grammar
+    sometimes repeats one pair of calls until the limit, and the reply then reads as no JSON."""
+    opening = re.search(r'"calls"\s*:\s*\[', text or "")
+    if opening is None:
+        return []
+    decoder, i, out = json.JSONDecoder(), opening.end(), []
+    while True:
+        i = _SEPARATOR.match(text, i).end()  # type: ignore[union-attr]
+        try:
+            value, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return out
+        out.append(value)
+
+
+_SEPARATOR = re.compile(r"\s*,?\s*")
+
+
 def read_text_actions(text: str) -> list[Action]:
     """Actions written as text: JSON-action mode's {"calls": [...]}, a bare {"tool"/"name", "args"/
     "arguments"} call, or tool-call blocks; an ActionError says what was wrong."""
@@ -172,6 +192,7 @@ class AgentRun:
     text_calls: int = 0
     repeated_calls: int = 0
     early_finishes: int = 0  # finish calls refused because the same reply searched (`read_before_finish`)
+    cut_salvaged: int = 0  # replies cut off at the token limit whose whole calls ran (`salvage_cut`)
     prompt_tokens: list[int] = field(default_factory=list)  # per step: the history's growth
     completion_tokens: list[int] = field(default_factory=list)
     tool_ms: list[float] = field(default_factory=list)  # the harness's time per tool call
@@ -185,7 +206,7 @@ class AgentRun:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
                 "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
                 "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls, "early_finishes": self.early_finishes,
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "cut_salvaged": self.cut_salvaged, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
 
 
@@ -198,7 +219,8 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
               temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
               timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
               shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False,
-              start: ToolOutput | None = None, read_before_finish: bool = False, fallback: Fallback = "last") -> AgentRun:
+              start: ToolOutput | None = None, read_before_finish: bool = False, fallback: Fallback = "last",
+              salvage_cut: bool = False) -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
     `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
     `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
@@ -206,7 +228,8 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     that loops would otherwise spend its whole T_max resending one history); `steps_left` tells the
     agent under each observation how many steps it has left (a small model that never answers is
     otherwise not told that its time runs out); `answer_on_stop` asks an agent stopped by T_max or
-    for repeating itself, with nothing added, for its answer once more (`_answer_on_stop`)."""
+    for repeating itself, with nothing added, for its answer once more (`_answer_on_stop`);
+    `salvage_cut` runs the calls a reply cut off at the token limit wrote whole (`whole_calls`)."""
     run = AgentRun(agent=agent, sample=agent + 1)
     budget = budget or TokenBudget(None)
     timeline = timeline or Timeline()
@@ -241,6 +264,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         run.prompt_tokens.append(reply.prompt_tokens)
         run.completion_tokens.append(reply.completion_tokens)
         budget.spend(reply.prompt_tokens + reply.completion_tokens)
+        written, cut_note = reply.text, ""
         try:
             if mode == "native" and reply.tool_calls:
                 actions = read_native(reply)
@@ -248,12 +272,24 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
                 actions = read_text_actions(reply.text)
                 run.text_calls += mode == "native"
         except ActionError as exc:
-            run.parse_errors += 1
-            run.messages.append({"role": "assistant", "content": reply.text})
-            run.messages.append({"role": "user", "content": f"Your reply could not be read as tool calls: {exc}. Call a tool."})
-            continue
+            whole = whole_calls(reply.text)[:max_calls_per_step] if salvage_cut and not reply.whole else []
+            try:
+                actions = _to_actions(whole) if whole else []
+            except ActionError:
+                actions = []
+            if not actions:
+                run.parse_errors += 1
+                run.messages.append({"role": "assistant", "content": reply.text})
+                run.messages.append({"role": "user", "content": f"Your reply could not be read as tool calls: {exc}. Call a tool."})
+                continue
+            # The history keeps the calls that ran, not the cut text: a small model copies the loop
+            # that ran it into the token limit.
+            run.cut_salvaged += 1
+            written = json.dumps({"calls": whole})
+            cut_note = (f"\n(Your reply was cut off at the token limit; its first {len(actions)} whole "
+                        f"call{'s' if len(actions) != 1 else ''} ran. Write a few calls, each once.)")
         native_ids = mode == "native" and bool(reply.tool_calls)
-        run.messages.append(_assistant_native(reply) if native_ids else {"role": "assistant", "content": reply.text})
+        run.messages.append(_assistant_native(reply) if native_ids else {"role": "assistant", "content": written})
         observations, finished, fresh, answered, searched = [], False, False, len(run.answer), False
         for i, action in enumerate(actions):
             if i >= max_calls_per_step:
@@ -287,7 +323,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             # The question is restated under the results: a small model otherwise loses it in a
             # long history and repeats its last call.
             results = "\n\n".join(f"{a.tool} result:\n{text}" for a, text in observations)
-            run.messages.append({"role": "user", "content": f"{results}\n\nQuestion: {question}{left}\nNext tool calls?"})
+            run.messages.append({"role": "user", "content": f"{results}{cut_note}\n\nQuestion: {question}{left}\nNext tool calls?"})
         if finished:
             run.stop = "finish"
             break

@@ -129,6 +129,7 @@ class DGRParams(BaseModel):
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
     example: bool = Field(True, description="the system prompt's worked example, a walk along this KB's most frequent relation (false: none; under `constrain` the grammar keeps the format, and a small model copies the example's edge_type into every search)")
     read_before_finish: bool = Field(False, description="refuse a finish written in the same reply as a search, whose results the agent has not read yet, said in the observation (not the paper's)")
+    salvage_cut: bool = Field(False, description="a JSON-mode reply cut off at the token limit runs the calls it wrote whole (at most max_calls_per_step) and the history keeps only those, said in the observation (off: the reply is unreadable and goes back whole into the history, where a small model copies the loop that cut it; not the paper's)")
     answer_on_stop: bool = Field(False, description="an agent stopped by t_max or its repeats with nothing added is asked once more, add_to_answer its only tool, to answer from the nodes it was shown (not the paper's; one more call)")
 
 
@@ -215,7 +216,8 @@ class DGRRetriever(Retriever):
                              max_calls_per_step=self.p.max_calls_per_step, constrain=self.p.constrain,
                              shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats, steps_left=self.p.steps_left,
                              answer_on_stop=self.p.answer_on_stop, start=start,
-                             read_before_finish=self.p.read_before_finish, fallback=self.p.fallback)
+                             read_before_finish=self.p.read_before_finish, fallback=self.p.fallback,
+                             salvage_cut=self.p.salvage_cut)
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
@@ -273,7 +275,7 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
     c: dict[str, float] = {"agents": len(runs), "steps": 0, "global_calls": 0, "neighbour_calls": 0, "answer_calls": 0, "finish_calls": 0,
                            "invalid_calls": 0, "parse_errors": 0, "text_tool_calls": 0, "repeated_calls": 0, "stop_finish": 0, "stop_t_max": 0, "stop_budget": 0,
                            "stop_refused": 0, "stop_repeats": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0,
-                           "relaxed_filters": 0, "answers_by_name": 0, "answers_on_stop": 0, "linked_nodes": 0, "early_finishes": 0}
+                           "relaxed_filters": 0, "answers_by_name": 0, "answers_on_stop": 0, "linked_nodes": 0, "early_finishes": 0, "cut_replies_salvaged": 0}
     for r in runs:
         c["steps"] += r.steps
         c["global_calls"] += r.tools[GLOBAL]
@@ -293,4 +295,5 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
         c["answers_on_stop"] += int(r.answered_on_stop)
         c["linked_nodes"] += r.linked
         c["early_finishes"] += r.early_finishes
+        c["cut_replies_salvaged"] += r.cut_salvaged
     return c
