@@ -118,6 +118,9 @@ def _to_actions(value: Any) -> list[Action]:
     return [Action(tool, _args(raw, tool))]
 
 
+_SEPARATOR = re.compile(r"\s*,?\s*")
+
+
 def whole_calls(text: str) -> list[Any]:
     """The calls a JSON-mode reply wrote whole before it was cut off at the token limit (`{"calls":
     [` then each complete object in turn); [] when none is whole. A 1.5B model under the grammar
@@ -135,7 +138,14 @@ def whole_calls(text: str) -> list[Any]:
         out.append(value)
 
 
-_SEPARATOR = re.compile(r"\s*,?\s*")
+def _salvaged(text: str, most: int) -> tuple[list[Any], list[Action]]:
+    """The first `most` whole calls of a cut reply and their actions; nothing when they do not read
+    as calls."""
+    whole = whole_calls(text)[:most]
+    try:
+        return whole, _to_actions(whole)
+    except ActionError:
+        return [], []
 
 
 def read_text_actions(text: str) -> list[Action]:
@@ -272,11 +282,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
                 actions = read_text_actions(reply.text)
                 run.text_calls += mode == "native"
         except ActionError as exc:
-            whole = whole_calls(reply.text)[:max_calls_per_step] if salvage_cut and not reply.whole else []
-            try:
-                actions = _to_actions(whole) if whole else []
-            except ActionError:
-                actions = []
+            whole, actions = _salvaged(reply.text, max_calls_per_step) if salvage_cut and not reply.whole else ([], [])
             if not actions:
                 run.parse_errors += 1
                 run.messages.append({"role": "assistant", "content": reply.text})

@@ -157,6 +157,7 @@ class GraphTools:
         self.summary_chars = summary_chars
         self.relax_filters, self.answer_by_name, self.relation_kinds = relax_filters, answer_by_name, relation_kinds
         self.edge_path, self.global_search = edge_path, global_search
+        self.hybrid = HybridRetriever.over(g)  # the flat baseline's fused ranking, for the `hybrid` searches
         self._types = {t.lower(): t for t in g.node_types()}
         self._relations = {r.lower(): c for c, r in enumerate(self.view.relation_types)}
 
@@ -227,7 +228,7 @@ class GraphTools:
         n = self.default_size if size is None else _as_int(size, "size")
         n = max(1, min(n, self.max_size))
         if self.global_search == "hybrid":
-            rows = HybridRetriever.over(self.g).search(query, n).idx
+            rows = self.hybrid.search(query, n).idx
         else:
             scores = search_scores(self.g, query)
             rows, s = top_k(scores, n)
@@ -436,8 +437,7 @@ class GraphTools:
         if not len(rows):
             return rows
         if self.neighbour_ranking in ("bm25", "hybrid"):
-            s = (HybridRetriever.over(self.g).scores_for(query, rows) if self.neighbour_ranking == "hybrid"
-                 else search_scores(self.g, query)[rows])
+            s = self.hybrid.scores_for(query, rows) if self.neighbour_ranking == "hybrid" else search_scores(self.g, query)[rows]
             return rows[np.lexsort((np.arange(len(rows)), -s))]  # best first, edge order among ties
         # The public code: names containing the query first, then summaries ranked by how many of the
         # query's words they hold; the rest dropped.
