@@ -71,6 +71,7 @@ class LLMConfig(_Strict):
     tokens_per_minute: int | None = Field(None, ge=1, description="pace by estimated prompt tokens per minute (None: no pacing)")
     cache_mode: Literal["live", "replay"] = Field("live", description="replay: a request without a cached reply is an error (reproducing a published run)")
     send_seed: bool = Field(True, description="send the sample index as `seed` when sampling at temperature > 0")
+    reask_cut: bool = Field(False, description="a live run asks again for a recorded reply cut at the token limit, replacing it (default: served as recorded, still counted as cut)")
     cache_dir: Path | None = Field(None, description="defaults to <out>/cache/llm")
     price_input_per_mtok: float = Field(0.15, description="USD per 1M prompt tokens (gpt-4o-mini list price)")
     price_output_per_mtok: float = Field(0.60, description="USD per 1M completion tokens")

@@ -107,7 +107,8 @@ def usage_scope() -> Iterator[Usage]:
 
 
 # A reply is whole when the model stopped by itself (or to call tools). "length" (cut by the token
-# limit), "content_filter" and the rest are not, and are never cached: a rerun asks again.
+# limit), "content_filter" and the rest are not: recorded with their finish_reason, never served as
+# good (the caller's parsing falls back and usage counts them as truncated).
 GOOD_FINISH = {"stop", "tool_calls", "function_call", "eos", None}
 EMPTY = "empty"  # our mark for a completion with no choice or no message
 # Our mark for a request the endpoint refused (400: too long, bad tools). Recorded so a replay
@@ -353,11 +354,14 @@ class LLMClient:
                       finish=reply.finish_reason)
 
     def _cached(self, key: str) -> Reply | None:
-        """The recorded reply, if it is whole or this is a replay: a cut-off or empty reply is
-        replayed as it was, never served to a live run as if it were good; a recorded refusal is
-        raised again in a replay."""
+        """The recorded reply, marked as it came. A reply cut at the token limit is served again as
+        cut, to a live run too: the key holds the token limit and the seed, so a re-ask is the same
+        request paid twice, and one that came back different would leave the run that recorded the
+        cut reply unreplayable and split runs that share a trajectory (`llm.reask_cut` asks again).
+        An empty reply or a refusal says more about the endpoint than the request: a live run asks
+        again; a replay reproduces it (a refusal is raised again)."""
         hit = self.cache.get(key)
-        if hit is not None and not hit.whole and self.cfg.cache_mode != "replay":
+        if hit is not None and self.cfg.cache_mode != "replay" and self._ask_again(hit):
             return None
         if hit is not None and hit.finish_reason == REFUSED:
             # Not counted, as the live refusal was not: a replay's usage equals the run's.
@@ -367,6 +371,11 @@ class LLMClient:
                 if u is not None:
                     u.add(hit.prompt_tokens, hit.completion_tokens, 0.0, cached=True, seconds=hit.seconds, finish=hit.finish_reason)
         return hit
+
+    def _ask_again(self, hit: Reply) -> bool:
+        if hit.whole:
+            return False
+        return hit.finish_reason in (EMPTY, REFUSED) or self.cfg.reask_cut
 
     def _fetch(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None, sample: int,
                accept: Callable[[str], Any] | None) -> Reply:
@@ -383,9 +392,9 @@ class LLMClient:
         self._count(reply, self.cost(reply.prompt_tokens, reply.completion_tokens), retries)
         if not reply.whole:
             # Cut off or empty: handed to the caller, whose parsing falls back (counted there and
-            # in usage.truncated / usage.malformed). Recorded with its finish_reason so a replay
-            # of this run reproduces it, but a live run asks again (`_cached`).
-            log.warning("%s reply not whole (finish_reason %r); a live rerun asks again", self.cfg.model, reply.finish_reason)
+            # in usage.truncated / usage.malformed). Recorded with its finish_reason so a rerun
+            # reproduces it (`_cached` says when a live run asks again).
+            log.warning("%s reply not whole (finish_reason %r); recorded as such", self.cfg.model, reply.finish_reason)
             self.cache.put(key, reply)
             return reply
         if accept is not None:

@@ -298,9 +298,18 @@ def test_an_empty_or_cut_reply_is_counted_and_never_served_again_as_good(tmp_pat
         with usage_scope() as u:
             assert replay.chat([{"role": "user", "content": "plan"}]).whole is False
         assert getattr(u, counter) == 1 and len(server.requests) == 1
-        # ... but a live rerun asks again instead of serving it as a good reply.
-        second = client.chat([{"role": "user", "content": "plan"}])
+        # ... a live rerun serves a cut reply as cut (the same request, not paid twice) but asks
+        # again for an empty one (the endpoint's fault more than the request's) ...
+        with usage_scope() as u:
+            second = client.chat([{"role": "user", "content": "plan"}])
+        if counter == "truncated":
+            assert not second.whole and second.text == first.text and u.truncated == 1 and len(server.requests) == 1
+            # ... unless the user asks for cut replies to be asked again.
+            reask = _client(server, tmp_path, reask_cut=True)
+            second = reask.chat([{"role": "user", "content": "plan"}])
         assert second.whole and second.text.endswith("RETURN n\"}") and len(server.requests) == 2
+        # Never served as good, and the whole reply that replaced it is what a rerun gets.
+        assert client.chat([{"role": "user", "content": "plan"}]).whole and len(server.requests) == 2
 
 
 def test_a_completion_without_a_message_reads_as_empty():
