@@ -35,6 +35,10 @@ def row(g, sid):
     return int(g.row[f"n{sid}"])
 
 
+# The paper's tools (dgr-4's defaults): what a test of one forgiving tool compares against.
+PAPER = dict(link=False, relation_kinds=False, relax_filters=False, read_before_finish=False, fallback="last")
+
+
 # -- tools ------------------------------------------------------------------------------------------
 def test_global_search_ranks_names_and_summaries_by_bm25(g):
     out = GraphTools(g).search_in_graph("Ana Silva", 3)
@@ -75,8 +79,8 @@ def test_hybrid_search_finds_nodes_described_in_other_words_and_says_so(g):
 
 def test_the_system_prompt_describes_the_searches_it_offers(g, tmp_path):
     res = open_resources(g, LLMConfig(base_url="http://127.0.0.1:9/v1", model="test-model", max_retries=1, cache_dir=tmp_path / "cache"))
-    paper = get_retriever("dgr", res, mode="json").system_prompt("json")
-    assert "search_in_graph(query, size): keyword (BM25) search over" in paper and "ranked by keyword match to query" in paper
+    bm25 = get_retriever("dgr", res, mode="json").system_prompt("json")
+    assert "search_in_graph(query, size): keyword (BM25) search over" in bm25 and "ranked by keyword match to query" in bm25
     hybrid = get_retriever("dgr", res, mode="json", global_search="hybrid", neighbour_ranking="hybrid").system_prompt("json")
     assert "search_in_graph(query, size): search by keywords and meaning (BM25 fused with embeddings) over" in hybrid
     assert "ranked by keyword and meaning match to query" in hybrid
@@ -326,7 +330,7 @@ def test_link_shows_the_named_nodes_with_their_edges_and_lets_the_agent_start_fr
     with FakeOpenAI(reply) as server:
         res = open_resources(g, _llm(server, tmp_path))
         r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True).search("Which films did Ana Silva direct?", 5)
-        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search("Which films did Ana Silva direct?", 5)
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", **PAPER).search("Which films did Ana Silva direct?", 5)
     opening = bodies[0]["messages"][1]["content"]
     assert opening.startswith("Question: Which films did Ana Silva direct?\n\nNodes the question names")
     assert f"[{ana}] Person: Ana Silva" in opening and "Movie -[DIRECTED]->" in opening
@@ -353,7 +357,7 @@ def test_read_before_finish_refuses_a_finish_written_beside_a_search(g, tmp_path
     with FakeOpenAI(reply) as server:
         res = open_resources(g, _llm(server, tmp_path))
         r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", read_before_finish=True).search("Which films are about orchards?", 5)
-        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search("Which films are about orchards?", 5)
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", **PAPER).search("Which films are about orchards?", 5)
     a, p = r.trace["agents"][0], plain.trace["agents"][0]
     assert a["early_finishes"] == 1 and r.trace["counters"]["early_finishes"] == 1 and "Not finished" in a["messages"][3]["content"]
     assert a["steps"] == 2 and a["stop"] == "finish" and list(r.idx) == [m6] and not a["fallback"]
@@ -369,7 +373,7 @@ def test_fallback_first_answers_with_the_first_neighbourhood_the_agent_was_shown
              _calls(("search_in_graph", {"query": "Ben Cho", "size": 1}))]
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 2)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        last = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True).search("Which films did Ana Silva direct?", 5)
+        last = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True, fallback="last").search("Which films did Ana Silva direct?", 5)
         first = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True, fallback="first").search("Which films did Ana Silva direct?", 5)
     assert list(last.idx) == [row(g, "p3")] and set(first.idx) == {m1, m2}
     assert first.trace["agents"][0]["fallback"] and set(first.found_by) == {"fallback"}
@@ -558,7 +562,7 @@ def test_an_agent_that_loops_is_stopped_and_unseen_indices_are_refused(g, tmp_pa
                     ("add_to_answer", {"answer_nodes": [{"node_index": row(g, "p1"), "reasoning": "guess"}]}), ("finish", {}))
     with FakeOpenAI(lambda body: (200, reply2)) as server:
         res = open_resources(g, _llm(server, tmp_path / "b"))
-        r = get_retriever("dgr", res, n_agents=1, mode="json").search("Which films are about orchards?", 5)
+        r = get_retriever("dgr", res, n_agents=1, mode="json", **PAPER).search("Which films are about orchards?", 5)
     a = r.trace["agents"][0]
     obs = a["messages"][3]["content"]
     assert f"node_index {m5} has not appeared in your results yet" in obs and "Not in any result you were shown (ignored)" in obs
@@ -583,6 +587,9 @@ def test_params_are_validated():
     with pytest.raises(ConfigError, match="its parameters: t_max, n_agents"):
         validate_params("dgr", {"agents": 3})
     assert validate_params("dgr", {}).model_dump()["n_agents"] == 3
+    # dgr-5's defaults are the forgiving tools; the paper's are one parameter set away
+    assert {k: v for k, v in validate_params("dgr", {}).model_dump().items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "deepest"}
+    assert validate_params("dgr", PAPER).model_dump(exclude_defaults=True) == PAPER
 
 
 def test_run_directory_trace_printout_and_sft_export(g, tmp_path, capsys):
