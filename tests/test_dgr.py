@@ -5,6 +5,7 @@ the cache to the same answer. No model: the replies are written here."""
 
 import json
 
+import numpy as np
 import pytest
 
 from sagegraph.config import LLMConfig
@@ -404,6 +405,46 @@ def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_f
     assert len({json.dumps([m["content"] for m in r.trace["agents"][0]["messages"]]) for r in got.values()}) == 1
 
 
+def test_fallback_chain_ranks_what_the_walk_reached_by_how_its_relation_chain_reads(g, tmp_path):
+    """The walk of the test above: each node a neighbourhood search showed keeps the chain that
+    first reached it, from its start (the named node, or a searched one); `chain` ranks them by
+    how that chain reads against the question with the start's name taken out. The studio, at the
+    end of 'produced by (Studio) of directed (Movie)', reads closest to 'which studio produced
+    the films directed'; no start node is an answer; the replies are the same."""
+    from sagegraph.retrieve.dgr.agent import AgentRun, _walked
+
+    ana, ben, m1, studio = row(g, "p1"), row(g, "p3"), row(g, "m1"), row(g, "s1")
+    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
+             _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
+             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
+             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"}))]
+    q = "Which studio produced the films Ana Silva directed?"
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        got = get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", fallback="chain").search(q, 5)
+        deepest = get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", fallback="deepest").search(q, 5)
+    agent = got.trace["agents"][0]
+    assert agent["fallback_from"] == "chain" and got.idx[0] == studio and ana not in got.idx and ben not in got.idx
+    assert set(got.idx) == {studio, m1, row(g, "m2"), row(g, "m3"), row(g, "m4")}
+    assert [m["content"] for m in agent["messages"]] == [m["content"] for m in deepest.trace["agents"][0]["messages"]]
+    assert "fallback: the nodes its walk reached, by how their relation chains read" in format_trace({"qid": "q", "question": q, **got.trace})
+    # the chains themselves: one relation per hop, from where the walk started
+    t, run = GraphTools(g), AgentRun(agent=0, sample=1)
+    run.depth[ana] = 0
+    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ana, edge_type="DIRECTED"))
+    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(m1, edge_type="PRODUCED_BY"))
+    assert run.chains[m1] == (ana, (("DIRECTED", m1),)) and run.chains[studio] == (ana, (("DIRECTED", m1), ("PRODUCED_BY", studio)))
+
+
+def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties():
+    from sagegraph.retrieve.dgr.retriever import rank_by_similarity
+
+    vec = {"q": [1.0, 0.0], "a": [0.6, 0.8], "b": [1.0, 0.0], "c": [0.6, 0.8]}
+    chains = {7: (0, (("a", 7),)), 8: (0, (("b", 8),)), 9: (0, (("c", 9),))}
+    out = rank_by_similarity(chains, lambda ch: ch[1][-1][0], lambda ch: "q", lambda texts: np.array([vec[t] for t in texts]))
+    assert out == [8, 7, 9] and rank_by_similarity({}, str, str, lambda t: np.zeros((0, 2))) == []
+
+
 def test_fallback_deepest_counts_a_relation_path_as_its_length(g):
     """With `edge_path`, one call walks several relations: its nodes lie that many relations out."""
     from sagegraph.retrieve.dgr.agent import AgentRun, _walked
@@ -587,8 +628,8 @@ def test_params_are_validated():
     with pytest.raises(ConfigError, match="its parameters: t_max, n_agents"):
         validate_params("dgr", {"agents": 3})
     assert validate_params("dgr", {}).model_dump()["n_agents"] == 3
-    # dgr-5's defaults are the forgiving tools; the paper's are one parameter set away
-    assert {k: v for k, v in validate_params("dgr", {}).model_dump().items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "deepest"}
+    # dgr-5's defaults are the forgiving tools (dgr-6: fallback chain); the paper's are one parameter set away
+    assert {k: v for k, v in validate_params("dgr", {}).model_dump().items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "chain"}
     assert validate_params("dgr", PAPER).model_dump(exclude_defaults=True) == PAPER
 
 

@@ -343,7 +343,7 @@ def test_the_similar_selector_reads_the_question_without_entity_names_and_weight
 
 
 def test_masked_question_takes_out_each_name_whatever_its_case():
-    from sagegraph.retrieve.graphraft.select import masked_question
+    from sagegraph.retrieve.kb.chains import masked_question
 
     assert masked_question("Which films did ana SILVA direct for Northlight?", ["Ana Silva", "Northlight"]) == "Which films did   direct for  ?"
 

@@ -23,6 +23,7 @@ import json
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,7 +33,10 @@ from sagegraph.retrieve.timeline import Timeline
 
 Mode = Literal["native", "json"]
 Stop = Literal["finish", "t_max", "budget", "refused", "repeats"]
-Fallback = Literal["last", "first", "deepest"]
+Fallback = Literal["last", "first", "deepest", "chain"]
+# A walk to one node: the node it started from, then (relation, the row it reached; None inside an
+# `edge_path` path) per hop.
+Chain = tuple[int, tuple[tuple[str, int | None], ...]]
 
 
 class ActionError(ValueError):
@@ -191,6 +195,7 @@ class AgentRun:
     deepest: list[int] = field(default_factory=list)  # the neighbourhood search that first reached the walk's farthest new nodes
     deepest_reach: int = 0  # how many relations from its start `deepest` lies
     depth: dict[int, int] = field(default_factory=dict)  # relations walked from a named or searched node to each node shown
+    chains: dict[int, Chain] = field(default_factory=dict)  # how the walk first reached each node a neighbourhood search showed
     seen: list[int] = field(default_factory=list)
     linked: int = 0  # nodes shown with the question (`link`)
     steps: int = 0
@@ -230,7 +235,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
               timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
               shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False,
               start: ToolOutput | None = None, read_before_finish: bool = False, fallback: Fallback = "last",
-              salvage_cut: bool = False) -> AgentRun:
+              salvage_cut: bool = False, rank_chains: Callable[[dict[int, Chain]], list[int]] | None = None) -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
     `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
     `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
@@ -239,7 +244,9 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     agent under each observation how many steps it has left (a small model that never answers is
     otherwise not told that its time runs out); `answer_on_stop` asks an agent stopped by T_max or
     for repeating itself, with nothing added, for its answer once more (`_answer_on_stop`);
-    `salvage_cut` runs the calls a reply cut off at the token limit wrote whole (`whole_calls`)."""
+    `salvage_cut` runs the calls a reply cut off at the token limit wrote whole (`whole_calls`);
+    `rank_chains` orders the nodes the walk reached by how their chains read against the question
+    (`fallback: chain`)."""
     run = AgentRun(agent=agent, sample=agent + 1)
     budget = budget or TokenBudget(None)
     timeline = timeline or Timeline()
@@ -342,7 +349,8 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         _answer_on_stop(run, llm, tools, question, mode=mode, constrain=constrain, temperature=temperature, max_tokens=max_tokens,
                         budget=budget, timeline=timeline, shown_only=shown_only)
     if not run.answer:
-        picks = {"first": run.first_neighbours, "deepest": run.deepest, "last": run.last_results}
+        picks = {"first": run.first_neighbours, "deepest": run.deepest, "last": run.last_results,
+                 "chain": rank_chains(run.chains) if fallback == "chain" and rank_chains is not None else []}
         run.fallback_from = fallback if picks[fallback] else "last"  # no neighbourhood search showed anything: its last results
         run.answer = list(picks[run.fallback_from])
     return run
@@ -443,8 +451,12 @@ def _walked(run: AgentRun, tool: str, out: ToolOutput) -> None:
         return
     base = run.depth.get(out.source, 0) if out.source is not None else 0
     new = [r for r in out.shown if r not in run.depth]
+    start, walked = run.chains.get(out.source, (out.source, ())) if out.source is not None else (-1, ())
     for r in new:
         run.depth[r] = base + out.hops
+        rels = out.rels.get(r)
+        if out.source is not None and rels:
+            run.chains[r] = (start, walked + tuple((rel, None) for rel in rels[:-1]) + ((rels[-1], r),))
     if new and base + out.hops > run.deepest_reach:
         run.deepest, run.deepest_reach = list(out.shown), base + out.hops
 

@@ -52,6 +52,7 @@ class ToolOutput:
     by_name: int = 0  # answers given by a shown node's name rather than its index
     source: int | None = None  # the node a neighbourhood search explored from
     hops: int = 1  # how far from `source` the shown nodes are (a relation path's length with `edge_path`)
+    rels: dict[int, list[str]] = field(default_factory=dict)  # the relation types leading from `source` to each shown node
 
 
 # How each tool's ranking is described to the agent (the system prompt and the native schemas).
@@ -296,8 +297,10 @@ class GraphTools:
         notes += [what for what, _ in filters.values()]
         # One line per neighbour, with every relation that links it to the node.
         via: dict[int, list[str]] = {}
+        first_rel: dict[int, str] = {}
         for o, c, is_out in zip(other[keep].tolist(), codes[keep].tolist(), out[keep].tolist()):
             via.setdefault(o, []).append(_arrow(rel_names[c], is_out))
+            first_rel.setdefault(o, rel_names[c])
         rows = np.fromiter(via, dtype=np.int64, count=len(via))
         q = query.strip() if isinstance(query, str) else ""
         if q and self.neighbour_ranking != "none":
@@ -312,7 +315,8 @@ class GraphTools:
             return ToolOutput(f"{head}: none match. {self._neighbour_kinds(row, other, codes, out)}{note}", relaxed=relaxed)
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
         lines += [self._line(int(o), f"  {', '.join(via[int(o)])}{self._kinds_of(int(o))}") for o in shown]
-        return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed, source=row)
+        return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed, source=row,
+                          rels={int(o): [first_rel[int(o)]] for o in shown})
 
     def _walk(self, row: int, path: list[str], query: Any, node_type: Any) -> ToolOutput:
         """(`edge_path`) The nodes at the end of a path of relation types from `row`, each hop
@@ -376,7 +380,8 @@ class GraphTools:
             via, arrows = frontier[r]
             through = f" via [{via}] {self.view.names[via]}" if via != row else ""
             lines.append(self._line(r, f"  {arrows}{through}{self._kinds_of(r)}"))
-        return ToolOutput("\n".join(lines) + note, shown=shown, relaxed=["node_type"] if note else [], source=row, hops=len(path))
+        return ToolOutput("\n".join(lines) + note, shown=shown, relaxed=["node_type"] if note else [], source=row, hops=len(path),
+                          rels={r: [rel_names[c] for c in codes_of] for r in shown})
 
     def linked(self, question: str, per_name: int = 3) -> ToolOutput:
         """(`link`) The nodes whose name the question holds (the KB's name index, as SPARK's and

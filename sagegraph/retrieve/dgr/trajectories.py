@@ -30,7 +30,8 @@ def _calls_of(message: dict[str, Any]) -> list[str]:
 
 
 FALLBACK_FROM = {"last": "its last search results", "first": "its first neighbourhood search",
-                 "deepest": "the search that first reached its walk's farthest nodes, {reach} relation(s) out"}
+                 "deepest": "the search that first reached its walk's farthest nodes, {reach} relation(s) out",
+                 "chain": "the nodes its walk reached, by how their relation chains read against the question"}
 
 
 def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:

@@ -22,7 +22,8 @@ import numpy as np
 
 from sagegraph.corpus.records import Question
 from sagegraph.retrieve.graphraft.retriever import GraphRAFTRetriever
-from sagegraph.retrieve.graphraft.select import entity_lines, grammar_messages, masked_question
+from sagegraph.retrieve.graphraft.select import entity_lines, grammar_messages
+from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import entity_slots
 from sagegraph.retrieve.timeline import Timeline
 

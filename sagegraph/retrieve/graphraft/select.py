@@ -29,7 +29,6 @@ remaining picks come from the no-model order (`prior_order`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -51,15 +50,6 @@ LISTED_SYSTEM = """You choose which Cypher queries over a knowledge graph return
 The question's entities are already resolved to nodes; the queries refer to them by parameter ($e0, $e1, ...).
 Each candidate is shown with the number of nodes it returns. Choose up to {m}, best first.
 Reply with JSON only: {{"choices": [numbers]}}."""
-
-
-def masked_question(question: str, names: list[str]) -> str:
-    """The question with these entity names taken out: what a template's phrase is read against
-    (a name says which node, not which relation). The `similar` selector and its training labels
-    mask alike, so a tuned encoder sees at run time what it was trained on."""
-    for name in names:
-        question = re.sub(re.escape(name), " ", question, flags=re.IGNORECASE)
-    return question
 
 
 def entity_lines(entities: list[Entity], view) -> str:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from sagegraph.retrieve.kb.chains import chain_phrase
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.store.mapping import safe_label
 
@@ -88,9 +89,8 @@ class Template:
         with the question. Directions are left out: a KB that stores both directions of a relation
         pair names each its own way, and either reads the same in a question."""
         if self.kind == "path":  # the node both entities lead to: 'acted in (Movie) and acted in (Movie)'
-            return " and ".join(f"{h.rel.replace('_', ' ').lower()} ({self.target_type})" for h in self.hops)
-        words = [f"{h.rel.replace('_', ' ').lower()} ({t})" for h, t in zip(self.hops, (*self.mids, self.target_type))]
-        return " of ".join(reversed(words))
+            return " and ".join(chain_phrase([(h.rel, self.target_type)]) for h in self.hops)
+        return chain_phrase([(h.rel, t) for h, t in zip(self.hops, (*self.mids, self.target_type))])
 
     def record(self) -> dict:
         return {"kind": self.kind, "cypher": self.cypher(), "count": self.count}

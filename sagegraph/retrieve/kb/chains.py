@@ -1,0 +1,27 @@
+"""A relation chain read as words, and a question with its names taken out: what a text encoder
+compares when a method ranks walks or templates by how they read against the question (GraphRAFT's
+`similar` selector, DGR's `fallback: chain`). One reading for both, so a chain scores the same
+whichever method walked it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+
+def chain_phrase(hops: Sequence[tuple[str, str | None]]) -> str:
+    """(relation, type of the node it reaches) per hop, from the start, read back from the end as a
+    question reads ('the mother of X's child': `parents (Person) of children (Person)`). Directions
+    are left out: a KB that stores both directions of a relation pair names each its own way, and
+    either reads the same in a question. A hop whose end type is unknown is its relation alone."""
+    words = [f"{rel.replace('_', ' ').lower()}" + (f" ({t})" if t else "") for rel, t in hops]
+    return " of ".join(reversed(words))
+
+
+def masked_question(question: str, names: list[str]) -> str:
+    """The question with these entity names taken out: what a chain's phrase is read against (a
+    name says which node, not which relation). GraphRAFT's `similar` selector and its training
+    labels mask alike, so a tuned encoder sees at run time what it was trained on."""
+    for name in names:
+        question = re.sub(re.escape(name), " ", question, flags=re.IGNORECASE)
+    return question
