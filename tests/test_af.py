@@ -363,3 +363,14 @@ def test_af_through_the_cli_query(synth_kb, tmp_path, capsys):
                      "--llm", str(tmp_path / "llm.yaml")]) == 0
     out = capsys.readouterr()
     assert len(out.out.strip().splitlines()) == 5 and '"derive cypher"' in out.err and '"grounding"' in out.err
+
+
+def test_a_reply_of_one_endless_word_is_parsed_in_one_pass():
+    """A hostile endpoint's 200,000-character reply with no Cypher in it: the condition patterns
+    once started a match at every character of a long word (quadratic: minutes), which held the
+    question's thread past its timeout (benchmarks/hostile_replies.py found it). Now each match
+    starts only at a word's start; the reply reads as no query."""
+    from sagegraph.retrieve.af.parse import parse_cypher
+
+    parsed = parse_cypher("x" * 200_000 + ".y = 'z'", {"Person"}, {"DIRECTED"})
+    assert parsed.target is None and parsed.counters["no_single_return"] == 1

@@ -132,6 +132,31 @@ def test_a_per_query_file_cut_at_any_byte_of_its_last_line_resumes_exactly(graph
         assert again["recall@5"] == full["recall@5"]
 
 
+def test_a_question_that_hangs_times_out_and_the_rest_still_run_on_one_worker(graph_dir, tmp_path):
+    """A question stuck in a computation (a quadratic regex on a hostile reply, found by
+    benchmarks/hostile_replies.py) keeps its thread: with one worker nothing else ever started.
+    Now it is scored as timed out and the others move to a fresh worker and finish."""
+    import threading
+
+    g, qs = _graph_with_questions(graph_dir)
+    release, hung_returned = threading.Event(), threading.Event()
+
+    def search(q):
+        if q.id == "q1":
+            release.wait(30)  # the hang, released at the end so the thread ends with the test
+            hung_returned.set()
+        return _first_rows(g, q)
+
+    try:
+        summary = run_eval(g, qs, EvalConfig("hybrid", k=3), search, tmp_path / "run", concurrency=1, timeout_s=0.5)
+        assert not hung_returned.is_set()  # the run finished without waiting for the stuck question
+    finally:
+        release.set()
+    rows = {json.loads(x)["qid"]: json.loads(x) for x in (tmp_path / "run" / "per_query.jsonl").read_text().splitlines()}
+    assert sorted(rows) == sorted(q.id for q in qs) and summary["timeouts"] == 1
+    assert rows["q1"]["error"] == "timed out after 0.5 s" and not any(rows[q.id]["error"] for q in qs if q.id != "q1")
+
+
 def test_cut_to_last_line_keeps_whole_lines_only(tmp_path):
     p = tmp_path / "f.jsonl"
     p.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c"')
@@ -443,3 +468,30 @@ def test_finished_configurations_reach_mlflow_before_a_later_one_fails_and_the_p
     assert again.parent_id == tracker.parent_id and client.get_run(again.parent_id).info.status == "RUNNING"
     assert again.log_as_finished([lambda: done], runs) == done
     assert len(client.search_runs([again.experiment_id], "tags.mlflow.parentRunId != ''")) == 2
+
+
+# ---- every LLM method under a hostile endpoint (benchmarks/hostile_replies.py on the test KB) ----
+def test_no_question_raises_out_of_an_llm_retriever_whatever_the_model_replies(synth_kb, tmp_path):
+    """Each LLM method at its default and the paper's settings, one question of each family, every
+    reply drawn from the benchmark's menu of broken and hostile ones: no question is an error, each
+    configuration finishes, and the store is unchanged (no DELETE, no file read, no user made)."""
+    from benchmarks.hostile_replies import CONFIGS, responder
+    from sagegraph.eval.evaluate import evaluate_one
+    from sagegraph.eval.runner import failed_questions
+    from sagegraph.retrieve.graph_index import GraphIndex
+    from sagegraph.retrieve.resources import open_resources
+
+    qs = list({q.meta["family"]: q for q in synth_kb["questions"] if q.meta["split"] == "test"}.values())
+    with FakeOpenAI(responder) as server:
+        res = open_resources(GraphIndex(synth_kb["graph"]), LLMConfig(base_url=server.base_url, model="hostile", max_retries=1,
+                                                                      cache_dir=tmp_path / "cache"))
+        try:
+            before = (res.store.count_nodes(), res.store.count_edges())
+            for name, params in CONFIGS:
+                cfg = EvalConfig(name, 20, params)
+                metrics = evaluate_one(res, cfg, qs, tmp_path / cfg.key(), timeout_s=60)
+                assert failed_questions(metrics) == 0 and metrics["questions"] == len(qs), cfg.label()
+            assert (res.store.count_nodes(), res.store.count_edges()) == before
+        finally:
+            res.close()
+    assert len(server.requests) > len(CONFIGS) * len(qs)  # every configuration asked, and was answered badly

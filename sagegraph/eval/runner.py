@@ -304,6 +304,7 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
 
 def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: float | None, started: dict[str, float]) -> None:
     pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="question")
+    abandoned: list[ThreadPoolExecutor] = []  # pools holding a timed-out question's thread
     futures = {pool.submit(timed, q): q for q in todo}
     pending = set(futures)
     failure: BaseException | None = None
@@ -322,6 +323,7 @@ def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: 
                 break
             if timeout_s is not None:
                 now = time.monotonic()
+                lost = False
                 for f in list(pending):
                     q = futures[f]
                     if q.id in started and now - started[q.id] > timeout_s:
@@ -329,10 +331,25 @@ def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: 
                         log.warning("question %s: no answer after %.0f s", q.id, timeout_s)
                         record(q, Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [], {"error": f"timed out after {timeout_s:g} s", "timeout": True}),
                                timeout_s * 1000)
+                        lost = True
+                if lost:
+                    # A thread cannot be stopped: the timed-out question keeps its worker, so the
+                    # questions not started yet move to a fresh pool (with one worker, nothing
+                    # else would ever run).
+                    abandoned.append(pool)
+                    pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="question")
+                    for f in [f for f in pending if f.cancel()]:
+                        q = futures.pop(f)
+                        pending.discard(f)
+                        moved = pool.submit(timed, q)
+                        futures[moved] = q
+                        pending.add(moved)
     finally:
         for f in pending:
             f.cancel()
         pool.shutdown(wait=failure is None, cancel_futures=True)
+        for old in abandoned:
+            old.shutdown(wait=False, cancel_futures=True)
     if failure is not None:
         raise failure
 

@@ -451,11 +451,11 @@ def _walked(run: AgentRun, tool: str, out: ToolOutput) -> None:
         return
     base = run.depth.get(out.source, 0) if out.source is not None else 0
     new = [r for r in out.shown if r not in run.depth]
-    start, walked = run.chains.get(out.source, (out.source, ())) if out.source is not None else (-1, ())
+    start, walked = run.chains.get(out.source, (out.source, ())) if out.source is not None else (None, ())
     for r in new:
         run.depth[r] = base + out.hops
         rels = out.rels.get(r)
-        if out.source is not None and rels:
+        if start is not None and rels:
             run.chains[r] = (start, walked + tuple((rel, None) for rel in rels[:-1]) + ((rels[-1], r),))
     if new and base + out.hops > run.deepest_reach:
         run.deepest, run.deepest_reach = list(out.shown), base + out.hops

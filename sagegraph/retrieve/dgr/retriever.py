@@ -18,8 +18,8 @@ What we follow and where we depart (LLM-RETRIEVERS.md §3):
   descriptive questions, disambiguate then expand for named entities);
 - an agent that adds nothing answers with the nodes its walk reached, ranked by how the relation
   chain that reached each reads against the question (`fallback: chain`; the code returns
-  nothing), counted; a per-query token budget and a refused (too
-  long) history stop agents cleanly, counted.
+  nothing), counted; a per-query token budget and a refused (too long) history stop agents
+  cleanly, counted.
 The answer is what the agents chose, fused and cut at k: no fill from another retriever.
 """
 
