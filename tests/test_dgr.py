@@ -381,12 +381,10 @@ def test_fallback_first_answers_with_the_first_neighbourhood_the_agent_was_shown
     assert [m["content"] for m in first.trace["agents"][0]["messages"]] == [m["content"] for m in last.trace["agents"][0]["messages"]]
 
 
-def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_farthest_nodes(g, tmp_path):
-    """An agent walks Ana Silva -DIRECTED-> her films -PRODUCED_BY-> the studio, then searches for
-    another name and explores it, and never answers: `deepest` answers the studio (two relations
-    from the named node: the chain's end), `first` her films, `last` the other name's films (one
-    relation from a searched node: no farther); the same replies, so the same trajectory."""
-    ana, ben, m1, studio = row(g, "p1"), row(g, "p3"), row(g, "m1"), row(g, "s1")
+def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...]):
+    """One scripted trajectory answered by each fallback: Ana Silva -DIRECTED-> her films
+    -PRODUCED_BY-> the studio, then a search for Ben Cho and his films; no answer added."""
+    ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
     steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
              _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
              _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
@@ -394,7 +392,16 @@ def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_f
     q = "Which studio produced the films Ana Silva directed?"
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        got = {f: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", link=True, fallback=f).search(q, 5) for f in ("last", "first", "deepest")}
+        return q, {f: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", fallback=f).search(q, 5) for f in fallbacks}
+
+
+def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_farthest_nodes(g, tmp_path):
+    """An agent walks Ana Silva -DIRECTED-> her films -PRODUCED_BY-> the studio, then searches for
+    another name and explores it, and never answers: `deepest` answers the studio (two relations
+    from the named node: the chain's end), `first` her films, `last` the other name's films (one
+    relation from a searched node: no farther); the same replies, so the same trajectory."""
+    m1, studio = row(g, "m1"), row(g, "s1")
+    q, got = _studio_walk(g, tmp_path, ("last", "first", "deepest"))
     assert list(got["deepest"].idx) == [studio] and got["deepest"].trace["agents"][0]["deepest_reach"] == 2
     assert set(got["first"].idx) == {m1, row(g, "m2")}
     assert studio not in got["last"].idx and m1 in got["last"].idx  # Ben's films: Harbour Lights among them
@@ -414,15 +421,8 @@ def test_fallback_chain_ranks_what_the_walk_reached_by_how_its_relation_chain_re
     from sagegraph.retrieve.dgr.agent import AgentRun, _walked
 
     ana, ben, m1, studio = row(g, "p1"), row(g, "p3"), row(g, "m1"), row(g, "s1")
-    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
-             _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
-             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
-             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"}))]
-    q = "Which studio produced the films Ana Silva directed?"
-    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
-        res = open_resources(g, _llm(server, tmp_path))
-        got = get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", fallback="chain").search(q, 5)
-        deepest = get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", fallback="deepest").search(q, 5)
+    q, runs = _studio_walk(g, tmp_path, ("chain", "deepest"))
+    got, deepest = runs["chain"], runs["deepest"]
     agent = got.trace["agents"][0]
     assert agent["fallback_from"] == "chain" and got.idx[0] == studio and ana not in got.idx and ben not in got.idx
     assert set(got.idx) == {studio, m1, row(g, "m2"), row(g, "m3"), row(g, "m4")}
