@@ -436,6 +436,25 @@ def test_fallback_chain_ranks_what_the_walk_reached_by_how_its_relation_chain_re
     assert run.chains[m1] == (ana, (("DIRECTED", m1),)) and run.chains[studio] == (ana, (("DIRECTED", m1), ("PRODUCED_BY", studio)))
 
 
+def test_link_neighbours_takes_the_first_relation_for_the_agent(g, tmp_path):
+    """With `link_neighbours` the opening lists Ana Silva's neighbours (her films among them) as a
+    neighbourhood search shows them, so the agent's first step can take the second relation, from
+    a film to its studio; the films count as shown and one relation out, and `chain` answers the
+    studio. Without it the same first step names a film it has not been shown: refused."""
+    m1, studio = row(g, "m1"), row(g, "s1")
+    steps = [_calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})), _calls(("finish", {}))]
+    q = "Which studio produced the films Ana Silva directed?"
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        walked = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link_neighbours=True).search(q, 5)
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search(q, 5)
+    opening = walked.trace["agents"][0]["messages"][1]["content"]
+    assert f"Neighbours of [{row(g, 'p1')}] Person: Ana Silva" in opening and f"[{m1}] Movie: Harbour Lights" in opening
+    assert "Its 2 neighbours" not in opening and "Its 2 neighbours" in plain.trace["agents"][0]["messages"][1]["content"]
+    assert walked.idx[0] == studio and walked.trace["agents"][0]["fallback_from"] == "chain"
+    assert f"node_index {m1} has not appeared in your results yet" in plain.trace["agents"][0]["messages"][3]["content"]
+
+
 def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties():
     from sagegraph.retrieve.dgr.retriever import rank_by_similarity
 

@@ -257,6 +257,9 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         run.seen += [r for r in start.shown if r not in run.seen]
         run.depth.update((r, 0) for r in start.shown)
         run.linked = len(start.shown)
+        for walk in start.walks:  # `link_neighbours`: the named nodes' neighbours, one relation out
+            _walked(run, NEIGHBOURS, walk)
+            run.seen += [r for r in walk.shown if r not in run.seen]
     run.messages = [{"role": "system", "content": system}, {"role": "user", "content": opening}]
     schemas = tools.schemas() if mode == "native" else None
     fmt = None if mode == "native" else ({"type": "json_object", "schema": tools.action_schema()} if constrain else {"type": "json_object"})

@@ -137,6 +137,7 @@ class DGRParams(BaseModel):
     relation_kinds: bool = Field(True, description="each neighbour shown lists the relation types it has (which edge_type leads on from it)")
     link: bool = Field(True, description="show under the question the nodes it names (the KB's name index) with their neighbours by type and relation, so the agent starts from them (not the paper's)")
     fallback: Fallback = Field("chain", description="what an agent that added nothing answers: its last search results (last), what its first neighbourhood search showed (first), the search that first reached the farthest nodes of its walk from the named or searched nodes (deepest), or every node its walk reached, ranked by how the relation chain that reached it reads against the question (chain; the graph's text encoder, as GraphRAFT's `similar` ranks templates); none is the paper's, whose code answers nothing")
+    link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
     example: bool = Field(True, description="the system prompt's worked example, a walk along this KB's most frequent relation (false: none; under `constrain` the grammar keeps the format, and a small model copies the example's edge_type into every search)")
@@ -236,7 +237,7 @@ class DGRRetriever(Retriever):
         timeline = Timeline()
         budget = TokenBudget(self.p.token_budget)
         system = self.system_prompt(mode)
-        start = self.tools.linked(query) if self.p.link else None
+        start = self.tools.linked(query, neighbours=self.p.link_neighbours) if self.p.link else None
 
         def one(agent: int) -> AgentRun:
             return run_agent(self.res.llm, self.tools, system, query, mode=mode, t_max=self.p.t_max, agent=agent,

@@ -53,6 +53,7 @@ class ToolOutput:
     source: int | None = None  # the node a neighbourhood search explored from
     hops: int = 1  # how far from `source` the shown nodes are (a relation path's length with `edge_path`)
     rels: dict[int, list[str]] = field(default_factory=dict)  # the relation types leading from `source` to each shown node
+    walks: list["ToolOutput"] = field(default_factory=list)  # neighbourhood searches made for the agent (`link_neighbours`)
 
 
 # How each tool's ranking is described to the agent (the system prompt and the native schemas).
@@ -383,21 +384,29 @@ class GraphTools:
         return ToolOutput("\n".join(lines) + note, shown=shown, relaxed=["node_type"] if note else [], source=row, hops=len(path),
                           rels={r: [rel_names[c] for c in codes_of] for r in shown})
 
-    def linked(self, question: str, per_name: int = 3) -> ToolOutput:
+    def linked(self, question: str, per_name: int = 3, neighbours: bool = False) -> ToolOutput:
         """(`link`) The nodes whose name the question holds (the KB's name index, as SPARK's and
         AF's linking), each with what its neighbours are by type and relation: shown before the
         first step, so a small agent starts from the right node with the edge types it can follow
         instead of disambiguating by search and copying the prompt example's edge_type. Empty text
-        when the question names no node."""
+        when the question names no node. `neighbours` lists each node's neighbours as a
+        neighbourhood search ranked by the question shows them (its `walks`), the walk's first
+        relation taken for the agent: the trajectories show a small agent spending its steps on
+        the first hop and never taking the second."""
         rows = list(dict.fromkeys(r for _, r in linked_rows(self.view, question, per_name)))
         if not rows:
             return ToolOutput("")
         lines = ["Nodes the question names, found in the graph by name:"]
+        walks = []
         for r in rows:
             other, codes, out = self.view.incident(r)
             lines.append(self._line(r))
-            lines.append("  " + (self._neighbour_kinds(r, other, codes, out) if len(other) else "It has no neighbours."))
-        return ToolOutput("\n".join(lines), shown=rows)
+            if neighbours and len(other):
+                walks.append(self.search_in_neighborhood(r, query=question))
+                lines += ["  " + line for line in walks[-1].text.splitlines()]
+            else:
+                lines.append("  " + (self._neighbour_kinds(r, other, codes, out) if len(other) else "It has no neighbours."))
+        return ToolOutput("\n".join(lines), shown=rows, walks=walks)
 
     def _kinds_of(self, row: int, most: int = 8) -> str:
         """(`relation_kinds`) the relation types a shown neighbour has, so an agent one hop short of
