@@ -10,8 +10,8 @@ recorded and counted, not raised, so this counts them), each method falls back a
 and the store is unchanged (its node and edge counts before and after). Not a quality figure: a
 test of the harness on every question, not only the tests' hand-made ones. One JSON line.
 
-    .venv/bin/python -m benchmarks.hostile_replies --graph work/kb-synth --questions data/kb-synth/questions-test.jsonl
-    .venv/bin/python -m benchmarks.hostile_replies --graph work/kb-pathquestion --split test
+    .venv/bin/python -m benchmarks.hostile_replies --graph work/kb-synth/graph --questions data/kb-synth/questions-test.jsonl
+    .venv/bin/python -m benchmarks.hostile_replies --graph work/kb-pathquestion/graph --split test
 """
 
 from __future__ import annotations
@@ -90,6 +90,21 @@ def responder(body: dict) -> tuple[int, Any]:
     return rng.choice(hostile_replies(rng))
 
 
+def run_configs(res, questions, out_dir: Path, timeout_s: float) -> list[dict[str, Any]]:
+    """Each of CONFIGS over the questions on `res` (whose LLM is the hostile endpoint): its errors,
+    timeouts, seconds, calls and the rates of its counters that were not zero."""
+    rows = []
+    for name, params in CONFIGS:
+        cfg = EvalConfig(name, 20, params)
+        t0 = time.perf_counter()
+        metrics = evaluate_one(res, cfg, questions, out_dir / cfg.key(), timeout_s=timeout_s)
+        rates = {k: round(v, 3) for k, v in metrics.items() if k.startswith("rate_") and isinstance(v, (int, float)) and v}
+        rows.append({"config": cfg.label(), "questions": metrics["questions"], "errors": failed_questions(metrics),
+                     "timeouts": metrics.get("timeouts", 0), "seconds": round(time.perf_counter() - t0, 1),
+                     "llm_calls_per_query": metrics.get("llm_calls_per_query"), "rates": rates})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--graph", type=Path, required=True)
@@ -111,14 +126,7 @@ def main() -> None:
         res = open_resources(g, llm)
         try:
             before = (res.store.count_nodes(), res.store.count_edges())
-            for name, params in CONFIGS:
-                cfg = EvalConfig(name, 20, params)
-                t0 = time.perf_counter()
-                metrics = evaluate_one(res, cfg, questions, Path(tmp) / cfg.key(), timeout_s=args.timeout)
-                rates = {k: round(v, 3) for k, v in metrics.items() if k.startswith("rate_") and isinstance(v, (int, float)) and v}
-                out["configurations"].append({"config": cfg.label(), "errors": failed_questions(metrics), "timeouts": metrics.get("timeouts", 0),
-                                              "seconds": round(time.perf_counter() - t0, 1), "llm_calls_per_query": metrics.get("llm_calls_per_query"),
-                                              "rates": rates})
+            out["configurations"] = run_configs(res, questions, Path(tmp), args.timeout)
             after = (res.store.count_nodes(), res.store.count_edges())
         finally:
             res.close()

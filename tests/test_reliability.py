@@ -475,9 +475,7 @@ def test_no_question_raises_out_of_an_llm_retriever_whatever_the_model_replies(s
     """Each LLM method at its default and the paper's settings, one question of each family, every
     reply drawn from the benchmark's menu of broken and hostile ones: no question is an error, each
     configuration finishes, and the store is unchanged (no DELETE, no file read, no user made)."""
-    from benchmarks.hostile_replies import CONFIGS, responder
-    from sagegraph.eval.evaluate import evaluate_one
-    from sagegraph.eval.runner import failed_questions
+    from benchmarks.hostile_replies import CONFIGS, responder, run_configs
     from sagegraph.retrieve.graph_index import GraphIndex
     from sagegraph.retrieve.resources import open_resources
 
@@ -487,10 +485,10 @@ def test_no_question_raises_out_of_an_llm_retriever_whatever_the_model_replies(s
                                                                       cache_dir=tmp_path / "cache"))
         try:
             before = (res.store.count_nodes(), res.store.count_edges())
-            for name, params in CONFIGS:
-                cfg = EvalConfig(name, 20, params)
-                metrics = evaluate_one(res, cfg, qs, tmp_path / cfg.key(), timeout_s=60)
-                assert failed_questions(metrics) == 0 and metrics["questions"] == len(qs), cfg.label()
+            rows = run_configs(res, qs, tmp_path, timeout_s=60)
+            assert len(rows) == len(CONFIGS)
+            for row in rows:
+                assert row["errors"] == 0 and row["questions"] == len(qs), row["config"]
             assert (res.store.count_nodes(), res.store.count_edges()) == before
         finally:
             res.close()

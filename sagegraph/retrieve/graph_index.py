@@ -202,3 +202,8 @@ class GraphIndex:
         if todo:
             for q, v in zip(todo, self.encoder.encode(todo)):
                 self._memo[("vec", q)] = v
+
+    def query_vectors(self, texts: list[str]) -> np.ndarray:
+        """The query vectors of several texts (phrases, questions), one row each, encoded in one batch."""
+        self.encode_queries(texts)
+        return np.stack([self.query_vector(t) for t in texts])

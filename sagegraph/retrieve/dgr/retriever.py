@@ -213,11 +213,7 @@ class DGRRetriever(Retriever):
         def phrase(chain: Chain) -> str:
             return chain_phrase([(rel, str(types[r]) if r is not None else None) for rel, r in chain[1]])
 
-        def vectors(texts: list[str]) -> np.ndarray:
-            self.g.encode_queries(texts)
-            return np.stack([self.g.query_vector(t) for t in texts])
-
-        return rank_by_similarity(chains, phrase, lambda chain: masked_question(query, [names[chain[0]]]), vectors)
+        return rank_by_similarity(chains, phrase, lambda chain: masked_question(query, [names[chain[0]]]), self.g.query_vectors)
 
     def _neighbour_tool(self) -> str:
         if not self.p.neighbourhood:

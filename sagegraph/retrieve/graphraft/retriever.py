@@ -163,7 +163,7 @@ class GraphRAFTRetriever(Retriever):
             if encoder is not None:
                 return encoder.vectors(texts)
             if batch:
-                self.g.encode_queries(texts)
+                return self.g.query_vectors(texts)
             return np.stack([self.g.query_vector(t) for t in texts])
 
         def similarity(templates: list[Template]) -> list[float]:
