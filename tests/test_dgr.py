@@ -455,6 +455,46 @@ def test_link_neighbours_takes_the_first_relation_for_the_agent(g, tmp_path):
     assert f"node_index {m1} has not appeared in your results yet" in plain.trace["agents"][0]["messages"][3]["content"]
 
 
+def test_chain_encoder_reads_the_walks_chains_and_joins_the_run_key(g, tmp_path, monkeypatch):
+    """With `chain_encoder` (a tuned encoder's folder), `fallback: chain` reads the walk's chains
+    through it instead of the graph's encoder: here one that reads every chain through a studio
+    far from the question puts the studio last, where the graph's encoder puts it first. The
+    trajectory is the same (replies unchanged); the encoder's training record joins the run key."""
+    from sagegraph.retrieve.dgr.retriever import DGRParams, DGRRetriever
+    from sagegraph.retrieve.kb.chain_encoder import SelectorEncoder
+
+    enc = tmp_path / "enc"
+    enc.mkdir()
+    (enc / "modules.json").write_text("[]")
+    (enc / "selector_training.json").write_text('{"seconds": 1}')
+    read: list[str] = []
+
+    def vectors(self, texts):
+        read.extend(texts)
+        return np.array([[0.0, 1.0] if "Studio" in t else [1.0, 0.0] for t in texts])
+
+    monkeypatch.setattr(SelectorEncoder, "vectors", vectors)
+    studio = row(g, "s1")
+    q, runs = _studio_walk(g, tmp_path, ("chain",))
+    ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
+    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
+             _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
+             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
+             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"}))]
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
+        res = open_resources(g, _llm(server, tmp_path / "tuned"))
+        tuned = get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", chain_encoder=str(enc)).search(q, 5)
+    assert runs["chain"].idx[0] == studio and tuned.idx[-1] == studio and set(tuned.idx) == set(runs["chain"].idx)
+    assert "produced by (Studio) of directed (Movie)" in read and "Which studio produced the films   directed?" in read
+    assert [m["content"] for m in tuned.trace["agents"][0]["messages"]] == [m["content"] for m in runs["chain"].trace["agents"][0]["messages"]]
+    key = DGRRetriever.prompt_for(DGRParams(chain_encoder=str(enc)))
+    assert key.startswith(DGRRetriever.prompt_version + "+encoder-") and DGRRetriever.prompt_for(DGRParams()) == DGRRetriever.prompt_version
+    (enc / "selector_training.json").write_text('{"seconds": 2}')  # retrained in place: another run key
+    assert DGRRetriever.prompt_for(DGRParams(chain_encoder=str(enc))) != key
+    with pytest.raises(Exception, match="not a sentence-transformers directory"):
+        get_retriever("dgr", res, chain_encoder=str(tmp_path))
+
+
 def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties():
     from sagegraph.retrieve.dgr.retriever import rank_by_similarity
 
@@ -462,6 +502,7 @@ def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties()
     chains = {7: (0, (("a", 7),)), 8: (0, (("b", 8),)), 9: (0, (("c", 9),))}
     out = rank_by_similarity(chains, lambda ch: ch[1][-1][0], lambda ch: "q", lambda texts: np.array([vec[t] for t in texts]))
     assert out == [8, 7, 9] and rank_by_similarity({}, str, str, lambda t: np.zeros((0, 2))) == []
+
 
 
 def test_fallback_deepest_counts_a_relation_path_as_its_length(g):

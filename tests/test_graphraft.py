@@ -349,7 +349,7 @@ def test_masked_question_takes_out_each_name_whatever_its_case():
 
 
 def test_batches_for_in_batch_negatives_never_repeat_a_question_or_a_positive_and_keep_every_triplet():
-    from sagegraph.retrieve.graphraft.selector_encoder import _batches_without_repeats
+    from sagegraph.retrieve.kb.chain_encoder import _batches_without_repeats
 
     triplets = [(f"q{i % 5}", f"p{i % 3}", f"n{i % 4}") for i in range(40)]
     batches = list(_batches_without_repeats(triplets, 8))
@@ -366,7 +366,7 @@ def test_a_selector_encoder_tuned_on_labels_reads_the_labelled_template_closer_a
     entities); tuning the real all-MiniLM-L6-v2 on them moves the phrase closer than its negatives,
     and `selector_encoder` puts the tuned model in the retriever's selection."""
     from sagegraph.embed import SentenceTransformerEncoder
-    from sagegraph.retrieve.graphraft.selector_encoder import SelectorEncoder, train_selector_encoder
+    from sagegraph.retrieve.kb.chain_encoder import SelectorEncoder, train_selector_encoder
 
     qs = [Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"]), Question("q2", "Which films did Ben Cho act in?", ["m1", "m9"])]
     rows = label_questions(get_retriever("graphraft", g, ner="gazetteer", selector="prior"), qs, tmp_path / "labels.jsonl")
@@ -423,7 +423,7 @@ def test_a_possessive_name_is_found_without_its_s(g):
 
 
 def test_a_label_whose_relation_path_no_template_walks_is_not_taught_to_the_encoder(tmp_path):
-    from sagegraph.retrieve.graphraft.selector_encoder import training_triplets
+    from sagegraph.retrieve.kb.chain_encoder import training_triplets
     from tests.kb_mini import family_records
 
     g = build_mini(tmp_path / "graph", family_records())
@@ -436,7 +436,7 @@ def test_a_label_whose_relation_path_no_template_walks_is_not_taught_to_the_enco
 
 
 def test_a_second_round_keeps_the_negatives_the_first_encoder_reads_closest():
-    from sagegraph.retrieve.graphraft.selector_encoder import hardest_negatives
+    from sagegraph.retrieve.kb.chain_encoder import hardest_negatives
 
     class Words:  # cosine by shared words: "of parents" reads close to a question about parents
         def vectors(self, texts):
@@ -460,7 +460,7 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
     import sys
 
     from sagegraph.errors import ConfigError
-    from sagegraph.retrieve.graphraft.selector_encoder import _publish, train_selector_encoder
+    from sagegraph.retrieve.kb.chain_encoder import _publish, train_selector_encoder
     from sagegraph.runlock import DirectoryLocked
 
     out = tmp_path / "enc"

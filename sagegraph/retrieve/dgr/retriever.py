@@ -42,6 +42,7 @@ from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.dgr.agent import AgentRun, Chain, Fallback, Mode, TokenBudget, fuse_votes, run_agent
 from sagegraph.retrieve.dgr.tools import (ANSWER, FINISH, GLOBAL, GLOBAL_KIND, NEIGHBOUR_MATCH, NEIGHBOURS, GlobalSearch, GraphTools,
                                           NeighbourRanking)
+from sagegraph.retrieve.kb.chain_encoder import encoder_fingerprint, selector_encoder
 from sagegraph.retrieve.kb.chains import chain_phrase, masked_question
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
@@ -137,6 +138,7 @@ class DGRParams(BaseModel):
     relation_kinds: bool = Field(True, description="each neighbour shown lists the relation types it has (which edge_type leads on from it)")
     link: bool = Field(True, description="show under the question the nodes it names (the KB's name index) with their neighbours by type and relation, so the agent starts from them (not the paper's)")
     fallback: Fallback = Field("chain", description="what an agent that added nothing answers: its last search results (last), what its first neighbourhood search showed (first), the search that first reached the farthest nodes of its walk from the named or searched nodes (deepest), or every node its walk reached, ranked by how the relation chain that reached it reads against the question (chain; the graph's text encoder, as GraphRAFT's `similar` ranks templates); none is the paper's, whose code answers nothing")
+    chain_encoder: str | None = Field(None, description="with `fallback: chain`, a sentence encoder tuned on this KB's training labels reads the chains instead of the graph's encoder (the one GraphRAFT's `selector_encoder` takes, made by `sagegraph graphraft train-selector`; not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
@@ -189,6 +191,16 @@ class DGRRetriever(Retriever):
                                 neighbourhood=params.neighbourhood, summary_chars=params.summary_chars,
                                 relax_filters=params.relax_filters, answer_by_name=params.answer_by_name,
                                 relation_kinds=params.relation_kinds, edge_path=params.edge_path, global_search=params.global_search)
+        # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
+        self.encoder = selector_encoder(params.chain_encoder) if params.chain_encoder else None
+
+    @classmethod
+    def prompt_for(cls, params: DGRParams) -> str:
+        """A chain encoder retrained in place ranks differently: its training record's fingerprint
+        joins the run key, so the run reruns (its replies replay) instead of resuming old rows."""
+        if not params.chain_encoder:
+            return cls.prompt_version
+        return f"{cls.prompt_version}+encoder-{encoder_fingerprint(params.chain_encoder)}"
 
     def system_prompt(self, mode: Mode) -> str:
         view = self.tools.view
@@ -207,13 +219,15 @@ class DGRRetriever(Retriever):
         """(`fallback: chain`) The nodes an agent's walk reached, best first by how the relation
         chain from its start reads against the question with the start's name taken out: an agent
         that walked to the answer and stopped without adding it was shown it at the end of the
-        chain the question describes, which may be neither its deepest nor its last search."""
+        chain the question describes, which may be neither its deepest nor its last search. With
+        `chain_encoder`, the chains are read by an encoder tuned on this KB's training labels."""
         names, types = self.tools.view.names, self.g.types
 
         def phrase(chain: Chain) -> str:
             return chain_phrase([(rel, str(types[r]) if r is not None else None) for rel, r in chain[1]])
 
-        return rank_by_similarity(chains, phrase, lambda chain: masked_question(query, [names[chain[0]]]), self.g.query_vectors)
+        vectors = self.encoder.vectors if self.encoder is not None else self.g.query_vectors
+        return rank_by_similarity(chains, phrase, lambda chain: masked_question(query, [names[chain[0]]]), vectors)
 
     def _neighbour_tool(self) -> str:
         if not self.p.neighbourhood:

@@ -97,7 +97,7 @@ def _finetune(args: argparse.Namespace) -> int:
 
 def _train_selector(args: argparse.Namespace) -> int:
     from sagegraph.retrieve.graphraft.labels import read_labels
-    from sagegraph.retrieve.graphraft.selector_encoder import train_selector_encoder
+    from sagegraph.retrieve.kb.chain_encoder import train_selector_encoder
 
     info = train_selector_encoder(read_labels(args.labels), args.out, base=args.base, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                                   negatives=args.negatives, report=lambda line: print(line, file=sys.stderr, flush=True), mine_with=args.mine_with)

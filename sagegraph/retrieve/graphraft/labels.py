@@ -59,7 +59,7 @@ def label_question(r: GraphRAFTRetriever, q: Question, k: int = 20) -> dict[str,
     t = templates[best]
     recall, precision = hits[best] / len(gold), hits[best] / max(1, t.count)
     top = r.rank_rows(q.text, t.rows)[:k]
-    # For a tuned `similar` encoder (selector_encoder.py): the question as that selector reads it
+    # For a tuned `similar` encoder (retrieve/kb/chain_encoder.py): the question as that selector reads it
     # against this template, and the phrases of the templates around the same entities that hold
     # fewer gold answers (its hard negatives).
     worse = dict.fromkeys(u.phrase() for i, u in enumerate(templates)

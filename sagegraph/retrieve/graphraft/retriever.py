@@ -36,7 +36,7 @@ from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entit
 from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order, select
 from sagegraph.retrieve.kb.chains import masked_question
-from sagegraph.retrieve.graphraft.selector_encoder import encoder_fingerprint, selector_encoder
+from sagegraph.retrieve.kb.chain_encoder import encoder_fingerprint, selector_encoder
 from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates, run_in_store
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.timeline import Timeline

@@ -1,14 +1,17 @@
-"""A sentence encoder tuned to read GraphRAFT template phrases against questions of one KB: the
-`similar` selector's trained variant (not the paper's, whose selector is a fine-tuned LLM).
+"""A sentence encoder tuned to read relation-chain phrases against questions of one KB: the
+`similar` selector's trained variant in GraphRAFT (not the paper's, whose selector is a fine-tuned
+LLM), and what DGR's `fallback: chain` can rank its walks' chains with (`chain_encoder`). Both
+read chains the same way (`chains.py`), so one encoder serves both.
 
 Why: the untuned encoder cannot count hops ("X's child's mother" and "X's child's mother's
 mother" read almost alike), which is most of `similar`'s misses. The paper's answer is a selector
-fine-tuned on the KB's training questions, labelled by gold (`labels.py`); an LLM needs a GPU for
-that, while all-MiniLM-L6-v2 tunes on two CPU cores in minutes. Training pairs are each kept
-label's masked question and its best template's phrase, with a hard negative from the templates
-around the same entities that hold fewer gold answers (a chain one hop short or long), under
-sentence-transformers' MultipleNegativesRankingLoss (in-batch negatives as well). The loop is
-ours because the library's trainer needs Hugging Face `datasets`; the loss and model are its.
+fine-tuned on the KB's training questions, labelled by gold (GraphRAFT's `labels.py`); an LLM needs
+a GPU for that, while all-MiniLM-L6-v2 tunes on two CPU cores (or in seconds on a GPU). Training
+pairs are each kept label's masked question and its best template's phrase, with a hard negative
+from the templates around the same entities that hold fewer gold answers (a chain one hop short or
+long), under sentence-transformers' MultipleNegativesRankingLoss (in-batch negatives as well). The
+loop is ours because the library's trainer needs Hugging Face `datasets`; the loss and model are
+its.
 """
 
 from __future__ import annotations
@@ -204,5 +207,5 @@ def encoder_fingerprint(path: str) -> str:
 
 def _require_encoder(path: str) -> None:
     if not (Path(path) / "modules.json").exists():
-        raise ConfigError(f"selector_encoder {path}: not a sentence-transformers directory "
+        raise ConfigError(f"tuned encoder {path}: not a sentence-transformers directory "
                           "(train one with `sagegraph graphraft train-selector`; docs/llm-retrievers.md)")
