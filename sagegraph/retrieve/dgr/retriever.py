@@ -42,7 +42,7 @@ from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.dgr.agent import AgentRun, Chain, Fallback, Mode, TokenBudget, fuse_votes, run_agent
 from sagegraph.retrieve.dgr.tools import (ANSWER, FINISH, GLOBAL, GLOBAL_KIND, NEIGHBOUR_MATCH, NEIGHBOURS, GlobalSearch, GraphTools,
                                           NeighbourRanking)
-from sagegraph.retrieve.kb.chain_encoder import encoder_fingerprint, selector_encoder
+from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
 from sagegraph.retrieve.kb.chains import chain_phrase, masked_question
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
@@ -196,11 +196,7 @@ class DGRRetriever(Retriever):
 
     @classmethod
     def prompt_for(cls, params: DGRParams) -> str:
-        """A chain encoder retrained in place ranks differently: its training record's fingerprint
-        joins the run key, so the run reruns (its replies replay) instead of resuming old rows."""
-        if not params.chain_encoder:
-            return cls.prompt_version
-        return f"{cls.prompt_version}+encoder-{encoder_fingerprint(params.chain_encoder)}"
+        return keyed_prompt(cls.prompt_version, params.chain_encoder)
 
     def system_prompt(self, mode: Mode) -> str:
         view = self.tools.view

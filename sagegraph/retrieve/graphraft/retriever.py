@@ -36,7 +36,7 @@ from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entit
 from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order, select
 from sagegraph.retrieve.kb.chains import masked_question
-from sagegraph.retrieve.kb.chain_encoder import encoder_fingerprint, selector_encoder
+from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
 from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates, run_in_store
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.timeline import Timeline
@@ -96,11 +96,7 @@ class GraphRAFTRetriever(Retriever):
 
     @classmethod
     def prompt_for(cls, params: GraphRAFTParams) -> str:
-        """A tuned encoder retrained in place is a different selector: its training record's
-        fingerprint joins the run key, so the run reruns instead of resuming old rows."""
-        if not params.selector_encoder:
-            return cls.prompt_version
-        return f"{cls.prompt_version}+encoder-{encoder_fingerprint(params.selector_encoder)}"
+        return keyed_prompt(cls.prompt_version, params.selector_encoder)
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:

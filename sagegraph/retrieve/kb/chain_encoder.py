@@ -205,6 +205,13 @@ def encoder_fingerprint(path: str) -> str:
     return hashlib.sha256(record.read_bytes()).hexdigest()[:12] if record.exists() else "untracked"
 
 
+def keyed_prompt(prompt_version: str, path: str | None) -> str:
+    """A run key's prompt part for a retriever that may rank through a tuned encoder: one retrained
+    in place ranks differently, so its training record's fingerprint joins the key and the run
+    reruns (its replies replay) instead of resuming old rows."""
+    return f"{prompt_version}+encoder-{encoder_fingerprint(path)}" if path else prompt_version
+
+
 def _require_encoder(path: str) -> None:
     if not (Path(path) / "modules.json").exists():
         raise ConfigError(f"tuned encoder {path}: not a sentence-transformers directory "
