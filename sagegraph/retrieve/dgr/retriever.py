@@ -139,6 +139,7 @@ class DGRParams(BaseModel):
     link: bool = Field(True, description="show under the question the nodes it names (the KB's name index) with their neighbours by type and relation, so the agent starts from them (not the paper's)")
     fallback: Fallback = Field("chain", description="what an agent that added nothing answers: its last search results (last), what its first neighbourhood search showed (first), the search that first reached the farthest nodes of its walk from the named or searched nodes (deepest), or every node its walk reached, ranked by how the relation chain that reached it reads against the question (chain; the graph's text encoder, as GraphRAFT's `similar` ranks templates); none is the paper's, whose code answers nothing")
     chain_encoder: str | None = Field(None, description="with `fallback: chain`, a sentence encoder tuned on this KB's training labels reads the chains instead of the graph's encoder (the one GraphRAFT's `selector_encoder` takes, made by `sagegraph graphraft train-selector`; not the paper's)")
+    chain_meets: bool = Field(False, description="with `fallback: chain`, a node that walks from more of the agent's starts reached ranks first (what an intersection question asks for; not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
@@ -211,7 +212,7 @@ class DGRRetriever(Retriever):
                              else ENTITIES_SEARCHED,
                              example=example, json_rule=JSON_RULE.format(name=name.replace('"', "'")) if mode == "json" else "")
 
-    def rank_chains(self, query: str, chains: dict[int, Chain]) -> list[int]:
+    def rank_chains(self, query: str, run: AgentRun) -> list[int]:
         """(`fallback: chain`) The nodes an agent's walk reached, best first by how the relation
         chain from its start reads against the question with the start's name taken out: an agent
         that walked to the answer and stopped without adding it was shown it at the end of the
@@ -223,7 +224,8 @@ class DGRRetriever(Retriever):
             return chain_phrase([(rel, str(types[r]) if r is not None else None) for rel, r in chain[1]])
 
         vectors = self.encoder.vectors if self.encoder is not None else self.g.query_vectors
-        return rank_by_similarity(chains, phrase, lambda chain: masked_question(query, [names[chain[0]]]), vectors)
+        meets = {r: len(run.meets.get(r, ())) for r in run.chains} if self.p.chain_meets else None
+        return rank_by_similarity(run.chains, phrase, lambda chain: masked_question(query, [names[chain[0]]]), vectors, first_by=meets)
 
     def _neighbour_tool(self) -> str:
         if not self.p.neighbourhood:
@@ -252,7 +254,7 @@ class DGRRetriever(Retriever):
                              shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats, steps_left=self.p.steps_left,
                              answer_on_stop=self.p.answer_on_stop, start=start,
                              read_before_finish=self.p.read_before_finish, fallback=self.p.fallback,
-                             salvage_cut=self.p.salvage_cut, rank_chains=lambda chains: self.rank_chains(query, chains))
+                             salvage_cut=self.p.salvage_cut, rank_chains=lambda run: self.rank_chains(query, run))
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
@@ -278,9 +280,10 @@ class DGRRetriever(Retriever):
 
 
 def rank_by_similarity(chains: dict[int, Chain], phrase_of: Callable[[Chain], str], question_of: Callable[[Chain], str],
-                       vectors: Callable[[list[str]], np.ndarray]) -> list[int]:
+                       vectors: Callable[[list[str]], np.ndarray], first_by: dict[int, int] | None = None) -> list[int]:
     """Rows best first by the cosine of their chain's phrase and the question it is read against
-    (unit vectors: a dot product); ties keep the order the walk reached them in."""
+    (unit vectors: a dot product), after `first_by`'s count where given (more first); ties keep the
+    order the walk reached them in."""
     if not chains:
         return []
     rows = list(chains)
@@ -288,7 +291,7 @@ def rank_by_similarity(chains: dict[int, Chain], phrase_of: Callable[[Chain], st
     asked = sorted({question_of(chains[r]) for r in rows})
     questions = dict(zip(asked, vectors(asked)))
     scores = [float(v @ questions[question_of(chains[r])]) for v, r in zip(phrases, rows)]
-    order = sorted(range(len(rows)), key=lambda i: -scores[i])
+    order = sorted(range(len(rows)), key=lambda i: (-(first_by or {}).get(rows[i], 0), -scores[i]))
     return [rows[i] for i in order]
 
 
