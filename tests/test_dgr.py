@@ -381,9 +381,10 @@ def test_fallback_first_answers_with_the_first_neighbourhood_the_agent_was_shown
     assert [m["content"] for m in first.trace["agents"][0]["messages"]] == [m["content"] for m in last.trace["agents"][0]["messages"]]
 
 
-def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...]):
-    """One scripted trajectory answered by each fallback: Ana Silva -DIRECTED-> her films
-    -PRODUCED_BY-> the studio, then a search for Ben Cho and his films; no answer added."""
+def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
+    """One scripted trajectory answered by each fallback (keyed by its name) and each named
+    variant's parameters: Ana Silva -DIRECTED-> her films -PRODUCED_BY-> the studio, then a search
+    for Ben Cho and his films; no answer added."""
     ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
     steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
              _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
@@ -392,7 +393,8 @@ def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...]):
     q = "Which studio produced the films Ana Silva directed?"
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        return q, {f: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", fallback=f).search(q, 5) for f in fallbacks}
+        configs = {f: {"fallback": f} for f in fallbacks} | variants
+        return q, {name: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", **p).search(q, 5) for name, p in configs.items()}
 
 
 def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_farthest_nodes(g, tmp_path):
@@ -475,15 +477,8 @@ def test_chain_encoder_reads_the_walks_chains_and_joins_the_run_key(g, tmp_path,
 
     monkeypatch.setattr(SelectorEncoder, "vectors", vectors)
     studio = row(g, "s1")
-    q, runs = _studio_walk(g, tmp_path, ("chain",))
-    ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
-    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
-             _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
-             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
-             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"}))]
-    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
-        res = open_resources(g, _llm(server, tmp_path / "tuned"))
-        tuned = get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", chain_encoder=str(enc)).search(q, 5)
+    q, runs = _studio_walk(g, tmp_path, ("chain",), tuned={"chain_encoder": str(enc)})
+    tuned = runs["tuned"]
     assert runs["chain"].idx[0] == studio and tuned.idx[-1] == studio and set(tuned.idx) == set(runs["chain"].idx)
     assert "produced by (Studio) of directed (Movie)" in read and "Which studio produced the films   directed?" in read
     assert [m["content"] for m in tuned.trace["agents"][0]["messages"]] == [m["content"] for m in runs["chain"].trace["agents"][0]["messages"]]
@@ -492,7 +487,7 @@ def test_chain_encoder_reads_the_walks_chains_and_joins_the_run_key(g, tmp_path,
     (enc / "selector_training.json").write_text('{"seconds": 2}')  # retrained in place: another run key
     assert DGRRetriever.prompt_for(DGRParams(chain_encoder=str(enc))) != key
     with pytest.raises(Exception, match="not a sentence-transformers directory"):
-        get_retriever("dgr", res, chain_encoder=str(tmp_path))
+        get_retriever("dgr", g, chain_encoder=str(tmp_path))
 
 
 def test_chain_meets_ranks_first_the_node_walks_from_two_starts_reached(g, tmp_path):
