@@ -517,6 +517,39 @@ def test_chain_meets_ranks_first_the_node_walks_from_two_starts_reached(g, tmp_p
 
 
 
+def test_unnamed_question_an_agent_that_adds_nothing_answers_by_the_motifs_its_searches_asked_for(g, tmp_path):
+    """A question that names no node: the agent's keyword hit (the two films) is no start for their kind,
+    and the walk from it reaches its director, which `fallback: chain` answers. With `unnamed:
+    motifs` the agent that added nothing answers with the nodes ranked by what its global searches
+    asked for (both orchard films first), counted and in the trace; the replies are the same. A
+    question that names a node keeps the fallback, and so does `unnamed: resolve` (the paper's)."""
+    m5 = row(g, "m5")
+    steps = [_calls(("search_in_graph", {"query": "orchards", "size": 2})),
+             _calls(("search_in_neighborhood", {"node_index": m5, "node_type": "Person"}))]
+    q = "Which films are about orchards?"
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        kw = dict(n_agents=1, t_max=3, mode="json")
+        paper = get_retriever("dgr", res, **kw).search(q, 5)
+        motifs = get_retriever("dgr", res, unnamed="motifs", **kw).search(q, 5)
+        hybrid = get_retriever("dgr", res, unnamed="hybrid", **kw).search(q, 5)
+        named = get_retriever("dgr", res, unnamed="motifs", **kw).search("Which films about orchards did Cara Diaz direct?", 5)
+    assert paper.trace["agents"][0]["searches"] == ["orchards"] and paper.trace["counters"]["unnamed"] == 0 and "unnamed" not in paper.trace
+    assert g.source_ids[paper.idx[0]] == "p4" and paper.trace["agents"][0]["fallback_from"] == "chain"
+    assert {g.source_ids[i] for i in motifs.idx[:2]} == {"m5", "m6"} and set(motifs.found_by) == {"fallback"}
+    assert motifs.trace["counters"]["unnamed"] == 1 and motifs.trace["counters"]["unnamed_motifs"] == 1
+    assert motifs.trace["unnamed"] == {"ranked_by": "motifs", "motifs": ["orchards"]}  # the search's words
+    assert {g.source_ids[i] for i in hybrid.idx[:2]} == {"m5", "m6"} and hybrid.trace["unnamed"] == {"ranked_by": "hybrid"}
+    assert hybrid.trace["counters"]["unnamed_motifs"] == 0
+    assert [m["content"] for m in motifs.trace["agents"][0]["messages"]] == [m["content"] for m in paper.trace["agents"][0]["messages"]]
+    assert named.trace["counters"]["unnamed"] == 0 and named.trace["agents"][0]["fallback"] and "unnamed" not in named.trace
+    # a lower-case one-word name, which the gazetteer skips, is named through the words the agent searched for (possessive off)
+    with FakeOpenAI(lambda body: (200, _calls(("search_in_graph", {"query": "northlight's films", "size": 2})))) as server:
+        res = open_resources(g, _llm(server, tmp_path / "lower"))
+        lower = get_retriever("dgr", res, unnamed="motifs", **kw).search("which films did northlight produce?", 5)
+    assert lower.trace["counters"]["unnamed"] == 0 and lower.trace["agents"][0]["searches"] == ["northlight's films"] * 3
+
+
 def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties():
     from sagegraph.retrieve.dgr.retriever import rank_by_similarity
 

@@ -15,7 +15,7 @@ from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.kb.entities import entity_slots, gazetteer_entities, read_entities, resolve
-from sagegraph.retrieve.kb.unnamed import names_a_node, written_motifs
+from sagegraph.retrieve.kb.unnamed import names_a_node, word_motifs, written_motifs
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order
 from sagegraph.retrieve.graphraft.templates import enumerate_templates, run_in_store, store_counts
 from sagegraph.retrieve.kb.view import kb_view
@@ -175,6 +175,9 @@ def test_a_question_that_names_no_node_is_ranked_by_the_motifs_the_model_names(g
     assert not names_a_node(view, "which films did northlight produce?", ["Ana Silva"])  # a name the question does not hold
     assert written_motifs(view, ["Orchards", "ORCHARDS", "Ana Silva", "Night Train", "fruit  trees ", "Northlight"], "Which Northlight films are about orchards?") == \
         ["Orchards", "fruit trees", "Northlight"]  # each once; a KB name the question does not hold is a copy; a paraphrase stays
+    # a model that writes keyword searches: their words, less copied names, the rarer weighing more
+    w = word_motifs(view, ["film  orchards", "Ana Silva", "Northlight orchards"], "Which films are about orchards?")
+    assert list(w) == ["film", "orchards"] and w["orchards"] > w["film"] > 0  # every film's text says 'film'
     motif = completion(json.dumps({"entities": [{"name": "Orchard", "type": "Studio"}]}))
     with FakeOpenAI(lambda body: (200, motif)) as server:
         res = open_resources(g, LLMConfig(base_url=server.base_url, model="m", max_retries=1, cache_dir=tmp_path / "c"))

@@ -65,6 +65,20 @@ class BM25Index:
         return top_k(s, k)
 
 
+def words(text: str) -> list[str]:
+    """The words BM25 reads in `text` (bm25s' tokeniser and English stopwords), lower case and
+    unstemmed, each once: phrases to embed, not index terms."""
+    toks = bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)[0]
+    return list(dict.fromkeys(toks))
+
+
+def idf(scores: np.ndarray) -> float:
+    """BM25's (Lucene's) inverse document frequency of a word, from its one-word query's scores
+    over every document (a document that holds it scores above 0)."""
+    n, df = len(scores), int(np.count_nonzero(scores))
+    return float(np.log((n - df + 0.5) / (df + 0.5) + 1.0))
+
+
 def top_k(scores: np.ndarray, k: int, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Indices and scores of the k best, ties broken by index (EVAL.md: by (-score, id)); the caller
     maps indices to ids in id order where that matters."""

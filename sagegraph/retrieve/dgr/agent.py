@@ -198,6 +198,7 @@ class AgentRun:
     chains: dict[int, Chain] = field(default_factory=dict)  # how the walk first reached each node a neighbourhood search showed
     meets: dict[int, set[int]] = field(default_factory=dict)  # the starts whose walks showed each node
     seen: list[int] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)  # what its global searches asked for, in order (`unnamed`'s motifs)
     linked: int = 0  # nodes shown with the question (`link`)
     steps: int = 0
     stop: Stop = "t_max"
@@ -220,7 +221,7 @@ class AgentRun:
 
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
-                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
+                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "searches": self.searches, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
                 "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls, "early_finishes": self.early_finishes,
                 "cut_salvaged": self.cut_salvaged, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
@@ -424,6 +425,8 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
         run.tools["relaxed_filter"] += len(out.relaxed)
     if out.by_name:
         run.tools["answer_by_name"] += out.by_name
+    if action.tool == GLOBAL and str(action.args.get("query", "")).strip():
+        run.searches.append(str(action.args["query"]))
     if action.tool in (GLOBAL, NEIGHBOURS):
         if out.shown:
             run.last_results = out.shown

@@ -19,7 +19,12 @@ What we follow and where we depart (LLM-RETRIEVERS.md §3):
 - an agent that adds nothing answers with the nodes its walk reached, ranked by how the relation
   chain that reached each reads against the question (`fallback: chain`; the code returns
   nothing), counted; a per-query token budget and a refused (too long) history stop agents
-  cleanly, counted.
+  cleanly, counted;
+- for a question that names no node (`unnamed`, off by default), an agent that adds nothing
+  answers instead with the nodes ranked by the words its global searches asked for, each
+  weighted by its rarity in the KB, as AF and GraphRAFT rank such a question by their motifs
+  (`kb/unnamed.py`): its walk started from a keyword hit, so the chains from there say nothing
+  of the answer.
 The answer is what the agents chose, fused and cut at k: no fill from another retriever.
 """
 
@@ -38,12 +43,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from sagegraph.errors import ReplayMiss
 from sagegraph.llm import LLMClient, LLMRequestRefused, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
+from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.dgr.agent import AgentRun, Chain, Fallback, Mode, TokenBudget, fuse_votes, run_agent
 from sagegraph.retrieve.dgr.tools import (ANSWER, FINISH, GLOBAL, GLOBAL_KIND, NEIGHBOUR_MATCH, NEIGHBOURS, GlobalSearch, GraphTools,
                                           NeighbourRanking)
 from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
 from sagegraph.retrieve.kb.chains import chain_phrase, masked_question
+from sagegraph.retrieve.kb.entities import name_words
+from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed, word_motifs
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
@@ -146,6 +154,9 @@ class DGRParams(BaseModel):
     example: bool = Field(True, description="the system prompt's worked example, a walk along this KB's most frequent relation (false: none; under `constrain` the grammar keeps the format, and a small model copies the example's edge_type into every search)")
     read_before_finish: bool = Field(True, description="refuse a finish written in the same reply as a search, whose results the agent has not read yet, said in the observation (not the paper's)")
     salvage_cut: bool = Field(False, description="a JSON-mode reply cut off at the token limit runs the calls it wrote whole (at most max_calls_per_step) and the history keeps only those, said in the observation (off: the reply is unreadable and goes back whole into the history, where a small model copies the loop that cut it; not the paper's)")
+    unnamed: Unnamed = Field("resolve", description=UNNAMED_HELP.replace("resolve (the paper's: the written motifs resolve like names)",
+                                                                      "resolve (as for a question that names a node: the agents' answers, else `fallback`)")
+                             + "; for DGR the motifs are the words of the agents' global searches, each weighted by its inverse document frequency in the KB, and only an agent that added nothing answers by them")
     answer_on_stop: bool = Field(False, description="an agent stopped by t_max or its repeats with nothing added is asked once more, add_to_answer its only tool, to answer from the nodes it was shown (not the paper's; one more call)")
 
 
@@ -185,6 +196,10 @@ class DGRRetriever(Retriever):
 
         return format_trace(row, lines)
 
+    @classmethod
+    def prepare(cls, graph, params: DGRParams) -> list[str]:
+        return prepare_unnamed(graph, params.unnamed)
+
     def __init__(self, res: Resources, params: DGRParams):
         super().__init__(res, params)
         self.tools = GraphTools(self.g, default_size=params.search_size, max_size=params.max_search_size, neighbour_k=params.neighbour_k,
@@ -194,6 +209,7 @@ class DGRRetriever(Retriever):
                                 relation_kinds=params.relation_kinds, edge_path=params.edge_path, global_search=params.global_search)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
         self.encoder = selector_encoder(params.chain_encoder) if params.chain_encoder else None
+        self.hybrid = HybridRetriever.over(res) if params.unnamed != "resolve" else None
 
     @classmethod
     def prompt_for(cls, params: DGRParams) -> str:
@@ -266,17 +282,41 @@ class DGRRetriever(Retriever):
             contexts = [contextvars.copy_context() for _ in range(self.p.n_agents)]  # taken here, in the query's thread
             with ThreadPoolExecutor(workers, thread_name_prefix="dgr-agent") as pool:
                 runs = list(pool.map(lambda a: contexts[a].run(one, a), range(self.p.n_agents)))
+        unnamed = self._answer_unnamed(query, runs, k)
         fused = fuse_votes([r.answer for r in runs])[:k]
         rows = np.array([r for r, _, _ in fused], dtype=np.int64)
         scores = np.array([v + 1.0 / (2 + pos) for _, v, pos in fused], dtype=np.float32)
         from_fallback = {x for r in runs if r.fallback for x in r.answer} - {x for r in runs if not r.fallback for x in r.answer}
         found_by = ["fallback" if int(r) in from_fallback else "agents" for r in rows]
-        trace: dict[str, Any] = {"counters": counters(runs), "events": timeline.events, "action_mode": mode,
+        trace: dict[str, Any] = {"counters": counters(runs) | unnamed.pop("counters"), "events": timeline.events, "action_mode": mode,
                                  "tool_schemas": self.tools.schemas() if mode == "native" else None,
                                  "agents": [r.record() for r in runs], "budget_spent": budget.spent,
                                  "stage_sets": {"seen": self.stage_ids(x for r in runs for x in r.seen),
                                                 "answered": self.stage_ids(x for r in runs for x in r.answer)}}
+        if unnamed:
+            trace["unnamed"] = unnamed
         return Retrieval(rows, scores, found_by, trace)
+
+    def _answer_unnamed(self, query: str, runs: list[AgentRun], k: int) -> dict[str, Any]:
+        """(`unnamed`) For a question that names no node, the agents that added nothing answer with
+        the nodes ranked by the motifs their global searches asked for (or the question by hybrid);
+        an agent that chose answers keeps them. The trace's `unnamed` says what ranked them."""
+        searches = [q for r in runs for q in r.searches]
+        out: dict[str, Any] = {"counters": {"unnamed": 0, "unnamed_motifs": 0}}
+        # A search's words count as names the model wrote: PathQuestion's questions are lower case,
+        # and an agent searches "srinagarindra children" (or "kalama's husband") for "what did
+        # srinagarindra 's children die from ?", whose one-word name the gazetteer skips.
+        written = searches + [w for q in searches for w in name_words(q)]
+        if self.hybrid is None or not any(r.fallback for r in runs) or names_a_node(self.tools.view, query, written):
+            return out
+        view = self.tools.view
+        weights = word_motifs(view, searches, query) if self.p.unnamed == "motifs" else None
+        r = rank_unnamed(self.p.unnamed, view, self.hybrid, query, searches, None, k, weights=weights)
+        for run in runs:
+            if run.fallback:
+                run.answer = [int(x) for x in r.idx]
+        out["counters"] = {"unnamed": 1, "unnamed_motifs": int(r.trace["ranked_by"] == "motifs")}
+        return out | r.trace
 
 
 def rank_by_similarity(chains: dict[int, Chain], phrase_of: Callable[[Chain], str], question_of: Callable[[Chain], str],

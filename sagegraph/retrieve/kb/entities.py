@@ -94,6 +94,12 @@ _WORD = re.compile(r"\w+(?:['’.-]\w+)*")
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 
+def name_words(text: str) -> list[str]:
+    """The words of `text` as the gazetteer reads them, a possessive 's taken off ("kalama's
+    husband" -> kalama, husband)."""
+    return [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
+
+
 def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[tuple[str, str | None]]:
     """Longest non-overlapping word n-grams of the question that are a KB name or alias. A
     one-word match must be capitalised in the question ('Drama', not 'drama films'): single

@@ -13,6 +13,11 @@ motifs of its closest sentence (`GraphIndex.sentence_scores`, SPARK's `semantic_
              motifs   the sum over the written motifs of each node's best sentence (over the
                       answer's type when known), less the KB names the question does not
                       hold (copies); hybrid where none is left
+
+DGR's agent writes no motif list, only keyword searches ("library circus jungle"), which read as
+one phrase against no single sentence of the answer's text: its motifs are the searches' words
+(`word_motifs`), each weighted by its rarity in the KB's texts, so a word every node of the
+answer's type holds ('film' in a film KB) does not outweigh the motifs.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from sagegraph.index.bm25 import idf, words
 from sagegraph.retrieve.base import Retrieval
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.graph_index import GraphIndex
@@ -51,13 +57,15 @@ def _kb_name(view: KBView, phrase: str) -> str:
     return key if key and key in view.name_index else ""
 
 
-def motif_order(g: GraphIndex, motifs: Iterable[str], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def motif_order(g: GraphIndex, motifs: Iterable[str], rows: np.ndarray,
+                weights: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`rows` by the sum over the motifs of each row's best sentence cosine (its node vector's
-    where its text is short), ties by row; with the summed scores."""
+    where its text is short), each times its weight where given, ties by row; with the summed
+    scores."""
     rows = np.asarray(rows, dtype=np.int64)
     score = np.zeros(len(rows), dtype=np.float32)
     for m in motifs:
-        score += g.sentence_scores(m, rows)
+        score += np.float32((weights or {}).get(m, 1.0)) * g.sentence_scores(m, rows)
     order = np.lexsort((rows, -score))
     return rows[order], score[order]
 
@@ -80,15 +88,25 @@ def written_motifs(view: KBView, written: Iterable[str], question: str) -> list[
     return list(seen.values())
 
 
+def word_motifs(view: KBView, written: Iterable[str], question: str) -> dict[str, float]:
+    """The words of the phrases written (searches), less KB names the question does not hold
+    (whole phrases, then words), each with its inverse document frequency over the graph's texts
+    (BM25's): the motifs of a method whose model writes keyword searches, not a motif list."""
+    phrases = written_motifs(view, written, question)
+    kept = written_motifs(view, (w for text in phrases for w in words(text)), question)
+    return {w: idf(view.g.bm25_scores(w)) for w in kept}
+
+
 def rank_unnamed(how: Unnamed, view: KBView, hybrid: HybridRetriever, query: str, written: Iterable[str],
-                 node_type: str | None, k: int) -> Retrieval:
+                 node_type: str | None, k: int, weights: dict[str, float] | None = None) -> Retrieval:
     """The k nodes for an unnamed question under `how` ("hybrid" or "motifs"); the trace says
-    what ranked them (`ranked_by`) and from which motifs."""
+    what ranked them (`ranked_by`) and from which motifs. With `weights` (`word_motifs`) the
+    motifs are its words, each scored times its weight."""
     g = view.g
     rows = g.rows_of_type(node_type)
-    motifs = written_motifs(view, written, query) if how == "motifs" else []
+    motifs = (list(weights) if weights is not None else written_motifs(view, written, query)) if how == "motifs" else []
     if motifs and len(rows):
-        idx, scores = motif_order(g, motifs, rows)
+        idx, scores = motif_order(g, motifs, rows, weights)
         return Retrieval(idx[:k], scores[:k], ["motifs"] * min(k, len(idx)), {"ranked_by": "motifs", "motifs": motifs})
     r = hybrid.search_within(query, rows, k) if node_type else hybrid.search(query, k)
     return Retrieval(r.idx, r.scores, ["hybrid"] * len(r.idx), {"ranked_by": "hybrid"})
