@@ -24,7 +24,8 @@ from sagegraph.retrieve.resources import open_resources
 from tests.fake_openai import FakeOpenAI, completion
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.graph_index import GraphIndex
-from tests.kb_mini import HashEncoder, build_mini
+from sagegraph.model import Node
+from tests.kb_mini import HashEncoder, build_mini, mini_records
 
 
 @pytest.fixture(scope="module")
@@ -548,6 +549,16 @@ def test_unnamed_question_an_agent_that_adds_nothing_answers_by_the_motifs_its_s
         res = open_resources(g, _llm(server, tmp_path / "lower"))
         lower = get_retriever("dgr", res, unnamed="motifs", **kw).search("which films did northlight produce?", 5)
     assert lower.trace["counters"]["unnamed"] == 0 and lower.trace["agents"][0]["searches"] == ["northlight's films"] * 3
+    # a name longer than the gazetteer's six-word window, held inside a longer search
+    nodes, edges = mini_records()
+    long_name = "william cavendish bentinck 7th duke of portland"
+    nodes.append(Node("nlong", "entity", "Person", f"name: {long_name}", "long", long_name, 0, {"fields": {"name": long_name}}))
+    g_long = build_mini(tmp_path / "long" / "graph", (nodes, edges))
+    q_long = f"what is the gender of {long_name} 's kid ?"
+    with FakeOpenAI(lambda body: (200, _calls(("search_in_graph", {"query": f"{long_name} 's kid", "size": 2})))) as server:
+        res = open_resources(g_long, _llm(server, tmp_path / "long"))
+        long = get_retriever("dgr", res, unnamed="motifs", **kw).search(q_long, 5)
+    assert long.trace["counters"]["unnamed"] == 0 and long.trace["counters"]["linked_nodes"] == 0  # the gazetteer does not see it
 
 
 def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties():

@@ -303,10 +303,12 @@ class DGRRetriever(Retriever):
         an agent that chose answers keeps them. The trace's `unnamed` says what ranked them."""
         searches = [q for r in runs for q in r.searches]
         out: dict[str, Any] = {"counters": {"unnamed": 0, "unnamed_motifs": 0}}
-        # A search's words count as names the model wrote: PathQuestion's questions are lower case,
-        # and an agent searches "srinagarindra children" (or "kalama's husband") for "what did
-        # srinagarindra 's children die from ?", whose one-word name the gazetteer skips.
-        written = searches + [w for q in searches for w in name_words(q)]
+        # Every run of a search's words counts as a name the model wrote: PathQuestion's questions
+        # are lower case, and an agent searches "srinagarindra children" (or "kalama's husband")
+        # for "what did srinagarindra 's children die from ?", whose one-word name the gazetteer
+        # skips, and "william cavendish bentinck 7th duke of portland 's kid", a name longer than
+        # the gazetteer's six-word window.
+        written = searches + [span for q in searches for span in word_spans(name_words(q))]
         if self.hybrid is None or not any(r.fallback for r in runs) or names_a_node(self.tools.view, query, written):
             return out
         view = self.tools.view
@@ -317,6 +319,11 @@ class DGRRetriever(Retriever):
                 run.answer = [int(x) for x in r.idx]
         out["counters"] = {"unnamed": 1, "unnamed_motifs": int(r.trace["ranked_by"] == "motifs")}
         return out | r.trace
+
+
+def word_spans(words: list[str]) -> list[str]:
+    """Every run of consecutive words, joined by spaces (a search of w words has w(w+1)/2)."""
+    return [" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)]
 
 
 def rank_by_similarity(chains: dict[int, Chain], phrase_of: Callable[[Chain], str], question_of: Callable[[Chain], str],
