@@ -17,7 +17,7 @@ from sagegraph.runfiles import find_trace
 from sagegraph.llm import LLMClient
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.registry import validate_params
-from sagegraph.retrieve.dgr.retriever import detect_mode, sample_chain
+from sagegraph.retrieve.dgr.retriever import detect_mode, sample_chain, word_spans
 from sagegraph.retrieve.dgr.agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent, whole_calls
 from sagegraph.retrieve.dgr.tools import GraphTools, ToolError, action_schema
 from sagegraph.retrieve.resources import open_resources
@@ -559,6 +559,7 @@ def test_unnamed_question_an_agent_that_adds_nothing_answers_by_the_motifs_its_s
         res = open_resources(g_long, _llm(server, tmp_path / "long"))
         long = get_retriever("dgr", res, unnamed="motifs", **kw).search(q_long, 5)
     assert long.trace["counters"]["unnamed"] == 0 and long.trace["counters"]["linked_nodes"] == 0  # the gazetteer does not see it
+    assert word_spans(["a", "b", "c"], longest=2) == ["a", "a b", "b", "b c", "c"] and len(word_spans(["w"] * 500)) < 6000
 
 
 def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties():

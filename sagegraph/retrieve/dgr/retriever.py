@@ -321,9 +321,10 @@ class DGRRetriever(Retriever):
         return out | r.trace
 
 
-def word_spans(words: list[str]) -> list[str]:
-    """Every run of consecutive words, joined by spaces (a search of w words has w(w+1)/2)."""
-    return [" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)]
+def word_spans(words: list[str], longest: int = 12) -> list[str]:
+    """Every run of at most `longest` consecutive words, joined by spaces: bounded, so a search a
+    model wrote hundreds of words long costs linear time, not cubic."""
+    return [" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, min(i + longest, len(words)) + 1)]
 
 
 def rank_by_similarity(chains: dict[int, Chain], phrase_of: Callable[[Chain], str], question_of: Callable[[Chain], str],
