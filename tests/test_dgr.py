@@ -439,6 +439,39 @@ def test_fallback_chain_ranks_what_the_walk_reached_by_how_its_relation_chain_re
     assert run.chains[m1] == (ana, (("DIRECTED", m1),)) and run.chains[studio] == (ana, (("DIRECTED", m1), ("PRODUCED_BY", studio)))
 
 
+def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
+    """An agent walks one relation (Ana Silva -DIRECTED-> her films) and finishes without adding:
+    the walk's chains end at her films, so `chain` answers a film; with `chain_reach: 2` the
+    chains of two relations from the walk's start are read too, and the studio at the end of
+    'produced by (Studio) of directed (Movie)' answers. The replies are the same."""
+    from sagegraph.retrieve.kb.metapaths import chains_from
+
+    ana, m1, studio = row(g, "p1"), row(g, "m1"), row(g, "s1")
+    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})), _calls(("finish", {}))]
+    q = "Which studio produced the films Ana Silva directed?"
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        walked = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search(q, 5)
+        reached = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2).search(q, 5)
+        # a chain is kept only while each relation it adds reads closer: asked for the films, the
+        # chains on to their studio and their actors read farther than the films' own, so neither is read
+        films = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2).search("Which movie was directed by Ana Silva?", 5)
+    assert set(films.idx) == {m1, row(g, "m2")} and films.trace["counters"]["answers_beyond_walk"] == 0
+    assert set(walked.idx) == {m1, row(g, "m2")} and studio not in walked.idx
+    assert reached.idx[0] == studio and ana not in reached.idx and reached.trace["agents"][0]["fallback_from"] == "chain"
+    assert reached.trace["counters"]["answers_beyond_walk"] == 1 and walked.trace["counters"]["answers_beyond_walk"] == 0
+    assert "its first on a chain beyond its walk" in format_trace({"qid": "q", "question": q, **reached.trace})
+    assert [m["content"] for m in walked.trace["agents"][0]["messages"]] == [m["content"] for m in reached.trace["agents"][0]["messages"]]
+    # the chains themselves: typed, both directions, the start left out, shortest first
+    view = GraphTools(g).view
+    chains = [([(view.relation_types[c], out, t) for c, out, t in hops], sorted(ends.tolist())) for hops, ends in chains_from(view, ana, 2)]
+    assert ([("DIRECTED", True, "Movie")], sorted([m1, row(g, "m2")])) in chains
+    assert ([("DIRECTED", True, "Movie"), ("PRODUCED_BY", True, "Studio")], [studio]) in chains
+    assert all(ana not in ends for _, ends in chains) and [len(h) for h, _ in chains] == sorted(len(h) for h, _ in chains)
+    capped = [[view.relation_types[c] for c, _, _ in hops] for hops, _ in chains_from(view, ana, 2, max_frontier=1)]
+    assert ["DIRECTED"] in capped and not any(h[0] == "DIRECTED" and len(h) == 2 for h in capped)  # two films: not walked on
+
+
 def test_link_neighbours_takes_the_first_relation_for_the_agent(g, tmp_path):
     """With `link_neighbours` the opening lists Ana Silva's neighbours (her films among them) as a
     neighbourhood search shows them, so the agent's first step can take the second relation, from
@@ -562,16 +595,21 @@ def test_unnamed_question_an_agent_that_adds_nothing_answers_by_the_motifs_its_s
     assert word_spans(["a", "b", "c"], longest=2) == ["a", "a b", "b", "b c", "c"] and len(word_spans(["w"] * 500)) < 6000
 
 
-def test_rank_by_similarity_orders_by_cosine_and_keeps_the_walks_order_on_ties():
+def test_rank_by_similarity_orders_by_best_cosine_and_keeps_first_appearance_on_ties():
     from sagegraph.retrieve.dgr.retriever import rank_by_similarity
 
-    vec = {"q": [1.0, 0.0], "a": [0.6, 0.8], "b": [1.0, 0.0], "c": [0.6, 0.8]}
-    chains = {7: (0, (("a", 7),)), 8: (0, (("b", 8),)), 9: (0, (("c", 9),))}
-    out = rank_by_similarity(chains, lambda ch: ch[1][-1][0], lambda ch: "q", lambda texts: np.array([vec[t] for t in texts]))
-    assert out == [8, 7, 9] and rank_by_similarity({}, str, str, lambda t: np.zeros((0, 2))) == []
-    first = rank_by_similarity(chains, lambda ch: ch[1][-1][0], lambda ch: "q", lambda texts: np.array([vec[t] for t in texts]), first_by={9: 2, 8: 1})
-    assert first == [9, 8, 7]
+    vec = {"q": [1.0, 0.0], "a": [0.6, 0.8], "b": [1.0, 0.0], "c": [0.6, 0.8], "d": [0.0, 1.0]}
+    seen: list[list[str]] = []
 
+    def vectors(texts):
+        seen.append(texts)
+        return np.array([vec[t] for t in texts])
+
+    entries = [(7, "a", "q"), (8, "b", "q"), (9, "c", "q"), (9, "d", "q"), (10, "d", "q"), (10, "b", "q")]
+    assert rank_by_similarity(entries, vectors) == [8, 10, 7, 9]  # a row scores by its best chain
+    assert seen == [["a", "q", "b", "c", "d"]]  # each text encoded once
+    assert rank_by_similarity([], vectors) == []
+    assert rank_by_similarity(entries, vectors, first_by={9: 2, 8: 1}) == [9, 8, 10, 7]
 
 
 def test_fallback_deepest_counts_a_relation_path_as_its_length(g):

@@ -49,7 +49,8 @@ def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
             out += [f"       {x}" for x in cut(m.get("content"), lines)]
     answer = agent.get("answer", [])
     reasons = agent.get("reasons", {})
-    label = (f"answer (fallback: {FALLBACK_FROM[agent.get('fallback_from') or 'last'].format(reach=agent.get('deepest_reach'))})" if agent.get("fallback")
+    beyond = "; its first on a chain beyond its walk" if agent.get("fallback") and agent.get("beyond_walk") else ""
+    label = (f"answer (fallback: {FALLBACK_FROM[agent.get('fallback_from') or 'last'].format(reach=agent.get('deepest_reach'))}{beyond})" if agent.get("fallback")
              else "answer (asked for when its steps ran out)" if agent.get("answered_on_stop") else "answer")
     out.append(f"  {label}: {answer[:20]}{' ...' if len(answer) > 20 else ''}")
     out += [f"    [{r}] {reasons[str(r)]}" for r in answer if str(r) in reasons][:20]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from sagegraph.retrieve.kb.chains import chain_phrase
+from sagegraph.retrieve.kb.metapaths import hop_groups
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.store.mapping import safe_label
 
@@ -96,35 +97,6 @@ class Template:
         return {"kind": self.kind, "cypher": self.cypher(), "count": self.count}
 
 
-def _groups(view: KBView, rows: np.ndarray, exclude: np.ndarray | None = None) -> dict[tuple[int, bool, str], np.ndarray]:
-    """One hop from a set of rows: (relation code, outgoing, other end's type) -> distinct other ends."""
-    indptr, other, codes, out = view._incident
-    starts, ends = indptr[rows], indptr[rows + 1]
-    lens = ends - starts
-    if not lens.sum():
-        return {}
-    idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
-    o, c, d = other[idx], codes[idx], out[idx]
-    if exclude is not None:
-        keep = ~np.isin(o, exclude)
-        o, c, d = o[keep], c[keep], d[keep]
-        if not len(o):  # every neighbour excluded (a round trip back to the topic): np.split would yield one empty segment
-            return {}
-    types = view.g.types[o]
-    out_groups: dict[tuple[int, bool, str], np.ndarray] = {}
-    tcodes, tinv = np.unique(types, return_inverse=True)
-    key = (c.astype(np.int64) * 2 + d.astype(np.int64)) * len(tcodes) + tinv
-    order = np.lexsort((o, key))
-    key, o = key[order], o[order]
-    bounds = np.flatnonzero(np.diff(key)) + 1
-    for seg_k, seg in zip(np.split(key, bounds), np.split(o, bounds)):
-        k = int(seg_k[0])
-        t = k % len(tcodes)
-        cd = k // len(tcodes)
-        out_groups[(cd // 2, bool(cd % 2), str(tcodes[t]))] = np.unique(seg)
-    return out_groups
-
-
 def entity_groups(entities: Sequence[int | Sequence[int]]) -> list[np.ndarray]:
     """Each resolved entity as the sorted rows it stands for; the same set twice is one entity."""
     groups = [np.unique(np.atleast_1d(np.asarray(e, dtype=np.int64))) for e in entities]
@@ -148,7 +120,7 @@ def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *
     first: dict[int, dict[tuple[int, bool, str], np.ndarray]] = {}
     for s, a in enumerate(ents):
         ta = str(types[a[0]])
-        g1 = first[s] = _groups(view, a)
+        g1 = first[s] = hop_groups(view, a)
         for (c, d, t), rows in sorted(g1.items()):
             out.append(Template("1hop", (s,), (ta,), (Hop(rel[c], d),), (), t, rows))
         if not two_hop:
@@ -158,14 +130,14 @@ def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *
                 mids = mids[view.degree[mids] <= max_mid_degree]
             if not len(mids):
                 continue
-            for (c2, d2, t), rows in sorted(_groups(view, mids, exclude=a).items()):
+            for (c2, d2, t), rows in sorted(hop_groups(view, mids, exclude=a).items()):
                 two = (Hop(rel[c1], d1), Hop(rel[c2], d2))
                 out.append(Template("2hop", (s,), (ta,), two, (tm,), t, rows))
                 if not three_hop or len(rows) > max_frontier:
                     continue
                 if max_mid_degree is not None:
                     rows = rows[view.degree[rows] <= max_mid_degree]
-                for (c3, d3, t3), ends in sorted(_groups(view, rows, exclude=a).items()):
+                for (c3, d3, t3), ends in sorted(hop_groups(view, rows, exclude=a).items()):
                     out.append(Template("3hop", (s,), (ta,), (*two, Hop(rel[c3], d3)), (tm, t), t3, ends))
     if paths:
         for i in range(len(ents)):
