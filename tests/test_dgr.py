@@ -38,7 +38,7 @@ def row(g, sid):
 
 
 # The paper's tools (dgr-4's defaults): what a test of one forgiving tool compares against.
-PAPER = dict(link=False, relation_kinds=False, relax_filters=False, read_before_finish=False, fallback="last")
+PAPER = dict(link=False, relation_kinds=False, relax_filters=False, read_before_finish=False, fallback="last", unnamed="resolve")
 
 
 # -- tools ------------------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_a_scripted_trajectory_ends_on_finish_with_the_answer_order(g, tmp_path)
 def test_t_max_stops_and_an_agent_that_adds_nothing_answers_with_its_last_results(g, tmp_path):
     with FakeOpenAI(lambda body: (200, _calls(("search_in_graph", {"query": "orchards", "size": 2})))) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", stop_repeats=0).search("Which films are about orchards?", 5)
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", stop_repeats=0, unnamed="resolve").search("Which films are about orchards?", 5)
     a = r.trace["agents"][0]
     assert a["stop"] == "t_max" and a["steps"] == 3 and a["fallback"] and a["repeated_calls"] == 2
     assert set(g.source_ids[i] for i in r.idx) == {"m5", "m6"} and set(r.found_by) == {"fallback"}
@@ -564,8 +564,8 @@ def test_unnamed_question_an_agent_that_adds_nothing_answers_by_the_motifs_its_s
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
         kw = dict(n_agents=1, t_max=3, mode="json")
-        paper = get_retriever("dgr", res, **kw).search(q, 5)
-        motifs = get_retriever("dgr", res, unnamed="motifs", **kw).search(q, 5)
+        paper = get_retriever("dgr", res, unnamed="resolve", **kw).search(q, 5)
+        motifs = get_retriever("dgr", res, **kw).search(q, 5)  # the default since dgr-7
         hybrid = get_retriever("dgr", res, unnamed="hybrid", **kw).search(q, 5)
         named = get_retriever("dgr", res, unnamed="motifs", **kw).search("Which films about orchards did Cara Diaz direct?", 5)
     assert paper.trace["agents"][0]["searches"] == ["orchards"] and paper.trace["counters"]["unnamed"] == 0 and "unnamed" not in paper.trace
@@ -795,8 +795,8 @@ def test_params_are_validated():
     with pytest.raises(ConfigError, match="its parameters: t_max, n_agents"):
         validate_params("dgr", {"agents": 3})
     assert validate_params("dgr", {}).model_dump()["n_agents"] == 3
-    # dgr-5's defaults are the forgiving tools (dgr-6: fallback chain); the paper's are one parameter set away
-    assert {k: v for k, v in validate_params("dgr", {}).model_dump().items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "chain"}
+    # dgr-5's defaults are the forgiving tools (dgr-6: fallback chain; dgr-7: unnamed motifs); the paper's are one parameter set away
+    assert {k: v for k, v in validate_params("dgr", {}).model_dump().items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "chain", "unnamed": "motifs"}
     assert validate_params("dgr", PAPER).model_dump(exclude_defaults=True) == PAPER
 
 

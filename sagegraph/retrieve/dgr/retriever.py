@@ -7,9 +7,10 @@ What we follow and where we depart (LLM-RETRIEVERS.md §3):
   search size 5 unless the agent asks (at most 30), neighbourhood *ranked* by BM25 (the code's
   substring filter is `neighbour_ranking: substring`);
 - tools that forgive a small model, on by default (prompt dgr-5; the paper's tools: `link`,
-  `relation_kinds`, `relax_filters`, `read_before_finish` false and `fallback: last`): the nodes the
+  `relation_kinds`, `relax_filters`, `read_before_finish` false, `fallback: last`, `unnamed: resolve`): the nodes the
   question names shown under it, each neighbour's relation types, a filter that matches nothing
-  dropped, no finish before a search's results are read (dgr-6: the same, `fallback: chain`);
+  dropped, no finish before a search's results are read (dgr-6: the same, `fallback: chain`;
+  dgr-7: `unnamed: motifs`);
 - agents sample at temperature 0.7 (the paper's trajectory sampling), each with its own sample
   index, so n agents are n draws and a rerun replays them from the reply cache;
 - function calling where the endpoint has it, the JSON-action mode where it does not (`mode:
@@ -20,11 +21,11 @@ What we follow and where we depart (LLM-RETRIEVERS.md §3):
   chain that reached each reads against the question (`fallback: chain`; the code returns
   nothing), counted; a per-query token budget and a refused (too long) history stop agents
   cleanly, counted;
-- for a question that names no node (`unnamed`, off by default), an agent that adds nothing
-  answers instead with the nodes ranked by the words its global searches asked for, each
-  weighted by its rarity in the KB, as AF and GraphRAFT rank such a question by their motifs
+- for a question that names no node (`unnamed: motifs`, the default since dgr-7), an agent that
+  adds nothing answers instead with the nodes ranked by the words its global searches asked for,
+  each weighted by its rarity in the KB, as AF and GraphRAFT rank such a question by their motifs
   (`kb/unnamed.py`): its walk started from a keyword hit, so the chains from there say nothing
-  of the answer.
+  of the answer (`unnamed: resolve` is dgr-6's and the paper's: the fallback as for any question).
 The answer is what the agents chose, fused and cut at k: no fill from another retriever.
 """
 
@@ -56,7 +57,7 @@ from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, p
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-6"
+PROMPT_VERSION = "dgr-7"
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 
@@ -139,8 +140,9 @@ class DGRParams(BaseModel):
     # Not the paper's, each use counted. On by default since dgr-5: link, relation_kinds, relax_filters,
     # read_before_finish and fallback deepest lifted Hit@1 on both development KBs' held-out test
     # samples with the local 1.5B model (docs/results.md); fallback chain (dgr-6) lifted it again on
-    # both dev samples, then both test samples. The paper's tools set them false and fallback last
-    # (its code: none).
+    # both dev samples, then both test samples; unnamed motifs (dgr-7) passed the synthetic test
+    # sample and a third sample of questions not read before (docs/llm-retrievers.md, `unnamed`).
+    # The paper's tools set them false, fallback last (its code: none) and unnamed resolve.
     relax_filters: bool = Field(True, description="a neighbourhood filter that matches nothing (the explored node's own type, a type and relation that never meet, an unknown name) is dropped, said in the observation")
     answer_by_name: bool = Field(False, description="add_to_answer accepts the name of a node shown earlier as well as its index")
     steps_left: bool = Field(False, description="each observation says how many steps the agent has left")
@@ -156,7 +158,7 @@ class DGRParams(BaseModel):
     example: bool = Field(True, description="the system prompt's worked example, a walk along this KB's most frequent relation (false: none; under `constrain` the grammar keeps the format, and a small model copies the example's edge_type into every search)")
     read_before_finish: bool = Field(True, description="refuse a finish written in the same reply as a search, whose results the agent has not read yet, said in the observation (not the paper's)")
     salvage_cut: bool = Field(False, description="a JSON-mode reply cut off at the token limit runs the calls it wrote whole (at most max_calls_per_step) and the history keeps only those, said in the observation (off: the reply is unreadable and goes back whole into the history, where a small model copies the loop that cut it; not the paper's)")
-    unnamed: Unnamed = Field("resolve", description=UNNAMED_HELP.replace("resolve (the paper's: the written motifs resolve like names)",
+    unnamed: Unnamed = Field("motifs", description=UNNAMED_HELP.replace("resolve (the paper's: the written motifs resolve like names)",
                                                                       "resolve (as for a question that names a node: the agents' answers, else `fallback`)")
                              + "; for DGR the motifs are the words of the agents' global searches, each weighted by its inverse document frequency in the KB, and only an agent that added nothing answers by them")
     answer_on_stop: bool = Field(False, description="an agent stopped by t_max or its repeats with nothing added is asked once more, add_to_answer its only tool, to answer from the nodes it was shown (not the paper's; one more call)")
