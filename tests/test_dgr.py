@@ -457,6 +457,16 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
         # chains on to their studio and their actors read farther than the films' own, so neither is read
         films = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2).search("Which movie was directed by Ana Silva?", 5)
     assert set(films.idx) == {m1, row(g, "m2")} and films.trace["counters"]["answers_beyond_walk"] == 0
+    # an agent that walked from another node than the one the question names (Cara Diaz's films,
+    # none made by the studio): with `reach_named` the chains from the named node (`link`) are read too
+    cara = row(g, "p4")
+    astray = [_calls(("search_in_neighborhood", {"node_index": cara, "edge_type": "ACTED_IN"})), _calls(("finish", {}))]
+    with FakeOpenAI(lambda body: (200, astray[min(_step(body), 1)])) as server:
+        res = open_resources(g, _llm(server, tmp_path / "astray"))
+        kw = dict(n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False)
+        walked_only = get_retriever("dgr", res, **kw).search(q, 5)
+        named = get_retriever("dgr", res, reach_named=True, **kw).search(q, 5)
+    assert named.idx[0] == studio and studio not in walked_only.idx
     assert set(walked.idx) == {m1, row(g, "m2")} and studio not in walked.idx
     assert reached.idx[0] == studio and ana not in reached.idx and reached.trace["agents"][0]["fallback_from"] == "chain"
     assert reached.trace["counters"]["answers_beyond_walk"] == 1 and walked.trace["counters"]["answers_beyond_walk"] == 0

@@ -152,6 +152,7 @@ class DGRParams(BaseModel):
     chain_encoder: str | None = Field(None, description="with `fallback: chain`, a sentence encoder tuned on this KB's training labels reads the chains instead of the graph's encoder (the one GraphRAFT's `selector_encoder` takes, made by `sagegraph graphraft train-selector`; not the paper's)")
     chain_meets: bool = Field(False, description="with `fallback: chain`, a node that walks from more of the agent's starts reached ranks first (what an intersection question asks for; not the paper's)")
     chain_reach: int = Field(0, ge=0, le=3, description="with `fallback: chain`, the KB's chains of up to this many relations (either stored direction) from the walk's starts are ranked with the walk's own, each while every relation it adds reads closer to the question, so an agent that walked one relation of a longer chain still answers from its end; 0: the walk's chains only (not the paper's)")
+    reach_named: bool = Field(False, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
@@ -232,7 +233,7 @@ class DGRRetriever(Retriever):
                              else ENTITIES_SEARCHED,
                              example=example, json_rule=JSON_RULE.format(name=name.replace('"', "'")) if mode == "json" else "")
 
-    def rank_chains(self, query: str, run: AgentRun) -> list[int]:
+    def rank_chains(self, query: str, run: AgentRun, named: list[int] | None = None) -> list[int]:
         """(`fallback: chain`) The nodes an agent's walk reached, best first by how the relation
         chain from its start reads against the question with the start's name taken out: an agent
         that walked to the answer and stopped without adding it was shown it at the end of the
@@ -256,7 +257,8 @@ class DGRRetriever(Retriever):
                    for r, (start, hops) in run.chains.items()]
         reached = []
         if self.p.chain_reach:
-            for start in dict.fromkeys(start for start, _ in run.chains.values()):
+            starts = [start for start, _ in run.chains.values()] + (list(named or ()) if self.p.reach_named else [])
+            for start in dict.fromkeys(starts):
                 reached += [(start, hops, chain_phrase([(view.relation_types[c], t) for c, _, t in hops]), ends)
                             for hops, ends in chains_from(view, start, self.p.chain_reach)]
         encode = self.encoder.vectors if self.encoder is not None else self.g.query_vectors
@@ -304,7 +306,7 @@ class DGRRetriever(Retriever):
                              shown_only=self.p.shown_only, stop_repeats=self.p.stop_repeats, steps_left=self.p.steps_left,
                              answer_on_stop=self.p.answer_on_stop, start=start,
                              read_before_finish=self.p.read_before_finish, fallback=self.p.fallback,
-                             salvage_cut=self.p.salvage_cut, rank_chains=lambda run: self.rank_chains(query, run))
+                             salvage_cut=self.p.salvage_cut, rank_chains=lambda run: self.rank_chains(query, run, start.shown if start is not None else None))
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
