@@ -451,7 +451,7 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     q = "Which studio produced the films Ana Silva directed?"
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        walked = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search(q, 5)
+        walked = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=0).search(q, 5)
         reached = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2).search(q, 5)
         # a chain is kept only while each relation it adds reads closer: asked for the films, the
         # chains on to their studio and their actors read farther than the films' own, so neither is read
@@ -464,7 +464,7 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     with FakeOpenAI(lambda body: (200, astray[min(_step(body), 1)])) as server:
         res = open_resources(g, _llm(server, tmp_path / "astray"))
         kw = dict(n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False)
-        walked_only = get_retriever("dgr", res, **kw).search(q, 5)
+        walked_only = get_retriever("dgr", res, reach_named=False, **kw).search(q, 5)
         named = get_retriever("dgr", res, reach_named=True, **kw).search(q, 5)
     assert named.idx[0] == studio and studio not in walked_only.idx
     assert set(walked.idx) == {m1, row(g, "m2")} and studio not in walked.idx
@@ -549,8 +549,8 @@ def test_chain_meets_ranks_first_the_node_walks_from_two_starts_reached(g, tmp_p
     q = "Which film directed by Ana Silva did Ben Cho act in?"
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 2)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        met = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_meets=True).search(q, 5)
-        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search(q, 5)
+        met = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_meets=True, chain_reach=0).search(q, 5)
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=0).search(q, 5)
     assert met.idx[0] == m1 and plain.idx[0] != m1 and set(met.idx) == set(plain.idx) and met.trace["agents"][0]["fallback_from"] == "chain"
     assert [m["content"] for m in met.trace["agents"][0]["messages"]] == [m["content"] for m in plain.trace["agents"][0]["messages"]]
     t, run = GraphTools(g), AgentRun(agent=0, sample=1)
@@ -679,7 +679,7 @@ def test_unreadable_replies_and_bad_calls_go_back_to_the_agent_counted(g, tmp_pa
                _calls(("fly", {})), _calls(("finish", {}))]
     with FakeOpenAI(lambda body: (200, replies[min(_step(body), 3)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("dgr", res, n_agents=1, mode="json").search("Which films did Ana Silva direct?", 5)
+        r = get_retriever("dgr", res, n_agents=1, mode="json", chain_reach=0).search("Which films did Ana Silva direct?", 5)
     a = r.trace["agents"][0]
     msgs = a["messages"]
     assert a["parse_errors"] == 1 and "could not be read as tool calls: no JSON object" in msgs[3]["content"]
@@ -726,7 +726,7 @@ def test_token_budget_and_a_refused_history_stop_agents_cleanly(g, tmp_path):
     assert c["stop_budget"] == 2 and c["steps"] == 1 and r.trace["budget_spent"] == 150  # one step of 100 + 50, then no more
     with FakeOpenAI(lambda body: (400, {"error": {"message": "maximum context length exceeded"}})) as server:
         res = open_resources(g, _llm(server, tmp_path / "x"))
-        r = get_retriever("dgr", res, n_agents=1, mode="json").search("Which films did Ana Silva direct?", 5)
+        r = get_retriever("dgr", res, n_agents=1, mode="json", chain_reach=0).search("Which films did Ana Silva direct?", 5)
     assert r.trace["counters"]["stop_refused"] == 1 and len(r.idx) == 0
 
 
@@ -807,6 +807,7 @@ def test_params_are_validated():
     assert validate_params("dgr", {}).model_dump()["n_agents"] == 3
     # dgr-5's defaults are the forgiving tools (dgr-6: fallback chain; dgr-7: unnamed motifs); the paper's are one parameter set away
     assert {k: v for k, v in validate_params("dgr", {}).model_dump().items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "chain", "unnamed": "motifs"}
+    assert validate_params("dgr", {}).model_dump()["chain_reach"] == 3 and validate_params("dgr", {}).model_dump()["reach_named"]  # dgr-8
     assert validate_params("dgr", PAPER).model_dump(exclude_defaults=True) == PAPER
 
 

@@ -10,7 +10,7 @@ What we follow and where we depart (LLM-RETRIEVERS.md §3):
   `relation_kinds`, `relax_filters`, `read_before_finish` false, `fallback: last`, `unnamed: resolve`): the nodes the
   question names shown under it, each neighbour's relation types, a filter that matches nothing
   dropped, no finish before a search's results are read (dgr-6: the same, `fallback: chain`;
-  dgr-7: `unnamed: motifs`);
+  dgr-7: `unnamed: motifs`; dgr-8: `chain_reach: 3`, `reach_named`);
 - agents sample at temperature 0.7 (the paper's trajectory sampling), each with its own sample
   index, so n agents are n draws and a rerun replays them from the reply cache;
 - function calling where the endpoint has it, the JSON-action mode where it does not (`mode:
@@ -19,7 +19,8 @@ What we follow and where we depart (LLM-RETRIEVERS.md §3):
   descriptive questions, disambiguate then expand for named entities);
 - an agent that adds nothing answers with the nodes its walk reached, ranked by how the relation
   chain that reached each reads against the question (`fallback: chain`; the code returns
-  nothing), counted; a per-query token budget and a refused (too long) history stop agents
+  nothing), with the KB's chains of up to three relations from its starts and the question's
+  named nodes (`chain_reach`, `reach_named`), counted; a per-query token budget and a refused (too long) history stop agents
   cleanly, counted;
 - for a question that names no node (`unnamed: motifs`, the default since dgr-7), an agent that
   adds nothing answers instead with the nodes ranked by the words its global searches asked for,
@@ -57,7 +58,7 @@ from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, p
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-7"
+PROMPT_VERSION = "dgr-8"
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 
@@ -142,6 +143,7 @@ class DGRParams(BaseModel):
     # samples with the local 1.5B model (docs/results.md); fallback chain (dgr-6) lifted it again on
     # both dev samples, then both test samples; unnamed motifs (dgr-7) passed the synthetic test
     # sample and a third sample of questions not read before (docs/llm-retrievers.md, `unnamed`).
+    # chain_reach 3 with reach_named (dgr-8) passed both test samples (docs/results.md).
     # The paper's tools set them false, fallback last (its code: none) and unnamed resolve.
     relax_filters: bool = Field(True, description="a neighbourhood filter that matches nothing (the explored node's own type, a type and relation that never meet, an unknown name) is dropped, said in the observation")
     answer_by_name: bool = Field(False, description="add_to_answer accepts the name of a node shown earlier as well as its index")
@@ -151,8 +153,8 @@ class DGRParams(BaseModel):
     fallback: Fallback = Field("chain", description="what an agent that added nothing answers: its last search results (last), what its first neighbourhood search showed (first), the search that first reached the farthest nodes of its walk from the named or searched nodes (deepest), or every node its walk reached, ranked by how the relation chain that reached it reads against the question (chain; the graph's text encoder, as GraphRAFT's `similar` ranks templates); none is the paper's, whose code answers nothing")
     chain_encoder: str | None = Field(None, description="with `fallback: chain`, a sentence encoder tuned on this KB's training labels reads the chains instead of the graph's encoder (the one GraphRAFT's `selector_encoder` takes, made by `sagegraph graphraft train-selector`; not the paper's)")
     chain_meets: bool = Field(False, description="with `fallback: chain`, a node that walks from more of the agent's starts reached ranks first (what an intersection question asks for; not the paper's)")
-    chain_reach: int = Field(0, ge=0, le=3, description="with `fallback: chain`, the KB's chains of up to this many relations (either stored direction) from the walk's starts are ranked with the walk's own, each while every relation it adds reads closer to the question, so an agent that walked one relation of a longer chain still answers from its end; 0: the walk's chains only (not the paper's)")
-    reach_named: bool = Field(False, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
+    chain_reach: int = Field(3, ge=0, le=3, description="with `fallback: chain`, the KB's chains of up to this many relations (either stored direction) from the walk's starts are ranked with the walk's own, each while every relation it adds reads closer to the question, so an agent that walked one relation of a longer chain still answers from its end; 0: the walk's chains only (not the paper's)")
+    reach_named: bool = Field(True, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
