@@ -33,6 +33,7 @@ The answer is what the agents chose, fused and cut at k: no fill from another re
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -252,6 +253,7 @@ class DGRRetriever(Retriever):
         view, types = self.tools.view, self.g.types
         names = view.names
 
+        @functools.cache  # one regex pass per start, not one per node its chains reach
         def asked(start: int) -> str:
             return masked_question(query, [names[start]])
 
