@@ -456,6 +456,9 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
         # a chain is kept only while each relation it adds reads closer: asked for the films, the
         # chains on to their studio and their actors read farther than the films' own, so neither is read
         films = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2).search("Which movie was directed by Ana Silva?", 5)
+        # `reach_margin`: a relation added must read closer by more than the margin (no cosine gains 1)
+        cut = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, reach_margin=1.0).search(q, 5)
+    assert studio not in cut.idx and set(cut.idx) >= {m1, row(g, "m2")}
     assert set(films.idx) == {m1, row(g, "m2")} and films.trace["counters"]["answers_beyond_walk"] == 0
     # an agent that walked from another node than the one the question names (Cara Diaz's films,
     # none made by the studio): with `reach_named` the chains from the named node (`link`) are read too

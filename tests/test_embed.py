@@ -7,6 +7,8 @@ import pytest
 
 from sagegraph import embed
 from sagegraph.embed import CachedEncoder, SentenceTransformerEncoder, cache_name, resolve_precision
+from sagegraph.retrieve.graph_index import GraphIndex
+from tests.kb_mini import HashEncoder, build_mini
 
 TEXTS = [
     "The Eiffel Tower was completed in 1889 for the World's Fair.",
@@ -128,3 +130,19 @@ def test_encoding_reports_progress_in_slices_of_whole_batches_with_the_same_vect
     assert [max(a) <= min(b) for a, b in zip(slices, slices[1:])] == [True] * 7  # one global length order
     assert len(lines) == 8 and lines[0].startswith("chunk b1: 128/1,000 texts,") and "left" in lines[0] and lines[-1].endswith("done")
     assert encode_reporting(encode, None, "x") is encode  # no reporter: the plain call
+
+
+def test_exact_vectors_are_fp32_and_keep_a_text_s_vector_whatever_is_batched_beside_it(tmp_path, encoder):
+    """DGR ranks chains whose cosines to the question can differ by less than bf16's batch noise:
+    through `exact_vectors` a text gets the same vector alone or beside others, whatever the build's
+    numerics (here forced to bf16), and an encoder with no precision (a test's) is used as it is."""
+    mini = build_mini(tmp_path / "graph")
+    g = GraphIndex(mini.dir, encoder=SentenceTransformerEncoder(device="cpu", precision="bf16"))
+    assert g._exact_encoder.precision == "fp32" and g.encoder.precision == "bf16"
+    alone = GraphIndex(mini.dir, encoder=SentenceTransformerEncoder(device="cpu", precision="bf16")).exact_vectors(TEXTS[:1])
+    batched = g.exact_vectors(TEXTS[::-1] + ["a much longer text " * 20])
+    assert np.abs(alone[0] - batched[len(TEXTS) - 1]).max() < 1e-5
+    assert np.array_equal(g.exact_vectors(TEXTS[:1]), batched[len(TEXTS) - 1 : len(TEXTS)])  # memoised
+    hashed = GraphIndex(mini.dir, encoder=HashEncoder())
+    assert hashed._exact_encoder is hashed.encoder
+    assert np.allclose(hashed.exact_vectors(TEXTS), hashed.query_vectors(TEXTS))

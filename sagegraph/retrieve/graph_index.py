@@ -114,12 +114,14 @@ class GraphIndex:
         return self.title_vectors if self.title_vectors is not None else self.vectors
 
     @property
+    def embedding_model(self) -> str:
+        return self.manifest.get("embedding_model", "all-MiniLM-L6-v2")
+
+    @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
             # Queries use the build's numerics (graphs built before precision existed were fp32).
-            self._encoder = make_encoder(
-                self.manifest.get("embedding_model", "all-MiniLM-L6-v2"), precision=self.manifest.get("embedding_precision", "fp32")
-            )
+            self._encoder = make_encoder(self.embedding_model, precision=self.manifest.get("embedding_precision", "fp32"))
         return self._encoder
 
     @cached_property
@@ -202,6 +204,24 @@ class GraphIndex:
         if todo:
             for q, v in zip(todo, self.encoder.encode(todo)):
                 self._memo[("vec", q)] = v
+
+    @cached_property
+    def _exact_encoder(self) -> Encoder:
+        """The query encoder in fp32: itself when it already is (or knows no precision, as a test's)."""
+        if getattr(self.encoder, "precision", "fp32") == "fp32":
+            return self.encoder
+        return make_encoder(self.embedding_model, precision="fp32")
+
+    def exact_vectors(self, texts: list[str]) -> np.ndarray:
+        """Vectors for ranking short texts against each other where near ties decide (DGR's chains):
+        in fp32, since bf16 vectors move with the texts batched beside them (cosines by up to ~1e-3
+        on a CPU with native bf16, fp32's by ~1e-7), so a rank would follow which questions ran
+        before. Memoised apart from the query vectors, which keep the build's numerics."""
+        todo = [t for t in dict.fromkeys(texts) if ("exact", t) not in self._memo]
+        if todo:
+            for t, v in zip(todo, self._exact_encoder.encode(todo)):
+                self._memoised("exact", t, lambda v=v: v)
+        return np.stack([self._memoised("exact", t, lambda t=t: self._exact_encoder.encode([t])[0]) for t in texts])
 
     def query_vectors(self, texts: list[str]) -> np.ndarray:
         """The query vectors of several texts (phrases, questions), one row each, encoded in one batch."""

@@ -10,7 +10,8 @@ What we follow and where we depart (LLM-RETRIEVERS.md §3):
   `relation_kinds`, `relax_filters`, `read_before_finish` false, `fallback: last`, `unnamed: resolve`): the nodes the
   question names shown under it, each neighbour's relation types, a filter that matches nothing
   dropped, no finish before a search's results are read (dgr-6: the same, `fallback: chain`;
-  dgr-7: `unnamed: motifs`; dgr-8: `chain_reach: 3`, `reach_named`);
+  dgr-7: `unnamed: motifs`; dgr-8: `chain_reach: 3`, `reach_named`; dgr-9: the chains read in
+  fp32, so near ties rank alike in every run);
 - agents sample at temperature 0.7 (the paper's trajectory sampling), each with its own sample
   index, so n agents are n draws and a rerun replays them from the reply cache;
 - function calling where the endpoint has it, the JSON-action mode where it does not (`mode:
@@ -59,7 +60,7 @@ from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, p
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-8"
+PROMPT_VERSION = "dgr-9"
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 
@@ -156,6 +157,7 @@ class DGRParams(BaseModel):
     chain_meets: bool = Field(False, description="with `fallback: chain`, a node that walks from more of the agent's starts reached ranks first (what an intersection question asks for; not the paper's)")
     chain_reach: int = Field(3, ge=0, le=3, description="with `fallback: chain`, the KB's chains of up to this many relations (either stored direction) from the walk's starts are ranked with the walk's own, each while every relation it adds reads closer to the question, so an agent that walked one relation of a longer chain still answers from its end; 0: the walk's chains only (not the paper's)")
     reach_named: bool = Field(True, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
+    reach_margin: float = Field(0.0, ge=0.0, le=1.0, description="with `chain_reach`, each relation a chain adds must read closer to the question than the chain it extends by more than this cosine (0: any gain; not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
@@ -265,7 +267,9 @@ class DGRRetriever(Retriever):
             for start in dict.fromkeys(starts):
                 reached += [(start, hops, chain_phrase([(view.relation_types[c], t) for c, _, t in hops]), ends)
                             for hops, ends in chains_from(view, start, self.p.chain_reach)]
-        encode = self.encoder.vectors if self.encoder is not None else self.g.query_vectors
+        # Exact vectors either way (a tuned encoder runs in fp32): through the graph's query vectors
+        # (bf16 where the build was) a chain's rank moved with the questions encoded before it.
+        encode = self.encoder.vectors if self.encoder is not None else self.g.exact_vectors
         texts = list(dict.fromkeys([x for _, phrase, question in entries for x in (phrase, question)]
                                    + [x for start, _, phrase, _ in reached for x in (phrase, asked(start))]))
         vec = dict(zip(texts, encode(texts))) if texts else {}
@@ -273,7 +277,7 @@ class DGRRetriever(Retriever):
         for start, hops, phrase, ends in reached:  # shortest first: a chain's prefix is decided before it
             score = float(vec[phrase] @ vec[asked(start)])
             parent = kept.get((start, hops[:-1])) if len(hops) > 1 else -np.inf
-            if parent is not None and score > parent:
+            if parent is not None and score > parent + (self.p.reach_margin if len(hops) > 1 else 0.0):
                 kept[(start, hops)] = score
                 entries += [(int(r), phrase, asked(start)) for r in ends]
         # Only the walk's meetings count: measured on the dev samples, counting the chains' too put

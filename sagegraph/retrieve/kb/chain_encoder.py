@@ -171,7 +171,10 @@ def _batches_without_repeats(triplets: list[tuple[str, str, str]], size: int):
 
 
 class SelectorEncoder:
-    """A tuned encoder with a memo of its vectors (phrases recur across questions)."""
+    """An encoder read in fp32, with a memo of its vectors (phrases recur across questions). fp32
+    because bf16 vectors move with the texts batched beside them (cosines by up to ~1e-3 on this
+    project's CPUs, fp32's by ~1e-7), enough to swap two chains that read alike: a question's
+    answer would depend on which questions ran before it in the process."""
 
     def __init__(self, path: str):
         _require_encoder(path)
