@@ -385,7 +385,8 @@ def test_fallback_first_answers_with_the_first_neighbourhood_the_agent_was_shown
 def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
     """One scripted trajectory answered by each fallback (keyed by its name) and each named
     variant's parameters: Ana Silva -DIRECTED-> her films -PRODUCED_BY-> the studio, then a search
-    for Ben Cho and his films; no answer added."""
+    for Ben Cho and his films; no answer added. The walk's own chains only (`chain_reach: 0`):
+    the chains beyond it have their own test."""
     ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
     steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
              _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
@@ -395,7 +396,7 @@ def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
         configs = {f: {"fallback": f} for f in fallbacks} | variants
-        return q, {name: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", **p).search(q, 5) for name, p in configs.items()}
+        return q, {name: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", chain_reach=0, **p).search(q, 5) for name, p in configs.items()}
 
 
 def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_farthest_nodes(g, tmp_path):
@@ -811,6 +812,7 @@ def test_params_are_validated():
     # dgr-5's defaults are the forgiving tools (dgr-6: fallback chain; dgr-7: unnamed motifs); the paper's are one parameter set away
     assert {k: v for k, v in validate_params("dgr", {}).model_dump().items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "chain", "unnamed": "motifs"}
     assert validate_params("dgr", {}).model_dump()["chain_reach"] == 3 and validate_params("dgr", {}).model_dump()["reach_named"]  # dgr-8
+    assert validate_params("dgr", {}).model_dump()["reach_margin"] == 0.02  # dgr-10
     assert validate_params("dgr", PAPER).model_dump(exclude_defaults=True) == PAPER
 
 

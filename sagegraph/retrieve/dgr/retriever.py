@@ -11,7 +11,7 @@ What we follow and where we depart (LLM-RETRIEVERS.md §3):
   question names shown under it, each neighbour's relation types, a filter that matches nothing
   dropped, no finish before a search's results are read (dgr-6: the same, `fallback: chain`;
   dgr-7: `unnamed: motifs`; dgr-8: `chain_reach: 3`, `reach_named`; dgr-9: the chains read in
-  fp32, so near ties rank alike in every run);
+  fp32, so near ties rank alike in every run; dgr-10: `reach_margin: 0.02`);
 - agents sample at temperature 0.7 (the paper's trajectory sampling), each with its own sample
   index, so n agents are n draws and a rerun replays them from the reply cache;
 - function calling where the endpoint has it, the JSON-action mode where it does not (`mode:
@@ -60,7 +60,7 @@ from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, p
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-9"
+PROMPT_VERSION = "dgr-10"
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 
@@ -145,7 +145,8 @@ class DGRParams(BaseModel):
     # samples with the local 1.5B model (docs/results.md); fallback chain (dgr-6) lifted it again on
     # both dev samples, then both test samples; unnamed motifs (dgr-7) passed the synthetic test
     # sample and a third sample of questions not read before (docs/llm-retrievers.md, `unnamed`).
-    # chain_reach 3 with reach_named (dgr-8) passed both test samples (docs/results.md).
+    # chain_reach 3 with reach_named (dgr-8) and reach_margin 0.02 (dgr-10) passed both test
+    # samples (docs/results.md).
     # The paper's tools set them false, fallback last (its code: none) and unnamed resolve.
     relax_filters: bool = Field(True, description="a neighbourhood filter that matches nothing (the explored node's own type, a type and relation that never meet, an unknown name) is dropped, said in the observation")
     answer_by_name: bool = Field(False, description="add_to_answer accepts the name of a node shown earlier as well as its index")
@@ -157,7 +158,7 @@ class DGRParams(BaseModel):
     chain_meets: bool = Field(False, description="with `fallback: chain`, a node that walks from more of the agent's starts reached ranks first (what an intersection question asks for; not the paper's)")
     chain_reach: int = Field(3, ge=0, le=3, description="with `fallback: chain`, the KB's chains of up to this many relations (either stored direction) from the walk's starts are ranked with the walk's own, each while every relation it adds reads closer to the question, so an agent that walked one relation of a longer chain still answers from its end; 0: the walk's chains only (not the paper's)")
     reach_named: bool = Field(True, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
-    reach_margin: float = Field(0.0, ge=0.0, le=1.0, description="with `chain_reach`, each relation a chain adds must read closer to the question than the chain it extends by more than this cosine (0: any gain; not the paper's)")
+    reach_margin: float = Field(0.02, ge=0.0, le=1.0, description="with `chain_reach`, each relation a chain adds must read closer to the question than the chain it extends by more than this cosine (0: any gain, dgr-9's; not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
