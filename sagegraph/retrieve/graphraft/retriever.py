@@ -45,8 +45,10 @@ from sagegraph.retrieve.timeline import Timeline
 # names no KB node is ranked by the motifs the model named (`unnamed`; the prompts are graphraft-2's),
 # and the defaults are `similar` with 3-hop chains: Hit@1 above hybrid in every family and hop of
 # both development KBs, where the paper's untuned `grammar` was not (docs/results.md, session 22).
+# graphraft-4: `similar` reads in fp32 (the same prompts and replies; a run key that reruns rows
+# ranked through the bf16 query vectors, session 30).
 # The paper's GraphRAFT: `selector: grammar, three_hop: false, unnamed: resolve`.
-PROMPT_VERSION = "graphraft-3"
+PROMPT_VERSION = "graphraft-4"
 
 
 class GraphRAFTParams(BaseModel):
@@ -149,24 +151,18 @@ class GraphRAFTRetriever(Retriever):
         name says which node, not which relation), times those entities' resolution scores (an
         exact name 1.0, a name vector its cosine): a relation word the entity step mistook for a
         name ('Husband' resolved to some person) starts weak templates and keeps its word in the
-        question that the right template is read against. Phrases go through the graph's query
-        vectors (batch-encoded, memoised: the same relation chains recur across questions), or
-        through an encoder tuned on this KB's training labels (`selector_encoder`)."""
+        question that the right template is read against. Phrases and questions are read in fp32
+        (the graph's `exact_vectors`, memoised: the same relation chains recur across questions;
+        through the bf16 query vectors two templates that read alike swapped with the batch), or
+        through an encoder tuned on this KB's training labels (`selector_encoder`, fp32 too)."""
         slots = entity_slots(ents)
-        encoder = self.encoder
-
-        def vectors(texts: list[str], batch: bool = True) -> np.ndarray:
-            if encoder is not None:
-                return encoder.vectors(texts)
-            if batch:
-                return self.g.query_vectors(texts)
-            return np.stack([self.g.query_vector(t) for t in texts])
+        vectors = self.encoder.vectors if self.encoder is not None else self.g.exact_vectors
 
         def similarity(templates: list[Template]) -> list[float]:
             if not templates:
                 return []
             keys = sorted({t.slots for t in templates})
-            asked = vectors([masked_question(query, [slots[i].name for i in key]) for key in keys], batch=False)
+            asked = vectors([masked_question(query, [slots[i].name for i in key]) for key in keys])
             question = dict(zip(keys, asked))
             phrases = vectors([t.phrase() for t in templates])
             return [float(v @ question[t.slots]) * float(np.prod([slots[i].score for i in t.slots])) for v, t in zip(phrases, templates)]
