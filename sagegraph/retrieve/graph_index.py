@@ -223,7 +223,3 @@ class GraphIndex:
                 self._memoised("exact", t, lambda v=v: v)
         return np.stack([self._memoised("exact", t, lambda t=t: self._exact_encoder.encode([t])[0]) for t in texts])
 
-    def query_vectors(self, texts: list[str]) -> np.ndarray:
-        """The query vectors of several texts (phrases, questions), one row each, encoded in one batch."""
-        self.encode_queries(texts)
-        return np.stack([self.query_vector(t) for t in texts])
