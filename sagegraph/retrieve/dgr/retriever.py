@@ -278,7 +278,7 @@ class DGRRetriever(Retriever):
         for start, hops, phrase, ends in reached:  # shortest first: a chain's prefix is decided before it
             score = float(vec[phrase] @ vec[asked(start)])
             parent = kept.get((start, hops[:-1])) if len(hops) > 1 else -np.inf
-            if parent is not None and score > parent + (self.p.reach_margin if len(hops) > 1 else 0.0):
+            if parent is not None and score > parent + self.p.reach_margin:  # a one-relation chain's parent is -inf
                 kept[(start, hops)] = score
                 entries += [(int(r), phrase, asked(start)) for r in ends]
         # Only the walk's meetings count: measured on the dev samples, counting the chains' too put
