@@ -442,11 +442,11 @@ def parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=_llm_serve)
     le = lsub.add_parser("export", help="write the LLM replies a run used as JSONL, to share or replay it")
     le.add_argument("run_dir", type=Path, help="a run directory (with traces.jsonl) or a sweep's output directory")
-    le.add_argument("file", type=Path)
+    le.add_argument("file", type=Path, help="JSONL to write; a name ending in .gz is gzip-compressed, the same bytes for the same replies")
     le.add_argument("--cache", type=Path, help="reply cache to read (default: the graph's cache/llm.sqlite, from the run's config.json)")
     le.set_defaults(func=_llm_export)
     li = lsub.add_parser("import", help="add exported replies to a reply cache (existing keys are kept)")
-    li.add_argument("file", type=Path)
+    li.add_argument("file", type=Path, help="JSONL written by export (.gz read as gzip)")
     li.add_argument("cache", type=Path, help="reply cache file, e.g. data/kb-synth/out/cache/llm.sqlite")
     li.set_defaults(func=_llm_import)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sagegraph.config import LLMConfig
-from sagegraph.errors import InfraError, LLMUnavailable, ReplayMiss
+from sagegraph.errors import InfraError, InputError, LLMUnavailable, ReplayMiss
 from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.oracle import oracle_endpoint
 from sagegraph.eval.runner import EvalConfig
@@ -183,6 +183,13 @@ def test_exported_replies_reproduce_a_run_elsewhere_with_zero_new_calls(kb, tmp_
         assert export_replies(tmp_path / "live", tmp_path / "replies.jsonl") == 6
         assert import_replies(tmp_path / "replies.jsonl", tmp_path / "elsewhere" / "llm.sqlite") == (6, 0)
         assert import_replies(tmp_path / "replies.jsonl", tmp_path / "elsewhere" / "llm.sqlite") == (0, 6)
+        # gzip by the name, byte for byte the same on a second export (archives are committed)
+        assert export_replies(tmp_path / "live", tmp_path / "a.jsonl.gz") == 6 == export_replies(tmp_path / "live", tmp_path / "b.jsonl.gz")
+        assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+        assert import_replies(tmp_path / "a.jsonl.gz", tmp_path / "gz" / "llm.sqlite") == (6, 0)
+        (tmp_path / "cut.jsonl.gz").write_bytes((tmp_path / "a.jsonl.gz").read_bytes()[:-9])
+        with pytest.raises(InputError, match="cut.jsonl.gz"):
+            import_replies(tmp_path / "cut.jsonl.gz", tmp_path / "gz" / "llm.sqlite")
         sent = len(server.requests)
         res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path, cache_mode="replay", cache_dir=tmp_path / "elsewhere"))
         again = evaluate_one(res, EvalConfig("spark", k=10), qs, tmp_path / "replay")

@@ -1,14 +1,20 @@
 """Moving a run's LLM replies: `sagegraph llm export RUN_DIR FILE` writes the replies its queries
 used as JSONL, `sagegraph llm import FILE CACHE` adds them to another reply cache. With the graph
 and the questions, that is all a reader needs to reproduce a published run in `replay` mode, with
-no endpoint and no key, and get the same numbers."""
+no endpoint and no key, and get the same numbers. A file named `*.gz` is gzip-compressed, so a
+sweep's replies are small enough to commit beside the figures they back (a machine's work directory
+does not outlive the machine)."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from sagegraph.errors import InputError, SageGraphError
 from sagegraph.llm import ReplyCache
@@ -16,6 +22,19 @@ from sagegraph.retrieve.timeline import llm_keys
 from sagegraph.runfiles import read_traces, run_dirs
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+
+
+@contextmanager
+def _open(path: Path, mode: str) -> Iterator[IO[str]]:
+    """Text handle, gzip where the name ends in .gz, with no name or time in its header, so the same
+    replies give the same bytes (a committed archive that changed with each export would churn)."""
+    if not path.name.endswith(".gz"):
+        with path.open(mode, encoding="utf-8") as fh:
+            yield fh
+        return
+    with path.open(mode + "b") as raw, gzip.GzipFile(filename="", mode=mode + "b", fileobj=raw, mtime=0) as gz, \
+            io.TextIOWrapper(gz, encoding="utf-8") as fh:
+        yield fh
 
 
 def reply_keys(run_dir: Path) -> list[str]:
@@ -48,8 +67,8 @@ def export_replies(path: Path, out: Path, cache: Path | None = None) -> int:
         rows.update(got)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    tmp = out.with_name(out.name + ".tmp.gz" if out.name.endswith(".gz") else out.name + ".tmp")
+    with _open(tmp, "w") as fh:
         for row in rows.values():
             fh.write(json.dumps(row, sort_keys=True) + "\n")
     tmp.replace(out)
@@ -62,7 +81,12 @@ def import_replies(path: Path, cache: Path) -> tuple[int, int]:
     if not path.exists():
         raise InputError(path, None, None, "file not found")
     rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        with _open(path, "r") as fh:
+            text = fh.read()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise InputError(path, None, None, f"cannot read: {exc}") from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
