@@ -239,6 +239,8 @@ def test_af_end_to_end_with_scripted_replies_and_diagnostics(mini, tmp_path):
     s = r.trace["steps"]
     assert s["target_type"] == "Movie" and s["parsed"]["triplets"] == [["p", "DIRECTED", "m"]] and s["candidates"]["p"]["exact"] == 1
     assert r.usage["calls"] == 2 and [e["name"] for e in r.trace["events"]] == ["target type", "derive cypher"]
+    # the name's nodes ranked through its fp32 vector (bf16 ones move with the batch)
+    assert any(k[0] == "exact" and "Ana Silva" in k[1] for k in g._memo)
     q = Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"], meta={"target_type": "Movie"})
     d = stage_diagnostics(r.trace, set(q.gold_sources), q.meta)
     assert d["kept_recall"] == 1.0 and d["target_type_accuracy"] == 1.0 and d["grounded_precision"] <= 1.0

@@ -45,7 +45,9 @@ from sagegraph.retrieve.timeline import Timeline
 # 0.529 on the synthetic KB's test sample, 0.183 -> 0.250 on PathQuestion's (docs/results.md,
 # session 21). `ground: false` is the paper's AF. af-6: a question that names no KB node is ranked
 # by the motifs its query wrote (`unnamed`; the prompts are af-4's); `unnamed: resolve` is the paper's.
-PROMPT_VERSION = "af-6"
+# af-7: a name's nodes ranked through its fp32 vector (`GraphIndex.exact_vectors`, as DGR's chains
+# since dgr-9); both calls come before that ranking, so af-6's replies replay.
+PROMPT_VERSION = "af-7"
 
 # af-1 asked "Which type must a node have to answer the question below?"; the 1.5B local model then
 # named the type of the entity the question mentions in 19% of 70 questions ("Which films were
@@ -350,11 +352,13 @@ class AFRetriever(Retriever):
         use_type = self.p.type_mode != "lenient"
         out = {v: filter_symbol(self.view, s, use_type) for v, s in parsed.symbols.items()}
         searches = [c.search for c in out.values() if c.constant]
-        self.g.encode_queries(searches)  # one batched encoder call for all of a query's names
+        # fp32, one batched call: through the bf16 query vectors a name's vector moved with the names
+        # batched beside it, enough to swap two nodes whose names read almost alike (as DGR's chains)
+        vec = dict(zip(searches, self.g.exact_vectors(searches))) if searches else {}
         for v, c in out.items():
             counters["filters_unapplied"] = counters.get("filters_unapplied", 0) + len(c.filters_unapplied)
             if c.constant:
-                rank_constant(self.view, parsed.symbols[v], c, self.p.l_max, self.g.name_vectors, self.g.query_vector(c.search))
+                rank_constant(self.view, parsed.symbols[v], c, self.p.l_max, self.g.name_vectors, vec[c.search])
         return out
 
 
