@@ -59,6 +59,8 @@ class GraphRAFTParams(BaseModel):
                                "encoder, no selection call); grammar (the paper's): constrained decoding among the templates; score: exact "
                                "log-probability of every template by a local model; listed: zero-shot choice from a listed menu (a different "
                                "method); prior: no model")
+    extend_margin: float = Field(0.0, ge=0.0, le=1.0, description="similar: a template that extends another by one relation ranks above it only "
+                                                                     "where its chain reads closer by more than this (DGR's `reach_margin`); 0: by similarity alone")
     selector_encoder: str | None = Field(None, description="similar: a sentence encoder tuned on this KB's training labels (`sagegraph graphraft "
                                                            "train-selector`) instead of the graph's own; not the paper's")
     length_norm: bool = Field(True, description="score: rank by log-probability per token (Hugging Face beam search's default) instead of the sum")
@@ -207,7 +209,7 @@ class GraphRAFTRetriever(Retriever):
             sel = select(self.p.selector, self._chat(timeline) if self.p.selector not in ("prior", "similar") else None, query,
                          entity_lines(ents, self.view), offered, self.p.m, enough,
                          score=self._scorer(timeline) if self.p.selector == "score" else None, length_norm=self.p.length_norm,
-                         similarity=self._similarity(query, ents) if self.p.selector == "similar" else None)
+                         similarity=self._similarity(query, ents) if self.p.selector == "similar" else None, margin=self.p.extend_margin)
         except LLMRequestRefused:  # most often a listed menu longer than the context: the no-model order
             counters["llm_refused"] += 1
             sel = select("prior", None, query, "", offered, self.p.m, enough)
