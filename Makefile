@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup llm llm-serve demo demo-ottqa test docs screenshots bench clean
+.PHONY: setup llm llm-serve demo demo-ottqa test docs screenshots bench clean replies
 
 setup: $(BIN)/sagegraph
 
@@ -48,6 +48,12 @@ demo-ottqa: setup
 TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
+# The committed LLM replies (benchmarks/replies/<build>/<sweep>.jsonl.gz) into each build's reply
+# cache, so the KB sweeps replay on a fresh machine with 0 calls (build the KBs first).
+replies: setup
+	@for d in benchmarks/replies/*/; do b=$$(basename $$d); for f in $$d*.jsonl.gz; do \
+		$(BIN)/sagegraph llm import $$f work/$$b/cache/llm.sqlite || exit 1; done; done
 
 # docs/reference.md from the code (commands, config fields, retriever parameters); a test checks it.
 docs: setup
