@@ -344,7 +344,10 @@ def test_an_extension_outranks_the_template_it_extends_only_by_more_than_the_mar
         return [0.51 if t is ts[two] else 0.50 if t is ts[one] else 0.1 for t in tt]
     assert select("similar", None, "q", "", ts, 2, similarity=sim).order == [two, one]  # margin 0: similarity alone
     assert select("similar", None, "q", "", ts, 2, similarity=sim, margin=0.005).order == [two, one]
-    assert select("similar", None, "q", "", ts, 2, similarity=sim, margin=0.02).order == [one, two]
+    held = select("similar", None, "q", "", ts, 2, similarity=sim, margin=0.02)
+    assert held.order == [one, two]
+    assert held.replies[0] == f"0.5000 {ts[one].phrase()}"  # the trace: what was read, and what it was held to
+    assert held.replies[1] == f"0.5100 (held to 0.5000) {ts[two].phrase()}"
 
 
 def test_the_similar_selector_reads_the_question_without_entity_names_and_weights_unsure_entities(g, tmp_path):

@@ -171,10 +171,18 @@ def held_to_margin(value: list[float], templates: list[Template], margin: float)
 
 def select_similar(similarity: Similarity, templates: list[Template], m: int, margin: float = 0.0) -> Selection:
     """Top-m by phrase similarity; the no-model order breaks ties (phrases that read the same)."""
-    value = held_to_margin(similarity(templates), templates, margin)
+    read = similarity(templates)
+    value = held_to_margin(read, templates, margin)
     rank = {i: r for r, i in enumerate(prior_order(templates))}
     order = sorted(range(len(templates)), key=lambda i: (-value[i], rank[i]))
-    return Selection(order=order[:m], replies=[f"{value[i]:.4f} {templates[i].phrase()}" for i in order[:10]])
+    return Selection(order=order[:m], replies=[_read_line(read[i], value[i], templates[i]) for i in order[:10]])
+
+
+def _read_line(read: float, value: float, template: Template) -> str:
+    """The trace shows what the encoder read; a template held below its parent says so, since
+    its rank then comes from the parent's value, not its own."""
+    held = f" (held to {value:.4f})" if value != read else ""
+    return f"{read:.4f}{held} {template.phrase()}"
 
 
 def listed_prompt(templates: list[Template]) -> str:
