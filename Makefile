@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup llm llm-serve demo demo-ottqa test docs screenshots bench clean replies
+.PHONY: setup llm llm-serve demo demo-ottqa test docs screenshots bench clean replies encoders
 
 setup: $(BIN)/sagegraph
 
@@ -54,6 +54,39 @@ test: setup
 replies: setup
 	@for d in benchmarks/replies/*/; do b=$$(basename $$d); for f in $$d*.jsonl.gz; do \
 		$(BIN)/sagegraph llm import $$f work/$$b/cache/llm.sqlite || exit 1; done; done
+
+# The tuned selector encoders the KB sweeps' tuned rows read (docs/llm-retrievers.md, "A tuned
+# selector encoder"): labels of training questions (gold as training labels only), then
+# sentence-transformers training, on a GPU where torch sees one; on 2 CPU cores ~11 min for the
+# synthetic KB's and ~50 min a round for PathQuestion's two. Build the KBs first. Each file or
+# folder appears whole or not at all, so a killed run resumes where it stopped.
+GR := work/graphraft
+PQ_QUESTIONS ?= ../shared/data/pathquestion/questions.jsonl
+encoders: $(GR)/synth-selector $(GR)/pq-selector-mined
+
+$(GR)/synth-labels-train.jsonl: | setup
+	$(BIN)/sagegraph graphraft labels work/kb-synth --questions data/kb-synth/questions-train.jsonl --ner gazetteer \
+		-p three_hop=true --out $@
+
+$(GR)/synth-selector: $(GR)/synth-labels-train.jsonl
+	$(BIN)/sagegraph graphraft train-selector $< --out $@ --negatives 2
+
+# Every 2-hop and 1,500 random 3-hop training questions (seed 0).
+$(GR)/pq-train-3000.jsonl: | setup
+	mkdir -p $(GR) && $(BIN)/python -c "import json, random, sys; rows = [json.loads(l) for l in open(sys.argv[1])]; \
+		tr = [r for r in rows if r['split'] == 'train']; random.seed(0); \
+		sel = [r for r in tr if r['hops'] == 2] + random.sample([r for r in tr if r['hops'] == 3], 1500); random.shuffle(sel); \
+		open(sys.argv[2] + '.tmp', 'w').writelines(json.dumps(r) + '\\n' for r in sel)" $(PQ_QUESTIONS) $@ && mv $@.tmp $@
+
+$(GR)/pq-labels-train.jsonl: $(GR)/pq-train-3000.jsonl
+	$(BIN)/sagegraph graphraft labels work/kb-pathquestion --questions $< --ner gazetteer -p three_hop=true --out $@
+
+$(GR)/pq-selector: $(GR)/pq-labels-train.jsonl
+	$(BIN)/sagegraph graphraft train-selector $< --out $@ --negatives 2 --epochs 2
+
+# A second round on the first encoder's own near-misses.
+$(GR)/pq-selector-mined: $(GR)/pq-labels-train.jsonl $(GR)/pq-selector
+	$(BIN)/sagegraph graphraft train-selector $< --out $@ --base $(GR)/pq-selector --mine-with $(GR)/pq-selector --negatives 2
 
 # docs/reference.md from the code (commands, config fields, retriever parameters); a test checks it.
 docs: setup

@@ -199,6 +199,8 @@ def test_labels_pick_the_best_template_keep_by_the_papers_rule_and_export_chat_r
           Question("q4", "Which of Ana Silva's films star Ben Cho?", ["m1", "m9"])]
     r = get_retriever("graphraft", g, ner="gazetteer", selector="prior")
     rows = label_questions(r, qs, tmp_path / "labels.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.jsonl"]  # renamed into place, nothing left beside it
+    assert [json.loads(x)["qid"] for x in (tmp_path / "labels.jsonl").read_text().splitlines()] == ["q1", "q2", "q3", "q4"]
     by = {x["qid"]: x for x in rows}
     assert by["q1"]["best"] == "MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id" and by["q1"]["kept"]
     assert by["q2"]["kind"] == "path" and by["q2"]["precision"] == 1.0 and by["q2"]["kept"]
