@@ -4,12 +4,40 @@ does not depend on what writes them."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
+import threading
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any, Iterable, Iterator
 
 from sagegraph.errors import SageGraphError
+
+
+@contextlib.contextmanager
+def replaced(path: Path, suffix: str = "") -> Iterator[Path]:
+    """A temporary path beside `path` to write, renamed onto `path` when the block ends without
+    error: readers and a resumed run see the old file or the new one, never half of one (a killed
+    writer leaves at most its hidden temporary). The name is this process's and thread's own, so
+    two writers of one file at once each publish a whole file instead of renaming each other's
+    half-written one. `suffix` ends the temporary name for writers that add their own (numpy's
+    `.npz`). `atomicwrites`, the library for this, is archived; its author points to `os.replace`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp{suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text_whole(path: Path, text: str) -> Path:
+    """`text` written to `path` whole or not at all (`replaced`)."""
+    with replaced(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def write_trec(path: Path, rows: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
@@ -30,7 +58,8 @@ def write_per_query_csv(path: Path, rows: list[dict[str, Any]], metric_keys: lis
 
 
 def write_metrics(path: Path, metrics: dict[str, Any]) -> None:
-    path.write_text(json.dumps(metrics, indent=1), encoding="utf-8")
+    """Whole or not at all: a finished run is one whose metrics.json exists, and compare reads it."""
+    write_text_whole(path, json.dumps(metrics, indent=1))
 
 
 def read_traces(path: Path) -> list[dict[str, Any]]:

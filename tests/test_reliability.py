@@ -17,7 +17,7 @@ from sagegraph.config import LLMConfig, load_config
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError, InputError, StoreUnavailable
 from sagegraph.eval.runner import EvalConfig, read_done, run_eval
-from sagegraph.runfiles import cut_to_last_line
+from sagegraph.runfiles import cut_to_last_line, replaced, write_text_whole
 from sagegraph.llm import LLMClient, retry_wait, usage_scope
 from sagegraph.retrieve.base import Retrieval
 from sagegraph.runlock import DirectoryLocked, hold
@@ -165,6 +165,47 @@ def test_cut_to_last_line_keeps_whole_lines_only(tmp_path):
     assert cut_to_last_line(p) == 4 and p.read_bytes() == b""
     p.write_bytes(b"x" * 200_000 + b"\n" + b"y" * 70_000)  # the last newline further back than one read block
     assert cut_to_last_line(p) == 70_000 and p.stat().st_size == 200_001
+
+
+
+# ---- files written whole (metrics.json, config.json, labels, archives, graph artifacts) ----
+def test_a_writer_killed_before_its_rename_leaves_the_old_file_whole(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text('{"hit@1": 0.5}')
+    code = ("import sys, time; from pathlib import Path; from sagegraph.runfiles import replaced\n"
+            f"with replaced(Path({str(path)!r})) as tmp:\n"
+            "    tmp.write_text('{\"hit@1\": 0.'); print('writing', flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert child.stdout.readline().strip() == "writing"
+        child.kill()
+        child.wait(10)
+    finally:
+        child.kill()
+    assert json.loads(path.read_text()) == {"hit@1": 0.5}
+    left = [f.name for f in tmp_path.iterdir() if f != path]
+    assert len(left) == 1 and left[0].startswith(f".metrics.json.{child.pid}-")  # its hidden temporary, nothing else
+
+
+def test_an_error_while_writing_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    write_text_whole(path, "old\n")
+    with pytest.raises(RuntimeError), replaced(path) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed mid-write")
+    assert path.read_text() == "old\n" and sorted(tmp_path.iterdir()) == [path]
+
+
+def test_two_writers_of_one_file_at_once_each_publish_a_whole_file(tmp_path):
+    """With one fixed temporary name (the old `path.tmp`), a second writer truncated the first's
+    half-written file, which the first then renamed into place."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "comparison.json"
+    texts = [json.dumps({"writer": i, "rows": ["x" * 64] * 20_000}) for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda t: write_text_whole(path, t), texts))
+    assert path.read_text() in texts and sorted(tmp_path.iterdir()) == [path]
 
 
 # ---- store health (finding 4, and the reused-store check of finding 3) ----

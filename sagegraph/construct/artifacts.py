@@ -8,13 +8,13 @@ a changed config writes a new directory and never overwrites what was built befo
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sagegraph.config import BuildConfig
 from sagegraph.model import content_id
+from sagegraph.runfiles import replaced, write_text_whole
 
 
 # A stage's code version, bumped when a change alters what the stage writes: an upgraded sagegraph
@@ -86,11 +86,7 @@ class Layout:
 def write_json(path: Path, obj: Any, indent: int | None = 1) -> Path:
     """Atomic. indent=None for bulk files nobody reads by eye: only then does json use its C encoder
     (the sources of a full OTT-QA ingest: 0.9 s indented)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=indent, ensure_ascii=False, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_whole(path, json.dumps(obj, indent=indent, ensure_ascii=False, default=str))
 
 
 def move_aside(path: Path, tag: str) -> Path:
@@ -108,7 +104,6 @@ def read_json(path: Path) -> Any:
 def save_npz(path: Path, **arrays) -> Path:
     import numpy as np
 
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    with replaced(path, suffix=".npz") as tmp:
+        np.savez(tmp, **arrays)
     return path

@@ -38,6 +38,7 @@ from sagegraph.store.base import GraphStore
 from sagegraph.store.diff import GraphDiff
 from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_marker, loaded_place
 from sagegraph.progress import ticker
+from sagegraph.runfiles import replaced
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, table_to_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.construct")
@@ -308,9 +309,8 @@ def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str
     loaded = [np.load(p) for p in sorted(vector_paths)]
     for f in FIELDS:
         arr = np.concatenate([x[f] for x in loaded])[keep].astype(np.float32)
-        tmp = g / "vectors" / f"{f}.tmp.npy"
-        np.save(tmp, arr)
-        os.replace(tmp, g / "vectors" / f"{f}.npy")
+        with replaced(g / "vectors" / f"{f}.npy", suffix=".npy") as tmp:
+            np.save(tmp, arr)
     marker.write_text(layout.cfg_fp["nodes"])
     return {"path": str(g), "nodes": len(keep), "resumed": False, "seconds": time.perf_counter() - t0}
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from sagegraph.corpus.ottqa import PASSAGES, QUESTIONS, TABLES
 from sagegraph.errors import SageGraphError
+from sagegraph.runfiles import write_text_whole
 
 log = logging.getLogger("sagegraph.fetch")
 OTTQA_RAW = "https://raw.githubusercontent.com/wenhuchen/OTT-QA/master"
@@ -44,11 +45,7 @@ def _get_json(url: str, retries: int = 4, timeout: float = 60.0) -> Any:
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    write_text_whole(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def fetch_ottqa(dest: Path, base_url: str = OTTQA_RAW, workers: int = 8, limit: int | None = None) -> dict[str, int]:

@@ -14,6 +14,7 @@ from sagegraph.corpus.jsonl import ErrorPolicy, load_records, require
 from sagegraph.corpus.ottqa import parse_question as parse_ottqa_question
 from sagegraph.corpus.records import Question
 from sagegraph.errors import InputError
+from sagegraph.runfiles import write_text_whole
 
 KB_KEYS = {"id", "question", "answer_ids"}
 
@@ -83,8 +84,4 @@ def write_question_subset(src: Path, ids: set[str], out: Path) -> Path:
     for lineno, line in enumerate(src.read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip() and parse_question(json.loads(line), src, lineno).id in ids:
             lines.append(line)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return write_text_whole(out, "\n".join(lines) + "\n")

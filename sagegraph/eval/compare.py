@@ -19,6 +19,7 @@ import numpy as np
 
 from sagegraph.eval.runner import EvalConfig, group_columns, read_done, read_partial, run_dir
 from sagegraph.retrieve.registry import default_baseline
+from sagegraph.runfiles import write_text_whole
 
 METRICS = ("hit@1", "recall@20")
 
@@ -217,6 +218,6 @@ def compare_files(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, 
     if len({c.retriever for c, _ in results}) < 2:
         return []
     rows = comparison(results, runs, baseline)
-    (out / "comparison.json").write_text(json.dumps(rows, indent=1))
+    write_text_whole(out / "comparison.json", json.dumps(rows, indent=1))
     return [write_comparison(rows, out / "comparison.csv"), out / "comparison.json", plot_bars(rows, out / "retrievers_bar.png"),
             plot_quality_cost(rows, out / "quality_vs_cost.png")]

@@ -19,7 +19,7 @@ from typing import IO, Any
 from sagegraph.errors import InputError, SageGraphError
 from sagegraph.llm import ReplyCache
 from sagegraph.retrieve.timeline import llm_keys
-from sagegraph.runfiles import read_traces, run_dirs
+from sagegraph.runfiles import read_traces, replaced, run_dirs
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 
@@ -66,12 +66,9 @@ def export_replies(path: Path, out: Path, cache: Path | None = None) -> int:
             raise SageGraphError(f"{run}: {len(missing)} replies are not in {c.path} (first key {missing[0][:12]}); pass the right --cache")
         rows.update(got)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp.gz" if out.name.endswith(".gz") else out.name + ".tmp")
-    with _open(tmp, "w") as fh:
+    with replaced(out, suffix=".gz" if out.name.endswith(".gz") else "") as tmp, _open(tmp, "w") as fh:
         for row in rows.values():
             fh.write(json.dumps(row, sort_keys=True) + "\n")
-    tmp.replace(out)
     return len(rows)
 
 

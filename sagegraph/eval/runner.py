@@ -31,7 +31,7 @@ from sagegraph.eval.metrics import (
     stage_diagnostics,
 )
 from sagegraph.progress import Progress
-from sagegraph.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_trec
+from sagegraph.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_text_whole, write_trec
 from sagegraph.retrieve.base import Retrieval, Retriever
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.registry import retriever_class, validate_params
@@ -239,7 +239,7 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
     _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "inputs.txt").write_text(stamp)
-    (out_dir / "config.json").write_text(json.dumps({**cfg.record(), "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str))
+    write_text_whole(out_dir / "config.json", json.dumps({**cfg.record(), "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str))
     log_path = out_dir / "per_query.jsonl"
     done = read_done(log_path)
     scorable, missing = split_questions(g, questions)

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from sagegraph.retrieve.dgr.agent import ActionError, read_text_actions
 from sagegraph.retrieve.timeline import cut, format_events
-from sagegraph.runfiles import read_traces, run_dirs
+from sagegraph.runfiles import read_traces, replaced, run_dirs
 
 
 def _calls_of(message: dict[str, Any]) -> list[str]:
@@ -97,15 +97,11 @@ def _tool_schemas(row: dict[str, Any]) -> list[dict[str, Any]] | None:
 def export_trajectories(path: Path, out: Path, only_finished: bool = False) -> dict[str, int]:
     """Every DGR trajectory under `path` (a run or a sweep directory) as JSONL."""
     n = runs = 0
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with replaced(Path(out)) as tmp, tmp.open("w", encoding="utf-8") as fh:
         for run in run_dirs(path):
             before = n
             for rec in sft_records(run, only_finished):
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 n += 1
             runs += n > before
-    tmp.replace(out)
     return {"trajectories": n, "runs": runs}

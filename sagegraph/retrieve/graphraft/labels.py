@@ -13,7 +13,6 @@ reference for selection accuracy (how often the selector's first pick is the bes
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +26,7 @@ from sagegraph.retrieve.graphraft.select import entity_lines, grammar_messages
 from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import entity_slots
 from sagegraph.retrieve.timeline import Timeline
+from sagegraph.runfiles import write_text_whole
 
 MIN_PRECISION = 0.1  # the paper's rule, with recall 1
 MAX_NEGATIVES = 50
@@ -80,14 +80,10 @@ def label_question(r: GraphRAFTRetriever, q: Question, k: int = 20) -> dict[str,
 
 
 def label_questions(r: GraphRAFTRetriever, questions: Iterable[Question], out: Path, k: int = 20) -> list[dict[str, Any]]:
-    """Written whole or not at all (a temporary file beside `out`, renamed into place): `make
-    encoders` takes an existing labels file as done, so a killed run must not leave half of one."""
+    """Written whole or not at all: `make encoders` takes an existing labels file as done, so a
+    killed run must not leave half of one."""
     rows = [label_question(r, q, k) for q in questions]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(x, ensure_ascii=False) + "\n" for x in rows)
-    os.replace(tmp, out)
+    write_text_whole(out, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in rows))
     return rows
 
 
