@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from sagegraph.construct.variants import parse_label
-from sagegraph.runfiles import read_traces
+from sagegraph.runfiles import read_traces, write_text_whole
 from sagegraph.eval.runner import EvalConfig, run_dir
 
 
@@ -93,7 +93,7 @@ class SweepTracker:
         if self.parent_id is None:
             run = self.client.create_run(self.experiment_id, run_name=sweep_name, tags={"sagegraph.kind": "sweep"})
             self.parent_id = run.info.run_id
-            self.state_path.write_text(json.dumps({"parent_run_id": self.parent_id, "tracking_uri": tracking_uri}))
+            write_text_whole(self.state_path, json.dumps({"parent_run_id": self.parent_id, "tracking_uri": tracking_uri}))
             for k, v in (params or {}).items():
                 self.client.log_param(self.parent_id, k, str(v)[:500])
 
