@@ -238,7 +238,7 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
     stamp = inputs_stamp(g, questions)
     _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "inputs.txt").write_text(stamp)
+    write_text_whole(out_dir / "inputs.txt", stamp)  # cut by a kill, it would read as stale and set the run aside
     write_text_whole(out_dir / "config.json", json.dumps({**cfg.record(), "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str))
     log_path = out_dir / "per_query.jsonl"
     done = read_done(log_path)

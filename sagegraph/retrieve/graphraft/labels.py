@@ -26,7 +26,7 @@ from sagegraph.retrieve.graphraft.select import entity_lines, grammar_messages
 from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import entity_slots
 from sagegraph.retrieve.timeline import Timeline
-from sagegraph.runfiles import write_text_whole
+from sagegraph.runfiles import replaced, write_text_whole
 
 MIN_PRECISION = 0.1  # the paper's rule, with recall 1
 MAX_NEGATIVES = 50
@@ -135,9 +135,8 @@ def sft_records(labels: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
 
 
 def export_labels(labels_path: Path, out: Path) -> int:
-    out.parent.mkdir(parents=True, exist_ok=True)
     n = 0
-    with out.open("w", encoding="utf-8") as fh:
+    with replaced(out) as tmp, tmp.open("w", encoding="utf-8") as fh:
         for rec in sft_records(read_labels(labels_path)):
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
             n += 1
