@@ -40,6 +40,16 @@ def write_text_whole(path: Path, text: str) -> Path:
     return Path(path)
 
 
+def write_jsonl_whole(path: Path, rows: Iterable[dict[str, Any]]) -> int:
+    """One JSON object a line, written whole or not at all (`replaced`); the number of lines."""
+    n = 0
+    with replaced(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
 def write_trec(path: Path, rows: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
     """`qid Q0 docid rank score tag`, docids are source ids (what the gold set names)."""
     with path.open("w", encoding="utf-8") as fh:

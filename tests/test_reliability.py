@@ -167,7 +167,6 @@ def test_cut_to_last_line_keeps_whole_lines_only(tmp_path):
     assert cut_to_last_line(p) == 70_000 and p.stat().st_size == 200_001
 
 
-
 # ---- files written whole (metrics.json, config.json, labels, archives, graph artifacts) ----
 def test_a_writer_killed_before_its_rename_leaves_the_old_file_whole(tmp_path):
     path = tmp_path / "metrics.json"

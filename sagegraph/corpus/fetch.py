@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from sagegraph.corpus.ottqa import PASSAGES, QUESTIONS, TABLES
 from sagegraph.errors import SageGraphError
-from sagegraph.runfiles import write_text_whole
+from sagegraph.runfiles import write_jsonl_whole
 
 log = logging.getLogger("sagegraph.fetch")
 OTTQA_RAW = "https://raw.githubusercontent.com/wenhuchen/OTT-QA/master"
@@ -42,10 +42,6 @@ def _get_json(url: str, retries: int = 4, timeout: float = 60.0) -> Any:
         time.sleep(delay)
         delay *= 2
     raise SageGraphError(f"download failed: {url}")
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    write_text_whole(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def fetch_ottqa(dest: Path, base_url: str = OTTQA_RAW, workers: int = 8, limit: int | None = None) -> dict[str, int]:
@@ -75,7 +71,7 @@ def fetch_ottqa(dest: Path, base_url: str = OTTQA_RAW, workers: int = 8, limit: 
         tables.append(table)
         for pid, text in linked.items():
             passages.setdefault(pid, text)
-    _write_jsonl(dest / TABLES, tables)
-    _write_jsonl(dest / PASSAGES, [{"id": k, "text": v} for k, v in sorted(passages.items())])
-    _write_jsonl(dest / QUESTIONS, questions)
+    write_jsonl_whole(dest / TABLES, tables)
+    write_jsonl_whole(dest / PASSAGES, [{"id": k, "text": v} for k, v in sorted(passages.items())])
+    write_jsonl_whole(dest / QUESTIONS, questions)
     return {TABLES: len(tables), PASSAGES: len(passages), QUESTIONS: len(questions)}

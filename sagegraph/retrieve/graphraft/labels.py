@@ -26,7 +26,7 @@ from sagegraph.retrieve.graphraft.select import entity_lines, grammar_messages
 from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import entity_slots
 from sagegraph.retrieve.timeline import Timeline
-from sagegraph.runfiles import replaced, write_text_whole
+from sagegraph.runfiles import write_jsonl_whole
 
 MIN_PRECISION = 0.1  # the paper's rule, with recall 1
 MAX_NEGATIVES = 50
@@ -83,7 +83,7 @@ def label_questions(r: GraphRAFTRetriever, questions: Iterable[Question], out: P
     """Written whole or not at all: `make encoders` takes an existing labels file as done, so a
     killed run must not leave half of one."""
     rows = [label_question(r, q, k) for q in questions]
-    write_text_whole(out, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in rows))
+    write_jsonl_whole(out, rows)
     return rows
 
 
@@ -135,9 +135,4 @@ def sft_records(labels: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
 
 
 def export_labels(labels_path: Path, out: Path) -> int:
-    n = 0
-    with replaced(out) as tmp, tmp.open("w", encoding="utf-8") as fh:
-        for rec in sft_records(read_labels(labels_path)):
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            n += 1
-    return n
+    return write_jsonl_whole(out, sft_records(read_labels(labels_path)))
