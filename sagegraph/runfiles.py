@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import glob
 import json
 import os
 import threading
@@ -19,18 +20,45 @@ from sagegraph.errors import SageGraphError
 def replaced(path: Path, suffix: str = "") -> Iterator[Path]:
     """A temporary path beside `path` to write, renamed onto `path` when the block ends without
     error: readers and a resumed run see the old file or the new one, never half of one (a killed
-    writer leaves at most its hidden temporary). The name is this process's and thread's own, so
+    writer leaves at most its hidden temporary, which the file's next writer removes). The name is this process's and thread's own, so
     two writers of one file at once each publish a whole file instead of renaming each other's
     half-written one. `suffix` ends the temporary name for writers that add their own (numpy's
     `.npz`). `atomicwrites`, the library for this, is archived; its author points to `os.replace`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    clear_dead_temporaries(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp{suffix}")
     try:
         yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def clear_dead_temporaries(path: Path) -> int:
+    """Remove the hidden temporaries `replaced` left beside `path` for writers killed before their
+    rename: never read, and as large as the file (a killed build's vectors). A live writer's, this
+    process's included, are left to it; so is one whose owner cannot be told (another user's
+    process, a name not ours). The number removed."""
+    removed = 0
+    prefix = f".{Path(path).name}."
+    for f in Path(path).parent.glob(f"{glob.escape(prefix)}*.tmp*"):
+        pid = f.name[len(prefix):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        f.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
 
 
 def write_text_whole(path: Path, text: str) -> Path:
@@ -52,7 +80,7 @@ def write_jsonl_whole(path: Path, rows: Iterable[dict[str, Any]]) -> int:
 
 def write_trec(path: Path, rows: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
     """`qid Q0 docid rank score tag`, docids are source ids (what the gold set names)."""
-    with path.open("w", encoding="utf-8") as fh:
+    with replaced(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
         for qid, docs, scores in rows:
             for rank, (doc, score) in enumerate(zip(docs, scores), start=1):
                 fh.write(f"{qid} Q0 {doc.replace(' ', '_')} {rank} {score:.6f} {tag}\n")
@@ -60,7 +88,7 @@ def write_trec(path: Path, rows: Iterable[tuple[str, list[str], list[float]]], t
 
 def write_per_query_csv(path: Path, rows: list[dict[str, Any]], metric_keys: list[str]) -> None:
     fields = ["qid", "gold", "ranked"] + metric_keys + ["latency_ms", "neighbourhood"]
-    with path.open("w", encoding="utf-8", newline="") as fh:
+    with replaced(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         for r in rows:

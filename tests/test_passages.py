@@ -50,23 +50,3 @@ def test_it_is_built_once_per_graph_and_again_when_the_graph_changes(tmp_path):
     (tmp_path / "p" / "passages.npz").write_bytes(b"torn")  # unreadable: built again, not a crash
     PassageIndex.load_or_build(tmp_path / "p", TEXTS[:2], counting, "fp-2|model")
     assert len(calls) == 3 and not list((tmp_path / "p").glob("*.tmp*"))
-
-
-def test_a_dead_writers_temp_files_are_cleared_and_a_live_ones_left(tmp_path):
-    import subprocess
-    import sys
-
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        p = tmp_path / "p"
-        p.mkdir()
-        for pid in (dead.pid, live.pid):
-            (p / f"passages.{pid}.tmp.npz").write_bytes(b"half a file")
-            (p / f"meta.{pid}.tmp").write_text("{")
-        PassageIndex.load_or_build(p, TEXTS, encode, "fp-1|model")
-        assert sorted(f.name for f in p.glob("*.tmp*")) == sorted([f"passages.{live.pid}.tmp.npz", f"meta.{live.pid}.tmp"])
-    finally:
-        live.kill()
-        live.wait()

@@ -17,7 +17,7 @@ from sagegraph.config import LLMConfig, load_config
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError, InputError, StoreUnavailable
 from sagegraph.eval.runner import EvalConfig, read_done, run_eval
-from sagegraph.runfiles import cut_to_last_line, replaced, write_text_whole
+from sagegraph.runfiles import cut_to_last_line, replaced, write_metrics, write_text_whole
 from sagegraph.llm import LLMClient, retry_wait, usage_scope
 from sagegraph.retrieve.base import Retrieval
 from sagegraph.runlock import DirectoryLocked, hold
@@ -184,6 +184,20 @@ def test_a_writer_killed_before_its_rename_leaves_the_old_file_whole(tmp_path):
     assert json.loads(path.read_text()) == {"hit@1": 0.5}
     left = [f.name for f in tmp_path.iterdir() if f != path]
     assert len(left) == 1 and left[0].startswith(f".metrics.json.{child.pid}-")  # its hidden temporary, nothing else
+
+    # the file's next writer removes the dead writer's temporary (as large as the file, never read)
+    # and leaves a live writer's to it
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / f".metrics.json.{live.pid}-1.tmp").write_text("{")
+        (tmp_path / f".other.json.{child.pid}-1.tmp").write_text("{")  # another file's: not this writer's to judge
+        write_metrics(path, {"hit@1": 0.75})
+        assert sorted(f.name for f in tmp_path.iterdir()) == sorted(
+            ["metrics.json", f".metrics.json.{live.pid}-1.tmp", f".other.json.{child.pid}-1.tmp"])
+        assert json.loads(path.read_text()) == {"hit@1": 0.75}
+    finally:
+        live.kill()
+        live.wait()
 
 
 def test_an_error_while_writing_keeps_the_old_file_and_leaves_no_temporary(tmp_path):

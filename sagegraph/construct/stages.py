@@ -38,7 +38,7 @@ from sagegraph.store.base import GraphStore
 from sagegraph.store.diff import GraphDiff
 from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_marker, loaded_place
 from sagegraph.progress import ticker
-from sagegraph.runfiles import replaced
+from sagegraph.runfiles import replaced, write_text_whole
 from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, table_to_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.construct")
@@ -311,7 +311,7 @@ def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str
         arr = np.concatenate([x[f] for x in loaded])[keep].astype(np.float32)
         with replaced(g / "vectors" / f"{f}.npy", suffix=".npy") as tmp:
             np.save(tmp, arr)
-    marker.write_text(layout.cfg_fp["nodes"])
+    write_text_whole(marker, layout.cfg_fp["nodes"])
     return {"path": str(g), "nodes": len(keep), "resumed": False, "seconds": time.perf_counter() - t0}
 
 

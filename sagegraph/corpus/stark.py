@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sagegraph.errors import ConfigError, InputError
+from sagegraph.runfiles import replaced, write_text_whole
 
 STARK_NAMES = ("prime", "mag", "amazon")
 SPLITS = ("train", "val", "test")
@@ -73,7 +74,7 @@ def write_kb(out: Path, node_info: dict[int, dict[str, Any]], node_types: Iterab
     out.mkdir(parents=True, exist_ok=True)
     types = [int(t) for t in node_types]
     by_label: dict[str, int] = {}
-    with (out / "nodes.jsonl").open("w", encoding="utf-8") as fh:
+    with replaced(out / "nodes.jsonl") as tmp, tmp.open("w", encoding="utf-8") as fh:
         for idx in range(len(types)):
             stark_type = node_type_dict[types[idx]]
             label = label_of(stark_type)
@@ -88,7 +89,7 @@ def write_kb(out: Path, node_info: dict[int, dict[str, Any]], node_types: Iterab
         raise InputError(out, None, "edge_index", f"{len(heads)} heads, {len(tails)} tails and {len(rels)} edge types differ")
     by_rel: dict[str, int] = {}
     seen: set[tuple[int, int, int]] = set()
-    with (out / "edges.jsonl").open("w", encoding="utf-8") as fh:
+    with replaced(out / "edges.jsonl") as tmp, tmp.open("w", encoding="utf-8") as fh:
         for h, t, r in zip(heads, tails, rels):
             if (h, t, r) in seen:
                 continue
@@ -119,9 +120,9 @@ def write_questions(out: Path, rows: Iterable[tuple[Any, str, Any, str]]) -> dic
                            "answer_ids": [str(a) for a in answer_list(answers, f"question {qid}")], "split": split}, ensure_ascii=False)
         lines.append(line)
         by_split.setdefault(split, []).append(line)
-    (out / "questions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text_whole(out / "questions.jsonl", "\n".join(lines) + "\n")
     for split, ls in by_split.items():
-        (out / f"questions-{split}.jsonl").write_text("\n".join(ls) + "\n", encoding="utf-8")
+        write_text_whole(out / f"questions-{split}.jsonl", "\n".join(ls) + "\n")
     return {s: len(v) for s, v in by_split.items()}
 
 

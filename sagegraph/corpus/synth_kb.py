@@ -32,6 +32,7 @@ from typing import Any, Callable
 import yaml
 
 from sagegraph.corpus import synth_vocab as V
+from sagegraph.runfiles import write_jsonl_whole, write_text_whole
 
 FAMILIES = ("one_hop", "two_hop", "intersection", "three_hop", "filter", "textual", "descriptive")
 SPLITS = (("train", 0.5), ("val", 0.2), ("test", 0.3))
@@ -426,12 +427,10 @@ def write_synth_kb(out: Path, size: int = 20_000, seed: int = 0, per_family: int
     kb = generate_kb(size, seed)
     per_family = per_family or max(20, min(250, size // 80))  # 250 at the default size: ~75 test questions per family
     qs = generate_questions(kb, per_family, seed)
-    with (out / "nodes.jsonl").open("w", encoding="utf-8") as fh:
-        for node in kb.nodes.values():
-            fh.write(json.dumps(node, ensure_ascii=False) + "\n")
-    with (out / "edges.jsonl").open("w", encoding="utf-8") as fh:
-        for s, t, d in kb.edges:
-            fh.write(json.dumps({"src": s, "dst": d, "type": t}) + "\n")
+    # each file whole (a killed generator leaves the old file or the new one, never half of one);
+    # synth.json, written last, says a generation finished
+    write_jsonl_whole(out / "nodes.jsonl", kb.nodes.values())
+    write_jsonl_whole(out / "edges.jsonl", ({"src": s, "dst": d, "type": t} for s, t, d in kb.edges))
     rng = random.Random(seed + 2)
     rows = []
     for i, q in enumerate(qs):
@@ -441,14 +440,12 @@ def write_synth_kb(out: Path, size: int = 20_000, seed: int = 0, per_family: int
             "topic_entities": [{"id": t, "name": kb.name(t), "type": kb.nodes[t]["type"]} for t in q.topic], "gold_cypher": q.cypher,
         })
     files = {"all": out / "questions.jsonl"}
-    with files["all"].open("w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    write_jsonl_whole(files["all"], rows)
     for split, _ in SPLITS:
         files[split] = out / f"questions-{split}.jsonl"
-        with files[split].open("w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows if r["split"] == split)
-    (out / "hints.yaml").write_text("# Hints for the synthetic film KB, shown to planners beside the store's own schema.\n"
-                                    + yaml.safe_dump(HINTS, sort_keys=False, width=200), encoding="utf-8")
+        write_jsonl_whole(files[split], (r for r in rows if r["split"] == split))
+    write_text_whole(out / "hints.yaml", "# Hints for the synthetic film KB, shown to planners beside the store's own schema.\n"
+                     + yaml.safe_dump(HINTS, sort_keys=False, width=200))
     degree: dict[str, int] = defaultdict(int)
     for s, _, d in kb.edges:
         degree[s] += 1
@@ -462,7 +459,7 @@ def write_synth_kb(out: Path, size: int = 20_000, seed: int = 0, per_family: int
         "questions_by_split": {s: sum(1 for r in rows if r["split"] == s) for s, _ in SPLITS},
         "test_questions_by_family": {f: sum(1 for r in rows if r["split"] == "test" and r["family"] == f) for f in FAMILIES},
     }
-    (out / "synth.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    write_text_whole(out / "synth.json", json.dumps(summary, indent=1))
     return summary
 
 

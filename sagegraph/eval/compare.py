@@ -19,7 +19,7 @@ import numpy as np
 
 from sagegraph.eval.runner import EvalConfig, group_columns, read_done, read_partial, run_dir
 from sagegraph.retrieve.registry import default_baseline
-from sagegraph.runfiles import write_text_whole
+from sagegraph.runfiles import replaced, write_text_whole
 
 METRICS = ("hit@1", "recall@20")
 
@@ -133,7 +133,7 @@ def write_comparison(rows: list[dict[str, Any]], path: Path) -> Path:
                 f.update({f"{k} {sk}": v[sk] for sk in ("diff", "mean", "ci_low", "ci_high") if sk in v})
         flat.append(f)
     keys = list(dict.fromkeys(k for f in flat for k in f))
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with replaced(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         w.writerows(flat)

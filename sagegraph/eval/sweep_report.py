@@ -13,6 +13,7 @@ from typing import Any
 from sagegraph.eval.compare import ordered
 from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig, group_columns
+from sagegraph.runfiles import replaced
 
 
 COST_KEYS = ("llm_calls_per_query", "llm_cached_per_query", "llm_prompt_tokens_per_query", "llm_completion_tokens_per_query",
@@ -29,7 +30,7 @@ def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) 
         keys += list(COST_KEYS) + sorted({k for _, m in results for k in m if k.startswith("rate_")})
     keys += sorted({k for _, m in results for k in m if k.startswith("diag_")})  # per-step diagnostics (AF)
     groups = {k: None for _, m in results for k in group_columns(m)}  # per question group (hops, family, qtype)
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with replaced(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["config", "retriever", "k", "total", "edges", "params", *keys, *groups])
         for c, m in ordered(results):

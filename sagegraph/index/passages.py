@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -25,6 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from sagegraph.index.sentences import split_sentences
+from sagegraph.runfiles import replaced, write_text_whole
 
 log = logging.getLogger("sagegraph.index")
 MIN_SENTENCES = 3  # fewer: the node vector already reads them all
@@ -56,8 +56,8 @@ class PassageIndex:
     @classmethod
     def load_or_build(cls, path: Path, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray], built_from: str) -> "PassageIndex":
         """The saved index if it was built from `built_from` (the graph's node fingerprint and the
-        encoder's name), else a new one, saved atomically (two processes building at once both
-        write a whole file; the later rename wins)."""
+        encoder's name), else a new one, each file written whole (`runfiles.replaced`: two processes
+        building at once both publish a whole file; the later rename wins)."""
         meta, data = path / "meta.json", path / "passages.npz"
         if meta.exists() and data.exists():
             try:
@@ -69,15 +69,10 @@ class PassageIndex:
         t0 = time.perf_counter()
         log.info("building sentence vectors of long node texts in %s (once per graph)", path)
         index = cls.build(texts, encode)
-        path.mkdir(parents=True, exist_ok=True)
-        _clear_stale(path)
-        tmp = path / f"passages.{os.getpid()}.tmp.npz"
-        np.savez(tmp, vectors=index.vectors, owner=index.owner)
-        os.replace(tmp, data)
-        tmp_meta = path / f"meta.{os.getpid()}.tmp"
-        tmp_meta.write_text(json.dumps({"built_from": built_from, "sentences": int(len(index.owner)),
-                                        "nodes": int(len(np.unique(index.owner))), "seconds": round(time.perf_counter() - t0, 1)}))
-        os.replace(tmp_meta, meta)
+        with replaced(data, suffix=".npz") as tmp:
+            np.savez(tmp, vectors=index.vectors, owner=index.owner)
+        write_text_whole(meta, json.dumps({"built_from": built_from, "sentences": int(len(index.owner)),
+                                           "nodes": int(len(np.unique(index.owner))), "seconds": round(time.perf_counter() - t0, 1)}))
         return index
 
     def best(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -97,17 +92,3 @@ class PassageIndex:
         out[np.isfinite(best)] = best[np.isfinite(best)]
         return out
 
-
-def _clear_stale(path: Path) -> None:
-    """The temp files of writers that died before their rename (`passages.<pid>.tmp.npz`): never
-    read, and as large as the index. A live writer's are left to it."""
-    for f in list(path.glob("passages.*.tmp.npz")) + list(path.glob("meta.*.tmp")):
-        pid = f.name.split(".")[1]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            f.unlink(missing_ok=True)
-        except PermissionError:
-            pass  # another user's live process

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sagegraph.errors import ConfigError, SageGraphError
+from sagegraph.runfiles import write_text_whole
 
 
 @dataclass
@@ -126,5 +127,5 @@ def finetune(records_path: Path, model: str, out: Path, cfg: FinetuneConfig) -> 
     tok.save_pretrained(out)
     summary = {"records": len(records), "steps": step, "device": device, "model": model, "adapter": str(out), "seconds": round(time.perf_counter() - t0, 1),
                "loss_first": losses[0], "loss_last": losses[-1], "lora": {"r": cfg.r, "alpha": cfg.alpha, "targets": targets}, "lr": cfg.lr}
-    (out / "finetune.json").write_text(json.dumps({**summary, "losses": losses}, indent=1))
+    write_text_whole(out / "finetune.json", json.dumps({**summary, "losses": losses}, indent=1))
     return summary
