@@ -486,6 +486,28 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     assert ["DIRECTED"] in capped and not any(h[0] == "DIRECTED" and len(h) == 2 for h in capped)  # two films: not walked on
 
 
+def test_mask_named_reads_a_drifted_starts_chains_without_the_named_nodes_names(g, tmp_path, monkeypatch):
+    """An agent walks from Cara Diaz, whom the question does not name: her chains were read against
+    the question with only her own name taken out, so Ana Silva's (the named node's) stayed in and
+    could lift any phrase (synthetic q00813: a drifted start's films first). With `mask_named`
+    every start's chains are read against the question without the named nodes' names."""
+    cara = row(g, "p4")
+    astray = [_calls(("search_in_neighborhood", {"node_index": cara, "edge_type": "ACTED_IN"})), _calls(("finish", {}))]
+    q = "Which studio produced the films Ana Silva directed?"
+    read: dict[bool, set[str]] = {}
+    with FakeOpenAI(lambda body: (200, astray[min(_step(body), 1)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        exact = res.graph.exact_vectors
+        for mask in (False, True):
+            texts: set[str] = set()
+            monkeypatch.setattr(res.graph, "exact_vectors", lambda batch, exact=exact, texts=texts: (texts.update(batch), exact(batch))[1])
+            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, mask_named=mask).search(q, 5)
+            assert got.trace["agents"][0]["fallback_from"] == "chain" and len(got.idx)
+            read[mask] = {x for x in texts if "produced" in x}  # the questions the chains were read against
+    assert any("Ana Silva" in x for x in read[False])  # Cara's chains: Ana's name left in
+    assert read[True] and not any("Ana Silva" in x for x in read[True])
+
+
 def test_link_neighbours_takes_the_first_relation_for_the_agent(g, tmp_path):
     """With `link_neighbours` the opening lists Ana Silva's neighbours (her films among them) as a
     neighbourhood search shows them, so the agent's first step can take the second relation, from

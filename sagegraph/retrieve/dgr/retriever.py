@@ -158,6 +158,7 @@ class DGRParams(BaseModel):
     chain_meets: bool = Field(False, description="with `fallback: chain`, a node that walks from more of the agent's starts reached ranks first (what an intersection question asks for; not the paper's)")
     chain_reach: int = Field(3, ge=0, le=3, description="with `fallback: chain`, the KB's chains of up to this many relations (either stored direction) from the walk's starts are ranked with the walk's own, each while every relation it adds reads closer to the question, so an agent that walked one relation of a longer chain still answers from its end; 0: the walk's chains only (not the paper's)")
     reach_named: bool = Field(True, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
+    mask_named: bool = Field(False, description="with `fallback: chain`, every start's chains are read against the question with the names of all the nodes it names (`link`) taken out, not only the start's own, so a start the agent drifted to is not read closer for another node's name left in the question (session 34's synthetic three-hop trace; not the paper's)")
     reach_margin: float = Field(0.02, ge=0.0, le=1.0, description="with `chain_reach`, each relation a chain adds must read closer to the question than the chain it extends by more than this cosine (0: any gain, dgr-9's; not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
@@ -256,9 +257,11 @@ class DGRRetriever(Retriever):
         view, types = self.tools.view, self.g.types
         names = view.names
 
+        also = [names[n] for n in (named or ())] if self.p.mask_named else []
+
         @functools.cache  # one regex pass per start, not one per node its chains reach
         def asked(start: int) -> str:
-            return masked_question(query, [names[start]])
+            return masked_question(query, [names[start], *also])
 
         entries = [(r, chain_phrase([(rel, str(types[x]) if x is not None else None) for rel, x in hops]), asked(start))
                    for r, (start, hops) in run.chains.items()]
