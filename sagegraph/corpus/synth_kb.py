@@ -427,8 +427,8 @@ def write_synth_kb(out: Path, size: int = 20_000, seed: int = 0, per_family: int
     kb = generate_kb(size, seed)
     per_family = per_family or max(20, min(250, size // 80))  # 250 at the default size: ~75 test questions per family
     qs = generate_questions(kb, per_family, seed)
-    # each file whole (a killed generator leaves the old file or the new one, never half of one);
-    # synth.json, written last, says a generation finished
+    # each file whole: a killed generator leaves the old file or the new one, never half of one
+    # (synth.json, the generation's summary, is written last)
     write_jsonl_whole(out / "nodes.jsonl", kb.nodes.values())
     write_jsonl_whole(out / "edges.jsonl", ({"src": s, "dst": d, "type": t} for s, t, d in kb.edges))
     rng = random.Random(seed + 2)
