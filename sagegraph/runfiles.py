@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from sagegraph.errors import SageGraphError
+from sagegraph.processes import running
 
 
 @contextlib.contextmanager
@@ -35,30 +36,15 @@ def replaced(path: Path, suffix: str = "") -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def clear_dead_temporaries(path: Path) -> int:
+def clear_dead_temporaries(path: Path) -> None:
     """Remove the hidden temporaries `replaced` left beside `path` for writers killed before their
-    rename: never read, and as large as the file (a killed build's vectors). A live writer's, this
-    process's included, are left to it; so is one whose owner cannot be told (another user's
-    process, a name not ours). The number removed."""
-    removed = 0
+    rename: never read, and as large as the file (a killed build's vectors). A running writer's,
+    this process's included, are left to it; so is a name not ours."""
     prefix = f".{Path(path).name}."
     for f in Path(path).parent.glob(f"{glob.escape(prefix)}*.tmp*"):
         pid = f.name[len(prefix):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
-            continue
-        f.unlink(missing_ok=True)
-        removed += 1
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
+        if pid.isdigit() and int(pid) != os.getpid() and not running(int(pid)):
+            f.unlink(missing_ok=True)
 
 
 def write_text_whole(path: Path, text: str) -> Path:

@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-import psutil
-
 from sagegraph.errors import SageGraphError
+from sagegraph.processes import running
 
 log = logging.getLogger("sagegraph.lock")
 _HELD: set[str] = set()  # lock files this process holds: a nested hold of one of them is a no-op
@@ -64,7 +63,7 @@ def hold(directory: Path, what: str = "run") -> Iterator[None]:
             who = f"pid {note.get('pid', '?')}" + (f" ({note['command']}, since {note.get('since')})" if note.get("command") else "")
             raise DirectoryLocked(f"{directory}: another {what} is writing here: {who}; wait for it to finish or stop it") from None
         old = _read_note(fd)
-        if old.get("pid") and old["pid"] != os.getpid() and not _alive(int(old["pid"])):
+        if old.get("pid") and old["pid"] != os.getpid() and not running(int(old["pid"])):
             log.warning("%s: taking over the lock of pid %s (%s), which is no longer running", directory, old["pid"], old.get("command", "?"))
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
@@ -87,9 +86,3 @@ def lock_path(directory: Path) -> Path:
     directory = Path(directory).resolve()
     return directory.parent / f".{directory.name}.lock"
 
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False

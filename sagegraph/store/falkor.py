@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sagegraph.errors import CypherInvalid, StoreError, StoreUnavailable
+from sagegraph.processes import running
 from sagegraph.store.base import GraphStore
 from sagegraph.store.mapping import NODE_LABEL
 from sagegraph.store.writes import Write
@@ -172,12 +173,7 @@ def _clear_stale_registry(path: Path) -> None:
     settings = path / f"{DB_FILE}.settings"
     if not settings.exists():
         return
-    pid = _registered_pid(path)
-    try:
-        alive = pid > 0 and psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        alive = False
-    if not alive:
+    if not running(_registered_pid(path)):
         log.warning("removing stale FalkorDB settings %s (server from a killed run); data reloads from the AOF", settings)
         settings.unlink(missing_ok=True)
 
