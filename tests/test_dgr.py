@@ -486,26 +486,32 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     assert ["DIRECTED"] in capped and not any(h[0] == "DIRECTED" and len(h) == 2 for h in capped)  # two films: not walked on
 
 
-def test_mask_named_reads_a_drifted_starts_chains_without_the_named_nodes_names(g, tmp_path, monkeypatch):
+def test_mask_named_and_mask_drifted_read_a_drifted_starts_chains_without_the_named_nodes_names(g, tmp_path, monkeypatch):
     """An agent walks from Cara Diaz, whom the question does not name: her chains were read against
-    the question with only her own name taken out, so Ana Silva's (the named node's) stayed in and
-    could lift any phrase (synthetic q00813: a drifted start's films first). With `mask_named`
-    every start's chains are read against the question without the named nodes' names."""
+    the question with only her own name taken out, so the named nodes' names stayed in and could
+    lift any phrase (synthetic q00813: a drifted start's films first). With `mask_named` every
+    start's chains are read without all the named nodes' names, a named start's too (Ana Silva's
+    then lose Ben Cho's name, which says which of her films: an intersection question's other
+    condition); with `mask_drifted` only the starts the question does not name."""
     cara = row(g, "p4")
     astray = [_calls(("search_in_neighborhood", {"node_index": cara, "edge_type": "ACTED_IN"})), _calls(("finish", {}))]
-    q = "Which studio produced the films Ana Silva directed?"
-    read: dict[bool, set[str]] = {}
+    q = "Which films did Ana Silva direct that Ben Cho acted in?"
+    read: dict[str, set[str]] = {}
     with FakeOpenAI(lambda body: (200, astray[min(_step(body), 1)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
         exact = res.graph.exact_vectors
-        for mask in (False, True):
+        for mask in ("none", "mask_named", "mask_drifted"):
             texts: set[str] = set()
             monkeypatch.setattr(res.graph, "exact_vectors", lambda batch, exact=exact, texts=texts: (texts.update(batch), exact(batch))[1])
-            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, mask_named=mask).search(q, 5)
+            flags = {"mask_named": mask == "mask_named", "mask_drifted": mask == "mask_drifted"}
+            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, **flags).search(q, 5)
             assert got.trace["agents"][0]["fallback_from"] == "chain" and len(got.idx)
-            read[mask] = {x for x in texts if "produced" in x}  # the questions the chains were read against
-    assert any("Ana Silva" in x for x in read[False])  # Cara's chains: Ana's name left in
-    assert read[True] and not any("Ana Silva" in x for x in read[True])
+            read[mask] = {x for x in texts if "acted in?" in x}  # the questions the chains were read against
+    both_out = "Which films did   direct that   acted in?"
+    assert read["none"] == {"Which films did Ana Silva direct that Ben Cho acted in?",  # Cara's: both names left in
+                            "Which films did   direct that Ben Cho acted in?", "Which films did Ana Silva direct that   acted in?"}
+    assert read["mask_named"] == {both_out}
+    assert read["mask_drifted"] == {both_out, "Which films did   direct that Ben Cho acted in?", "Which films did Ana Silva direct that   acted in?"}
 
 
 def test_link_neighbours_takes_the_first_relation_for_the_agent(g, tmp_path):

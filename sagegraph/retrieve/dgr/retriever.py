@@ -158,7 +158,8 @@ class DGRParams(BaseModel):
     chain_meets: bool = Field(False, description="with `fallback: chain`, a node that walks from more of the agent's starts reached ranks first (what an intersection question asks for; not the paper's)")
     chain_reach: int = Field(3, ge=0, le=3, description="with `fallback: chain`, the KB's chains of up to this many relations (either stored direction) from the walk's starts are ranked with the walk's own, each while every relation it adds reads closer to the question, so an agent that walked one relation of a longer chain still answers from its end; 0: the walk's chains only (not the paper's)")
     reach_named: bool = Field(True, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
-    mask_named: bool = Field(False, description="with `fallback: chain`, every start's chains are read against the question with the names of all the nodes it names (`link`) taken out, not only the start's own, so a start the agent drifted to is not read closer for another node's name left in the question (session 34's synthetic three-hop trace; not the paper's)")
+    mask_named: bool = Field(False, description="with `fallback: chain`, every start's chains are read against the question with the names of all the nodes it names (`link`) taken out, not only the start's own, so a start the agent drifted to is not read closer for another node's name left in the question (session 34's synthetic three-hop trace; not the paper's; session 35's synthetic validation sample: 0.214 against 0.357, the intersection questions lost)")
+    mask_drifted: bool = Field(False, description="with `fallback: chain`, a start the question does not name (the agent reached it by search) has its chains read against the question with the named nodes' names taken out too; a named start's chains as before, its own name only (`mask_named` for all starts cost the intersection questions, whose other named node's name says which chain; session 35; not the paper's)")
     reach_margin: float = Field(0.02, ge=0.0, le=1.0, description="with `chain_reach`, each relation a chain adds must read closer to the question than the chain it extends by more than this cosine (0: any gain, dgr-9's; not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
@@ -257,17 +258,19 @@ class DGRRetriever(Retriever):
         view, types = self.tools.view, self.g.types
         names = view.names
 
-        also = [names[n] for n in (named or ())] if self.p.mask_named else []
+        named = list(named or ())
+        named_names = [names[n] for n in named]
 
         @functools.cache  # one regex pass per start, not one per node its chains reach
         def asked(start: int) -> str:
-            return masked_question(query, [names[start], *also])
+            others = self.p.mask_named or (self.p.mask_drifted and start not in named)
+            return masked_question(query, [names[start], *(named_names if others else ())])
 
         entries = [(r, chain_phrase([(rel, str(types[x]) if x is not None else None) for rel, x in hops]), asked(start))
                    for r, (start, hops) in run.chains.items()]
         reached = []
         if self.p.chain_reach:
-            starts = [start for start, _ in run.chains.values()] + (list(named or ()) if self.p.reach_named else [])
+            starts = [start for start, _ in run.chains.values()] + (named if self.p.reach_named else [])
             for start in dict.fromkeys(starts):
                 reached += [(start, hops, chain_phrase([(view.relation_types[c], t) for c, _, t in hops]), ends)
                             for hops, ends in chains_from(view, start, self.p.chain_reach)]
