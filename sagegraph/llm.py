@@ -46,7 +46,13 @@ CACHE_VERSION = 1
 
 class LLMRequestRefused(LLMError):
     """The endpoint refused this request (HTTP 400/413/422: context too long, unsupported option):
-    not an outage; the caller's fallback decides (AF degrades its documents, SPARK uses hybrid)."""
+    not an outage; the caller's fallback decides (AF degrades its documents, SPARK uses hybrid).
+    `key` is the refusal's reply-cache key: it is recorded like a reply, so a run's trace must name
+    it for `sagegraph llm export`, or a replay elsewhere misses where the live run was refused."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass
@@ -365,7 +371,7 @@ class LLMClient:
             return None
         if hit is not None and hit.finish_reason == REFUSED:
             # Not counted, as the live refusal was not: a replay's usage equals the run's.
-            raise LLMRequestRefused(hit.text)
+            raise LLMRequestRefused(hit.text, key=key)
         if hit is not None:
             for u in (self.usage, _SCOPE.get()):
                 if u is not None:
@@ -387,6 +393,7 @@ class LLMClient:
             reply, retries = self._call(messages, params)
         except LLMRequestRefused as exc:
             self.cache.put(key, Reply(text=str(exc), prompt_tokens=0, completion_tokens=0, cached=False, key=key, finish_reason=REFUSED))
+            exc.key = key
             raise
         reply.key = key
         self._count(reply, self.cost(reply.prompt_tokens, reply.completion_tokens), retries)

@@ -762,6 +762,33 @@ def test_token_budget_and_a_refused_history_stop_agents_cleanly(g, tmp_path):
     assert r.trace["counters"]["stop_refused"] == 1 and len(r.idx) == 0
 
 
+def test_a_refused_step_is_exported_with_the_run_so_its_replay_elsewhere_stops_there_too(g, tmp_path):
+    """The endpoint refuses an agent's second request (its history outgrew the context): the
+    refusal is recorded in the reply cache like a reply, so the run's exported replies must carry
+    it, or a replay on another machine misses there and the whole row fails (seen: the synthetic
+    sweep's DGR rows on a clean clone, session 35)."""
+    from sagegraph.eval.replies import export_replies, import_replies
+
+    ana = row(g, "p1")
+    first = _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"}))
+    qs = [Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"])]
+    with FakeOpenAI(lambda body: (200, first) if _step(body) == 0 else (400, {"error": {"message": "maximum context length exceeded"}})) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        ret = get_retriever("dgr", res, n_agents=1, mode="json")
+        live = run_eval(g, qs, EvalConfig(retriever="dgr", k=5), lambda q: ret.search(q.text, 5), tmp_path / "live")
+        res.close()
+        assert live["count_stop_refused"] == 1 and live["hit@1"] == 1.0  # the films by the fallback, after the refusal
+        assert export_replies(tmp_path / "live", tmp_path / "replies.jsonl.gz", cache=tmp_path / "cache" / "llm.sqlite") == 2  # the reply and the refusal
+        assert import_replies(tmp_path / "replies.jsonl.gz", tmp_path / "elsewhere" / "llm.sqlite") == (2, 0)
+        sent = len(server.requests)
+        res = open_resources(g, _llm(server, tmp_path / "elsewhere-", cache_mode="replay").model_copy(update={"cache_dir": tmp_path / "elsewhere"}))
+        ret = get_retriever("dgr", res, n_agents=1, mode="json")
+        again = run_eval(g, qs, EvalConfig(retriever="dgr", k=5), lambda q: ret.search(q.text, 5), tmp_path / "replay")
+        res.close()
+    assert len(server.requests) == sent and again["errors"] == 0 and again["count_stop_refused"] == 1
+    assert {k: v for k, v in again.items() if k.startswith(("hit", "recall", "mrr"))} == {k: v for k, v in live.items() if k.startswith(("hit", "recall", "mrr"))}
+
+
 def test_n_agents_are_distinct_samples_fused_by_votes_and_replay_exactly(g, tmp_path):
     m1, m2, m3 = row(g, "m1"), row(g, "m2"), row(g, "m3")
     answers = {1: [m1, m2], 2: [m2, m3], 3: [m3, m2]}  # per sample: m2 gets 3 votes, m3 2, m1 1

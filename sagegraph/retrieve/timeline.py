@@ -31,6 +31,8 @@ class Timeline:
             yield ev
         except Exception as exc:
             ev["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            if getattr(exc, "key", None):  # a refusal is recorded in the reply cache like a reply
+                ev["key"] = exc.key
             raise
         finally:
             ev["seconds"] = round(time.perf_counter() - t0, 4)
