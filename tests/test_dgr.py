@@ -514,6 +514,37 @@ def test_mask_named_and_mask_drifted_read_a_drifted_starts_chains_without_the_na
     assert read["mask_drifted"] == {both_out, "Which films did   direct that Ben Cho acted in?", "Which films did Ana Silva direct that   acted in?"}
 
 
+def test_first_hop_reads_a_named_starts_first_relation_against_the_words_beside_its_name(g, tmp_path, monkeypatch):
+    """With `first_hop`, each chain from a start the question names also scores how its first
+    relation reads against the words beside that name ('directed by Ana Silva'): a sentence encoder
+    barely reads a chain's relation order (synthetic q00886: the question's chain 0.489, its
+    relations in another order 0.492). Off by default: nothing more is read and the ranking is
+    the chains' alone. A start the question does not name gets nothing."""
+    from sagegraph.retrieve.dgr.retriever import DGRRetriever
+
+    cara = row(g, "p4")
+    steps = [_calls(("search_in_neighborhood", {"node_index": cara, "edge_type": "ACTED_IN"})), _calls(("finish", {}))]
+    q = "Which actors starred in the films directed by Ana Silva?"
+    read: dict[float, set[str]] = {}
+    extras: dict[float, list] = {}
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        exact = res.graph.exact_vectors
+        import sagegraph.retrieve.dgr.retriever as dgr_module
+        rank = dgr_module.rank_by_similarity
+        for w in (0.0, 0.5):
+            texts: set[str] = set()
+            monkeypatch.setattr(res.graph, "exact_vectors", lambda batch, exact=exact, texts=texts: (texts.update(batch), exact(batch))[1])
+            monkeypatch.setattr(dgr_module, "rank_by_similarity", lambda e, v, first_by=None, extra=None, w=w: (extras.__setitem__(w, extra), rank(e, v, first_by, extra))[1])
+            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, first_hop=w).search(q, 5)
+            assert got.trace["agents"][0]["fallback_from"] == "chain" and len(got.idx)
+            read[w] = texts
+    assert "films directed by ?" not in read[0.0] and extras[0.0] is None  # three words each side of "Ana Silva"
+    assert "films directed by ?" in read[0.5]
+    assert any(x > 0 for x in extras[0.5]) and any(x == 0 for x in extras[0.5])  # Ana's chains gain, Cara's (not named) do not
+    assert isinstance(DGRRetriever.Params().first_hop, float) and DGRRetriever.Params().first_hop == 0.0
+
+
 def test_link_neighbours_takes_the_first_relation_for_the_agent(g, tmp_path):
     """With `link_neighbours` the opening lists Ana Silva's neighbours (her films among them) as a
     neighbourhood search shows them, so the agent's first step can take the second relation, from
@@ -652,6 +683,17 @@ def test_rank_by_similarity_orders_by_best_cosine_and_keeps_first_appearance_on_
     assert seen == [["a", "q", "b", "c", "d"]]  # each text encoded once
     assert rank_by_similarity([], vectors) == []
     assert rank_by_similarity(entries, vectors, first_by={9: 2, 8: 1}) == [9, 8, 10, 7]
+    # `extra` per entry (DGR's `first_hop`): 7 and 9 tie at 0.6; 9's first entry gains 0.1, so 9 first of the two
+    assert rank_by_similarity(entries, vectors, extra=[0.0, 0.0, 0.1, 0.0, 0.0, 0.0]) == [8, 10, 9, 7]
+
+
+def test_name_window_is_the_words_beside_the_first_mention_of_a_name():
+    from sagegraph.retrieve.kb.chains import name_window
+
+    assert name_window("Which actors have worked with the director of Hollow Factory (1979)?", "hollow factory", 3) == "the director of (1979)?"
+    assert name_window("what is the gender of dad of louis xiii of france 's child ?", "louis xiii of france", 2) == "dad of 's child"
+    assert name_window("Which films did Ana direct?", "Cara", 3) == "" and name_window("Ana", "", 3) == ""
+    assert name_window("a b Ana c", "Ana", 0) == ""
 
 
 def test_fallback_deepest_counts_a_relation_path_as_its_length(g):

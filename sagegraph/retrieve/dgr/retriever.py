@@ -53,7 +53,7 @@ from sagegraph.retrieve.dgr.agent import AgentRun, Fallback, Mode, TokenBudget, 
 from sagegraph.retrieve.dgr.tools import (ANSWER, FINISH, GLOBAL, GLOBAL_KIND, NEIGHBOUR_MATCH, NEIGHBOURS, GlobalSearch, GraphTools,
                                           NeighbourRanking)
 from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
-from sagegraph.retrieve.kb.chains import chain_phrase, masked_question
+from sagegraph.retrieve.kb.chains import chain_phrase, masked_question, name_window
 from sagegraph.retrieve.kb.entities import name_words
 from sagegraph.retrieve.kb.metapaths import chains_from
 from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed, word_motifs
@@ -61,6 +61,7 @@ from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
 
 PROMPT_VERSION = "dgr-10"
+FIRST_HOP_WORDS = 3  # `first_hop`: the words read on each side of a start's name
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 
@@ -160,6 +161,7 @@ class DGRParams(BaseModel):
     reach_named: bool = Field(True, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
     mask_named: bool = Field(False, description="with `fallback: chain`, every start's chains are read against the question with the names of all the nodes it names (`link`) taken out, not only the start's own, so a start the agent drifted to is not read closer for another node's name left in the question (session 34's synthetic three-hop trace; not the paper's; session 35's synthetic validation sample: 0.214 against 0.357, the intersection questions lost)")
     mask_drifted: bool = Field(False, description="with `fallback: chain`, a start the question does not name (the agent reached it by search) has its chains read against the question with the named nodes' names taken out too; a named start's chains as before, its own name only (`mask_named` for all starts cost the intersection questions, whose other named node's name says which chain; session 35; not the paper's)")
+    first_hop: float = Field(0.0, ge=0.0, le=2.0, description="with `fallback: chain`, each chain also scores this weight times how its first relation reads against the words around its start's name in the question (3 each side: 'the director of X' says which relation leaves X), since the graph's encoder barely reads a chain's order (session 35's synthetic three-hop trace: the question's chain 0.489, its relations in another order 0.492); 0: off (not the paper's)")
     reach_margin: float = Field(0.02, ge=0.0, le=1.0, description="with `chain_reach`, each relation a chain adds must read closer to the question than the chain it extends by more than this cosine (0: any gain, dgr-9's; not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
@@ -266,8 +268,16 @@ class DGRRetriever(Retriever):
             others = self.p.mask_named or (self.p.mask_drifted and start not in named)
             return masked_question(query, [names[start], *(named_names if others else ())])
 
-        entries = [(r, chain_phrase([(rel, str(types[x]) if x is not None else None) for rel, x in hops]), asked(start))
-                   for r, (start, hops) in run.chains.items()]
+        @functools.cache
+        def around(start: int) -> str:
+            return name_window(query, names[start], FIRST_HOP_WORDS) if self.p.first_hop else ""
+
+        def typed(hops) -> list[tuple[str, str | None]]:
+            return [(rel, str(types[x]) if x is not None else None) for rel, x in hops]
+
+        entries = [(r, chain_phrase(typed(hops)), asked(start)) for r, (start, hops) in run.chains.items()]
+        # (entry index, first relation's phrase, the words around the start's name) for `first_hop`
+        firsts = [(i, chain_phrase(typed(hops[:1])), around(start)) for i, (_, (start, hops)) in enumerate(run.chains.items()) if around(start)]
         reached = []
         if self.p.chain_reach:
             starts = [start for start, _ in run.chains.values()] + (named if self.p.reach_named else [])
@@ -286,11 +296,21 @@ class DGRRetriever(Retriever):
             parent = kept.get((start, hops[:-1])) if len(hops) > 1 else -np.inf
             if parent is not None and score > parent + self.p.reach_margin:  # a one-relation chain's parent is -inf
                 kept[(start, hops)] = score
+                if around(start):
+                    first = chain_phrase([(view.relation_types[hops[0][0]], hops[0][2])])
+                    firsts += [(len(entries) + j, first, around(start)) for j in range(len(ends))]
                 entries += [(int(r), phrase, asked(start)) for r in ends]
         # Only the walk's meetings count: measured on the dev samples, counting the chains' too put
         # nodes that many searched starts lead to first (synthetic 14: 0.071 against 0.214).
         meets = {r: len(run.meets.get(r, ())) for r in run.chains} if self.p.chain_meets else None
-        ranked = rank_by_similarity(entries, lambda batch: np.stack([vec[x] for x in batch]), first_by=meets)
+        extra = None
+        if firsts:  # the first relation read against the name's neighbourhood; the stop rule above is untouched (a chain and its parent share it)
+            more = list(dict.fromkeys(x for _, first, near in firsts for x in (first, near) if x not in vec))
+            vec.update(zip(more, encode(more)) if more else ())
+            extra = [0.0] * len(entries)
+            for i, first, near in firsts:
+                extra[i] = self.p.first_hop * float(vec[first] @ vec[near])
+        ranked = rank_by_similarity(entries, lambda batch: np.stack([vec[x] for x in batch]), first_by=meets, extra=extra)
         run.beyond_walk = bool(ranked) and ranked[0] not in run.chains
         return ranked
 
@@ -379,17 +399,18 @@ def word_spans(words: list[str], longest: int = 12) -> list[str]:
 
 
 def rank_by_similarity(entries: Sequence[tuple[int, str, str]], vectors: Callable[[list[str]], np.ndarray],
-                       first_by: dict[int, int] | None = None) -> list[int]:
+                       first_by: dict[int, int] | None = None, extra: Sequence[float] | None = None) -> list[int]:
     """Rows best first by the best cosine of any of their (phrase, question) pairs (unit vectors: a
-    dot product), after `first_by`'s count where given (more first); ties keep the order the rows
-    first appear in. Each distinct text is encoded once: a chain's many end nodes share one phrase."""
+    dot product) plus that entry's `extra` where given, after `first_by`'s count where given (more
+    first); ties keep the order the rows first appear in. Each distinct text is encoded once: a
+    chain's many end nodes share one phrase."""
     if not entries:
         return []
     texts = list(dict.fromkeys(x for _, phrase, question in entries for x in (phrase, question)))
     vec = dict(zip(texts, vectors(texts)))
     best: dict[int, float] = {}
-    for r, phrase, question in entries:
-        score = float(vec[phrase] @ vec[question])
+    for i, (r, phrase, question) in enumerate(entries):
+        score = float(vec[phrase] @ vec[question]) + (extra[i] if extra is not None else 0.0)
         if score > best.get(r, -np.inf):
             best[r] = score
     rows = list(best)

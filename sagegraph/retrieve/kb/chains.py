@@ -25,3 +25,16 @@ def masked_question(question: str, names: list[str]) -> str:
     for name in names:
         question = re.sub(re.escape(name), " ", question, flags=re.IGNORECASE)
     return question
+
+
+def name_window(question: str, name: str, words: int) -> str:
+    """The `words` words on each side of the name's first mention in the question, the name left
+    out: where a question says which relation leaves the named node ('the director of X', "X's
+    child"), whatever the rest of it says about the relations after. '' where the question does
+    not hold the name (a start the agent found by search)."""
+    found = re.search(re.escape(name), question, flags=re.IGNORECASE) if name.strip() else None
+    if found is None:
+        return ""
+    before = re.findall(r"\S+", question[: found.start()])[-words:] if words else []
+    after = re.findall(r"\S+", question[found.end():])[:words] if words else []
+    return " ".join(before + after)
