@@ -545,6 +545,55 @@ def test_first_hop_reads_a_named_starts_first_relation_against_the_words_beside_
     assert isinstance(DGRRetriever.Params().first_hop, float) and DGRRetriever.Params().first_hop == 0.0
 
 
+def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(g, tmp_path, monkeypatch):
+    """With `chain_order`, a chain of two relations from the named start loses how much better the
+    same relations read in the other order laid outward from the name: 'the films directed by Ana
+    Silva' then 'acted in' is the question's order for Ana's actors' chain (directed, then acted
+    in), so it loses nothing; asked 'who directed the films Ana Silva acted in', the same chain
+    reads better reversed and loses. Off by default: no extra, nothing more read."""
+    from sagegraph.retrieve.dgr.retriever import DGRRetriever
+    import sagegraph.retrieve.dgr.retriever as dgr_module
+
+    ana, ben = row(g, "p1"), row(g, "p3")
+    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})), _calls(("finish", {}))]
+    seen: dict[tuple[str, float], dict[str, float]] = {}
+    rank = dgr_module.rank_by_similarity
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        for q in ("Who acted in the films directed by Ana Silva?", "Who directed the films Ana Silva acted in?"):
+            for w in (0.0, 1.0):
+                def spy(entries, vectors, first_by=None, extra=None, key=(q, w)):
+                    seen[key] = {p: min(seen.get(key, {}).get(p, 0.0), x) for (_, p, _), x in zip(entries, extra)} if extra else {}
+                    return rank(entries, vectors, first_by, extra)
+                monkeypatch.setattr(dgr_module, "rank_by_similarity", spy)
+                got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, chain_order=w).search(q, 5)
+                assert got.trace["agents"][0]["fallback_from"] == "chain" and ben in got.idx
+    actors = "acted in (Person) of directed (Movie)"  # Ana -DIRECTED-> film <-ACTED_IN- actor
+    asked_in_order, asked_reversed = (seen[(q, 1.0)] for q in ("Who acted in the films directed by Ana Silva?", "Who directed the films Ana Silva acted in?"))
+    assert asked_in_order[actors] == 0.0 and asked_reversed[actors] < 0.0
+    assert asked_in_order["directed (Movie)"] == 0.0  # one relation: no other order
+    assert all(x <= 0.0 for x in asked_in_order.values()) and seen[("Who acted in the films directed by Ana Silva?", 0.0)] == {}
+    assert DGRRetriever.Params().chain_order == 0.0
+
+
+def test_order_gap_compares_a_chains_order_with_the_best_order_of_its_relations():
+    from sagegraph.retrieve.kb.chains import distance_bands, name_distances, order_gap
+
+    words = name_distances("what is the nation of pearl starr 's parent ?", "Pearl Starr")
+    assert words == [("what", 5), ("is", 4), ("the", 3), ("nation", 2), ("of", 1), ("'s", 1), ("parent", 2), ("?", 3)]
+    bands = distance_bands(words)
+    assert bands[(1, 3)] == "nation of 's parent" and bands[(3, 6)] == "what is the ?" and set(bands.values()) >= {"of 's"}
+    assert name_distances("Which films did Ana direct?", "Cara") == [] and distance_bands([]) == {}
+    # fit: a relation reads 1 against a band holding its word, else 0
+    fit = lambda rel, band: float(rel in bands[band].split())  # noqa: E731
+    assert order_gap(["parent", "nation"], fit, 5) == 0.0  # parent nearest the name: the question's order
+    assert order_gap(["nation", "parent"], fit, 5) == 0.0  # both at distance 2: no order reads better
+    near = distance_bands(name_distances("nation of the parent of X", "X"))
+    fit_near = lambda rel, band: float(rel in near[band].split())  # noqa: E731
+    assert order_gap(["parent", "nation"], fit_near, 5) == 0.0 and order_gap(["nation", "parent"], fit_near, 5) == -0.5  # best cut: parent read, nation not
+    assert order_gap(["parent"], fit_near, 5) == 0.0 and order_gap(["parent", "nation", "x"], fit_near, 2) == 0.0  # too few words for three bands
+
+
 def test_link_neighbours_takes_the_first_relation_for_the_agent(g, tmp_path):
     """With `link_neighbours` the opening lists Ana Silva's neighbours (her films among them) as a
     neighbourhood search shows them, so the agent's first step can take the second relation, from

@@ -53,7 +53,7 @@ from sagegraph.retrieve.dgr.agent import AgentRun, Fallback, Mode, TokenBudget, 
 from sagegraph.retrieve.dgr.tools import (ANSWER, FINISH, GLOBAL, GLOBAL_KIND, NEIGHBOUR_MATCH, NEIGHBOURS, GlobalSearch, GraphTools,
                                           NeighbourRanking)
 from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
-from sagegraph.retrieve.kb.chains import chain_phrase, masked_question, name_window
+from sagegraph.retrieve.kb.chains import chain_phrase, distance_bands, masked_question, name_distances, name_window, order_gap
 from sagegraph.retrieve.kb.entities import name_words
 from sagegraph.retrieve.kb.metapaths import chains_from
 from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed, word_motifs
@@ -161,6 +161,7 @@ class DGRParams(BaseModel):
     reach_named: bool = Field(True, description="with `chain_reach`, the chains from the nodes the question names (`link`) are read too, though the agent walked from other nodes or not at all (not the paper's)")
     mask_named: bool = Field(False, description="with `fallback: chain`, every start's chains are read against the question with the names of all the nodes it names (`link`) taken out, not only the start's own, so a start the agent drifted to is not read closer for another node's name left in the question (session 34's synthetic three-hop trace; not the paper's; session 35's synthetic validation sample: 0.214 against 0.357, the intersection questions lost)")
     mask_drifted: bool = Field(False, description="with `fallback: chain`, a start the question does not name (the agent reached it by search) has its chains read against the question with the named nodes' names taken out too; a named start's chains as before, its own name only (`mask_named` for all starts cost the intersection questions, whose other named node's name says which chain; session 35; not the paper's)")
+    chain_order: float = Field(0.0, ge=0.0, le=2.0, description="with `fallback: chain`, a chain of two or more relations from a start the question names loses this weight times how much worse its relations read laid outward from that name in their order than in their best order (a question says the relation that leaves the named node nearest its name), since the graph's encoder barely reads a chain's order; chains of different relations rank as before; 0: off (not the paper's)")
     first_hop: float = Field(0.0, ge=0.0, le=2.0, description="with `fallback: chain`, each chain also scores this weight times how its first relation reads against the words around its start's name in the question (3 each side: 'the director of X' says which relation leaves X), since the graph's encoder barely reads a chain's order (session 35's synthetic three-hop trace: the question's chain 0.489, its relations in another order 0.492); 0: off (not the paper's)")
     reach_margin: float = Field(0.02, ge=0.0, le=1.0, description="with `chain_reach`, each relation a chain adds must read closer to the question than the chain it extends by more than this cosine (0: any gain, dgr-9's; not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
@@ -275,9 +276,16 @@ class DGRRetriever(Retriever):
         def typed(hops) -> list[tuple[str, str | None]]:
             return [(rel, str(types[x]) if x is not None else None) for rel, x in hops]
 
+        @functools.cache
+        def layout(start: int) -> tuple[tuple[str, int], ...]:
+            return tuple(name_distances(query, names[start])) if self.p.chain_order else ()
+
         entries = [(r, chain_phrase(typed(hops)), asked(start)) for r, (start, hops) in run.chains.items()]
         # (entry index, first relation's phrase, the words around the start's name) for `first_hop`
         firsts = [(i, chain_phrase(typed(hops[:1])), around(start)) for i, (_, (start, hops)) in enumerate(run.chains.items()) if around(start)]
+        # (entry index, start, each relation's phrase from the start) for `chain_order`
+        orders = [(i, start, tuple(chain_phrase([h]) for h in typed(hops))) for i, (_, (start, hops)) in enumerate(run.chains.items())
+                  if len(hops) > 1 and layout(start)]
         reached = []
         if self.p.chain_reach:
             starts = [start for start, _ in run.chains.values()] + (named if self.p.reach_named else [])
@@ -299,17 +307,32 @@ class DGRRetriever(Retriever):
                 if around(start):
                     first = chain_phrase([(view.relation_types[hops[0][0]], hops[0][2])])
                     firsts += [(len(entries) + j, first, around(start)) for j in range(len(ends))]
+                if len(hops) > 1 and layout(start):
+                    each = tuple(chain_phrase([(view.relation_types[c], t)]) for c, _, t in hops)
+                    orders += [(len(entries) + j, start, each) for j in range(len(ends))]
                 entries += [(int(r), phrase, asked(start)) for r in ends]
         # Only the walk's meetings count: measured on the dev samples, counting the chains' too put
         # nodes that many searched starts lead to first (synthetic 14: 0.071 against 0.214).
         meets = {r: len(run.meets.get(r, ())) for r in run.chains} if self.p.chain_meets else None
-        extra = None
+        extra = [0.0] * len(entries) if firsts or orders else None
         if firsts:  # the first relation read against the name's neighbourhood; the stop rule above is untouched (a chain and its parent share it)
             more = list(dict.fromkeys(x for _, first, near in firsts for x in (first, near) if x not in vec))
             vec.update(zip(more, encode(more)) if more else ())
-            extra = [0.0] * len(entries)
             for i, first, near in firsts:
-                extra[i] = self.p.first_hop * float(vec[first] @ vec[near])
+                extra[i] += self.p.first_hop * float(vec[first] @ vec[near])
+        if orders:  # the same relations in another order read better outward from the name: the chain loses the difference
+            bands = {start: distance_bands(layout(start)) for _, start, _ in orders}
+            more = list(dict.fromkeys(x for b in bands.values() for x in b.values() if x not in vec)
+                        | dict.fromkeys(h for _, _, each in orders for h in each if h not in vec))
+            vec.update(zip(more, encode(more)) if more else ())
+
+            @functools.cache
+            def gap(start: int, each: tuple[str, ...]) -> float:
+                fit = functools.cache(lambda h, band: float(vec[h] @ vec[bands[start][band]]))
+                return order_gap(each, fit, max(d for _, d in layout(start)))
+
+            for i, start, each in orders:
+                extra[i] += self.p.chain_order * gap(start, each)
         ranked = rank_by_similarity(entries, lambda batch: np.stack([vec[x] for x in batch]), first_by=meets, extra=extra)
         run.beyond_walk = bool(ranked) and ranked[0] not in run.chains
         return ranked
