@@ -504,7 +504,7 @@ def test_mask_named_and_mask_drifted_read_a_drifted_starts_chains_without_the_na
             texts: set[str] = set()
             monkeypatch.setattr(res.graph, "exact_vectors", lambda batch, exact=exact, texts=texts: (texts.update(batch), exact(batch))[1])
             flags = {"mask_named": mask == "mask_named", "mask_drifted": mask == "mask_drifted"}
-            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, **flags).search(q, 5)
+            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, chain_order=0.0, **flags).search(q, 5)  # only the masked questions read
             assert got.trace["agents"][0]["fallback_from"] == "chain" and len(got.idx)
             read[mask] = {x for x in texts if "acted in?" in x}  # the questions the chains were read against
     both_out = "Which films did   direct that   acted in?"
@@ -536,7 +536,7 @@ def test_first_hop_reads_a_named_starts_first_relation_against_the_words_beside_
             texts: set[str] = set()
             monkeypatch.setattr(res.graph, "exact_vectors", lambda batch, exact=exact, texts=texts: (texts.update(batch), exact(batch))[1])
             monkeypatch.setattr(dgr_module, "rank_by_similarity", lambda e, v, first_by=None, extra=None, w=w: (extras.__setitem__(w, extra), rank(e, v, first_by, extra))[1])
-            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, first_hop=w).search(q, 5)
+            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, first_hop=w, chain_order=0.0).search(q, 5)
             assert got.trace["agents"][0]["fallback_from"] == "chain" and len(got.idx)
             read[w] = texts
     assert "films directed by ?" not in read[0.0] and extras[0.0] is None  # three words each side of "Ana Silva"
@@ -550,7 +550,8 @@ def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(
     same relations read in the other order laid outward from the name: 'the films directed by Ana
     Silva' then 'acted in' is the question's order for Ana's actors' chain (directed, then acted
     in), so it loses nothing; asked 'who directed the films Ana Silva acted in', the same chain
-    reads better reversed and loses. Off by default: no extra, nothing more read."""
+    reads better reversed and loses. At 0 (dgr-10's, off): no extra, nothing more read; 0.25 is the
+    default since dgr-11."""
     from sagegraph.retrieve.dgr.retriever import DGRRetriever
     import sagegraph.retrieve.dgr.retriever as dgr_module
 
@@ -573,7 +574,7 @@ def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(
     assert asked_in_order[actors] == 0.0 and asked_reversed[actors] < 0.0
     assert asked_in_order["directed (Movie)"] == 0.0  # one relation: no other order
     assert all(x <= 0.0 for x in asked_in_order.values()) and seen[("Who acted in the films directed by Ana Silva?", 0.0)] == {}
-    assert DGRRetriever.Params().chain_order == 0.0
+    assert DGRRetriever.Params().chain_order == 0.25
 
 
 def test_order_gap_compares_a_chains_order_with_the_best_order_of_its_relations():
@@ -734,6 +735,15 @@ def test_rank_by_similarity_orders_by_best_cosine_and_keeps_first_appearance_on_
     assert rank_by_similarity(entries, vectors, first_by={9: 2, 8: 1}) == [9, 8, 10, 7]
     # `extra` per entry (DGR's `first_hop`): 7 and 9 tie at 0.6; 9's first entry gains 0.1, so 9 first of the two
     assert rank_by_similarity(entries, vectors, extra=[0.0, 0.0, 0.1, 0.0, 0.0, 0.0]) == [8, 10, 9, 7]
+
+
+def test_masked_question_takes_a_qualifier_after_a_name_out_with_it_on_request():
+    from sagegraph.retrieve.kb.chains import masked_question
+
+    q = "Which actors have worked with the director of The Sleeping Paradox (2017)?"
+    assert masked_question(q, ["the sleeping paradox"]) == "Which actors have worked with the director of   (2017)?"
+    assert masked_question(q, ["the sleeping paradox"], qualifiers=True) == "Which actors have worked with the director of  ?"
+    assert masked_question("Is Paris (Texas) (a city) near Ana?", ["Paris", "Ana"], qualifiers=True) == "Is   (a city) near  ?"
 
 
 def test_name_window_is_the_words_beside_the_first_mention_of_a_name():

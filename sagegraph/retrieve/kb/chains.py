@@ -19,12 +19,15 @@ def chain_phrase(hops: Sequence[tuple[str, str | None]]) -> str:
     return " of ".join(reversed(words))
 
 
-def masked_question(question: str, names: list[str]) -> str:
+def masked_question(question: str, names: list[str], qualifiers: bool = False) -> str:
     """The question with these entity names taken out: what a chain's phrase is read against (a
     name says which node, not which relation). GraphRAFT's `similar` selector and its training
-    labels mask alike, so a tuned encoder sees at run time what it was trained on."""
+    labels mask alike, so a tuned encoder sees at run time what it was trained on. With
+    `qualifiers`, a parenthesis right after a name goes with it ('Dune (2021)', 'Paris (Texas)'):
+    it too says which node, and left in it reads against every chain alike."""
+    tail = r"(?:\s*\([^()]*\))?" if qualifiers else ""
     for name in names:
-        question = re.sub(re.escape(name), " ", question, flags=re.IGNORECASE)
+        question = re.sub(re.escape(name) + tail, " ", question, flags=re.IGNORECASE)
     return question
 
 
