@@ -10,7 +10,9 @@ of the top 3 results search_in_neighborhood unfiltered, ranked by the question, 
 neighbours' commonest node type, and add_to_answer of the top 5. The indexes load first and are
 timed separately (a sweep pays that once per process); BM25 scores are not memoised between
 calls here, so each call pays its query's scoring. With `--run`, the tool times recorded in a
-real run's traces are summarised too. Prints one JSON line.
+real run's traces are summarised too. Then the fallback's chain ranking (`fallback: chain`) from
+the named nodes of up to `--rank-questions` questions, with `chain_order` off and at its default.
+Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ import numpy as np
 from benchmarks.machine import machine
 from sagegraph.eval.evaluate import default_questions, read_questions
 from sagegraph.runfiles import read_traces
-from sagegraph.retrieve.dgr.agent import read_text_actions
+from sagegraph.retrieve.dgr.agent import AgentRun, read_text_actions
 from sagegraph.retrieve.dgr.tools import GraphTools
 from sagegraph.retrieve.graph_index import GraphIndex
+from sagegraph.retrieve.registry import get_retriever
 
 
 def pct(xs: list[float]) -> dict[str, float]:
@@ -41,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--graph", type=Path, default=Path("work/kb-synth/graph"))
     ap.add_argument("--questions", type=int, default=100, help="test questions to script calls from")
+    ap.add_argument("--rank-questions", type=int, default=20, help="questions naming a node whose fallback chain ranking is timed")
     ap.add_argument("--run", type=Path, help="a dgr run directory: also summarise its recorded tool times")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -71,9 +75,28 @@ def main() -> None:
             timed("add_to_answer", tools.call, "add_to_answer", {"answer_nodes": [{"node_index": r, "reasoning": "fits"} for r in top[:5]]})
         reply = json.dumps({"calls": [{"tool": "search_in_neighborhood", "args": {"node_index": top[0] if top else 0, "query": q.text}}]})
         timed("read_actions", read_text_actions, reply)
+    # The fallback's chain ranking (`fallback: chain`) for an agent that walked nowhere: the KB's
+    # chains of up to three relations from the nodes the question names, read against it, with
+    # `chain_order` off (dgr-10) and at the default (dgr-11, which also reads each relation against
+    # bands of the question's words); fp32 vectors not memoised between calls, so each pays its encoding.
+    rank_ms: dict[str, list[float]] = defaultdict(list)
+    rankers = {"off": get_retriever("dgr", g, chain_order=0.0), "default": get_retriever("dgr", g)}
+    named_qs = [(q, tools.linked(q.text).shown) for q in qs[: args.rank_questions]]
+    for dgr in rankers.values():  # the fp32 encoder loads on first use, outside the timing
+        dgr.rank_chains("warm up", AgentRun(agent=0, sample=0), [])
+        g.exact_vectors(["warm up"])
+    for q, named in named_qs:
+        if not named:
+            continue
+        for key, dgr in rankers.items():
+            g._memo.clear()
+            t = time.perf_counter()
+            dgr.rank_chains(q.text, AgentRun(agent=0, sample=0), named)
+            rank_ms[key].append((time.perf_counter() - t) * 1000)
     every = [x for k, v in times.items() if k != "read_actions" for x in v]
     out = {"benchmark": "dgr_harness", "machine": machine(), "graph": str(args.graph), "nodes": len(g), "questions": len(qs),
-           "load_s": round(load_s, 2), "tool_call": pct(every), **{k: pct(v) for k, v in sorted(times.items())}, "target_p50_ms": 20.0}
+           "load_s": round(load_s, 2), "tool_call": pct(every), **{k: pct(v) for k, v in sorted(times.items())}, "target_p50_ms": 20.0,
+           "chain_rank": {f"chain_order_{k}": pct(v) for k, v in rank_ms.items()}}
     if args.run:
         recorded = [ms for row in read_traces(args.run / "traces.jsonl") for a in row.get("agents") or [] for ms in a.get("tool_ms", [])]
         out["recorded_tool_call"] = pct(recorded)
