@@ -585,6 +585,11 @@ def test_order_gap_compares_a_chains_order_with_the_best_order_of_its_relations(
     bands = distance_bands(words)
     assert bands[(1, 3)] == "nation of 's parent" and bands[(3, 6)] == "what is the ?" and set(bands.values()) >= {"of 's"}
     assert name_distances("Which films did Ana direct?", "Cara") == [] and distance_bands([]) == {}
+    # a long question: words past `farthest` count as that far, so its bands stay bounded
+    long = " ".join(f"w{i}" for i in range(60)) + " X ?"
+    capped = name_distances(long, "X", farthest=24)
+    assert max(d for _, d in capped) == 24 and [d for _, d in capped][:37] == [24] * 37 and len(distance_bands(capped)) == 300
+    assert len(distance_bands(name_distances(long, "X"))) == 60 * 61 // 2
     # fit: a relation reads 1 against a band holding its word, else 0
     fit = lambda rel, band: float(rel in bands[band].split())  # noqa: E731
     assert order_gap(["parent", "nation"], fit, 5) == 0.0  # parent nearest the name: the question's order

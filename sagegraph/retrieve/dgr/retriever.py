@@ -63,6 +63,9 @@ from sagegraph.retrieve.timeline import Timeline
 
 PROMPT_VERSION = "dgr-11"
 FIRST_HOP_WORDS = 3  # `first_hop`: the words read on each side of a start's name
+# `chain_order`: words farther from a start's name count as this far (at most 300 bands a start;
+# no question of the synthetic KB or PathQuestion reaches it, so their figures are as measured)
+ORDER_WORDS = 24
 
 SYSTEM = """You explore a knowledge graph to find the nodes that answer a question.
 
@@ -280,7 +283,7 @@ class DGRRetriever(Retriever):
 
         @functools.cache
         def layout(start: int) -> tuple[tuple[str, int], ...]:
-            return tuple(name_distances(query, names[start])) if self.p.chain_order else ()
+            return tuple(name_distances(query, names[start], ORDER_WORDS)) if self.p.chain_order else ()
 
         entries = [(r, chain_phrase(typed(hops)), asked(start)) for r, (start, hops) in run.chains.items()]
         # (entry index, first relation's phrase, the words around the start's name) for `first_hop`

@@ -44,18 +44,21 @@ def name_window(question: str, name: str, words: int) -> str:
     return " ".join(before + after)
 
 
-def name_distances(question: str, name: str) -> list[tuple[str, int]]:
+def name_distances(question: str, name: str, farthest: int | None = None) -> list[tuple[str, int]]:
     """The question's words in order, the name's first mention left out, each with how many words
     it stands from that mention (1: beside it, on either side). A question says the relation that
     leaves the named node nearest the name and each later one farther out ('the nationality of the
     mother of X', "X's mother's nationality", 'films directed by people who acted in a film
-    produced by X'), whichever side it reads from. [] where the question does not hold the name."""
+    produced by X'), whichever side it reads from. [] where the question does not hold the name.
+    With `farthest`, words beyond it count as that far: the bands read (`distance_bands`) grow with
+    the square of the depth, so a long question costs a bounded number of encodings."""
     found = re.search(re.escape(name), question, flags=re.IGNORECASE) if name.strip() else None
     if found is None:
         return []
     before = re.findall(r"\S+", question[: found.start()])
     after = re.findall(r"\S+", question[found.end():])
-    return [(w, len(before) - i) for i, w in enumerate(before)] + [(w, i + 1) for i, w in enumerate(after)]
+    cap = farthest if farthest is not None else max(len(before), len(after))
+    return [(w, min(len(before) - i, cap)) for i, w in enumerate(before)] + [(w, min(i + 1, cap)) for i, w in enumerate(after)]
 
 
 def distance_bands(words: Sequence[tuple[str, int]]) -> dict[tuple[int, int], str]:
