@@ -169,6 +169,7 @@ class DGRParams(BaseModel):
     chain_order: float = Field(0.25, ge=0.0, le=2.0, description="with `fallback: chain`, a chain of two or more relations from a start the question names loses this weight times how much worse its relations read laid outward from that name in their order than in their best order (a question says the relation that leaves the named node nearest its name), since the graph's encoder barely reads a chain's order; chains of different relations rank as before (session 36: Hit@1 PathQuestion test 60 0.583 -> 0.600, synthetic 70 0.371 both); 0: off, as dgr-10 (not the paper's)")
     first_hop: float = Field(0.0, ge=0.0, le=2.0, description="with `fallback: chain`, each chain also scores this weight times how its first relation reads against the words around its start's name in the question (3 each side: 'the director of X' says which relation leaves X), since the graph's encoder barely reads a chain's order (session 35's synthetic three-hop trace: the question's chain 0.489, its relations in another order 0.492); 0: off (not the paper's)")
     reach_margin: float = Field(0.02, ge=0.0, le=1.0, description="with `chain_reach`, each relation a chain adds must read closer to the question than the chain it extends by more than this cosine (0: any gain, dgr-9's; not the paper's)")
+    margin_upto: int | None = Field(None, ge=2, description="with `reach_margin`, only a relation that makes a chain at most this long must gain more than the margin; a longer one any gain (2: the margin stops a second relation walking past a one-relation answer, what it was chosen for, and leaves a third relation to read closer at all; session 36's synthetic three-hop set: the margin kept 12 of 12 answers from first; None: every relation, not the paper's)")
     link_neighbours: bool = Field(False, description="with `link`, each named node is shown with its neighbours (up to neighbour_k, ranked by the question) as a neighbourhood search would list them, the walk's first relation taken for the agent (not the paper's)")
     link_prompt: bool = Field(True, description="with `link`, the prompt's rule for named entities says to walk from the listed nodes (false: the paper's rule, find each name by search first)")
     edge_path: bool = Field(False, description="search_in_neighborhood's edge_type may be a list of relation types, followed in order, listing the nodes at the path's end (the 2025 prototype's find_paths; not the paper's)")
@@ -307,7 +308,7 @@ class DGRRetriever(Retriever):
         for start, hops, phrase, ends in reached:  # shortest first: a chain's prefix is decided before it
             score = float(vec[phrase] @ vec[asked(start)])
             parent = kept.get((start, hops[:-1])) if len(hops) > 1 else -np.inf
-            if parent is not None and score > parent + self.p.reach_margin:  # a one-relation chain's parent is -inf
+            if parent is not None and score > parent + added_margin(len(hops), self.p.reach_margin, self.p.margin_upto):  # a one-relation chain's parent is -inf
                 kept[(start, hops)] = score
                 if around(start):
                     first = chain_phrase([(view.relation_types[hops[0][0]], hops[0][2])])
@@ -418,6 +419,12 @@ class DGRRetriever(Retriever):
                 run.answer = [int(x) for x in r.idx]
         out["counters"] = {"unnamed": 1, "unnamed_motifs": int(r.trace["ranked_by"] == "motifs")}
         return out | r.trace
+
+
+def added_margin(length: int, margin: float, upto: int | None) -> float:
+    """What a relation that makes a chain `length` long must read closer than the chain it extends
+    by (`reach_margin`, `margin_upto`): the margin up to `upto` relations, any gain past them."""
+    return margin if upto is None or length <= upto else 0.0
 
 
 def word_spans(words: list[str], longest: int = 12) -> list[str]:
