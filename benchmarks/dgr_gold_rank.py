@@ -22,6 +22,7 @@ from pathlib import Path
 from benchmarks.machine import machine
 from sagegraph.cliargs import key_values
 from sagegraph.config import load_llm_config
+from sagegraph.corpus.questions import matching_questions
 from sagegraph.eval.evaluate import read_questions
 from sagegraph.retrieve.dgr.retriever import DGRRetriever
 from sagegraph.retrieve.graph_index import GraphIndex
@@ -47,9 +48,7 @@ def main() -> None:
     args = ap.parse_args()
     graph = args.graph or Path(json.loads(next((args.sweep / "runs").glob("*/config.json")).read_text())["graph"])
     questions = read_questions(args.sweep / "questions.sample.jsonl")
-    for cond in args.where:
-        field, value = cond.split("=", 1)
-        questions = [q for q in questions if str(q.meta.get(field)) == value]
+    questions = matching_questions(questions, dict(cond.split("=", 1) for cond in args.where))
     llm = load_llm_config(args.llm)
     llm.cache_mode = "replay"
     g = GraphIndex(graph)

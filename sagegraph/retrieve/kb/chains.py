@@ -36,12 +36,20 @@ def name_window(question: str, name: str, words: int) -> str:
     out: where a question says which relation leaves the named node ('the director of X', "X's
     child"), whatever the rest of it says about the relations after. '' where the question does
     not hold the name (a start the agent found by search)."""
+    around = words_around(question, name)
+    if around is None or not words:
+        return ""
+    before, after = around
+    return " ".join(before[-words:] + after[:words])
+
+
+def words_around(question: str, name: str) -> tuple[list[str], list[str]] | None:
+    """The question's words before and after the name's first mention (case aside); None where
+    the question does not hold the name."""
     found = re.search(re.escape(name), question, flags=re.IGNORECASE) if name.strip() else None
     if found is None:
-        return ""
-    before = re.findall(r"\S+", question[: found.start()])[-words:] if words else []
-    after = re.findall(r"\S+", question[found.end():])[:words] if words else []
-    return " ".join(before + after)
+        return None
+    return re.findall(r"\S+", question[: found.start()]), re.findall(r"\S+", question[found.end():])
 
 
 def name_distances(question: str, name: str, farthest: int | None = None) -> list[tuple[str, int]]:
@@ -52,11 +60,10 @@ def name_distances(question: str, name: str, farthest: int | None = None) -> lis
     produced by X'), whichever side it reads from. [] where the question does not hold the name.
     With `farthest`, words beyond it count as that far: the bands read (`distance_bands`) grow with
     the square of the depth, so a long question costs a bounded number of encodings."""
-    found = re.search(re.escape(name), question, flags=re.IGNORECASE) if name.strip() else None
-    if found is None:
+    around = words_around(question, name)
+    if around is None:
         return []
-    before = re.findall(r"\S+", question[: found.start()])
-    after = re.findall(r"\S+", question[found.end():])
+    before, after = around
     cap = farthest if farthest is not None else max(len(before), len(after))
     return [(w, min(len(before) - i, cap)) for i, w in enumerate(before)] + [(w, min(i + 1, cap)) for i, w in enumerate(after)]
 
@@ -85,4 +92,5 @@ def order_gap(hops: Sequence[str], fit: Callable[[str, tuple[int, int]], float],
     def best(order: Sequence[str]) -> float:
         return max(sum(fit(h, (c[i], c[i + 1])) for i, h in enumerate(order)) for c in cuts) / k
 
-    return best(hops) - max(best(p) for p in set(permutations(hops)))
+    read = {order: best(order) for order in set(permutations(hops))}  # its own order among them
+    return read[tuple(hops)] - max(read.values())
