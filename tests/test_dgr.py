@@ -445,7 +445,7 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     the walk's chains end at her films, so `chain` answers a film; with `chain_reach: 2` the
     chains of two relations from the walk's start are read too, and the studio at the end of
     'produced by (Studio) of directed (Movie)' answers. The replies are the same."""
-    from sagegraph.retrieve.dgr.retriever import added_margin
+    from sagegraph.retrieve.dgr.retriever import DGRRetriever, added_margin
     from sagegraph.retrieve.kb.metapaths import chains_from
 
     ana, m1, studio = row(g, "p1"), row(g, "m1"), row(g, "s1")
@@ -465,6 +465,7 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     assert studio not in cut.idx and set(cut.idx) >= {m1, row(g, "m2")}
     assert list(upto.idx) == list(cut.idx)
     assert added_margin(2, 0.02, 2) == 0.02 and added_margin(3, 0.02, 2) == 0.0 and added_margin(3, 0.02, None) == 0.02
+    assert DGRRetriever.Params().margin_upto == 2  # the default since dgr-12; None is dgr-11's
     assert set(films.idx) == {m1, row(g, "m2")} and films.trace["counters"]["answers_beyond_walk"] == 0
     # an agent that walked from another node than the one the question names (Cara Diaz's films,
     # none made by the studio): with `reach_named` the chains from the named node (`link`) are read too
