@@ -376,3 +376,38 @@ def test_a_reply_of_one_endless_word_is_parsed_in_one_pass():
 
     parsed = parse_cypher("x" * 200_000 + ".y = 'z'", {"Person"}, {"DIRECTED"})
     assert parsed.target is None and parsed.counters["no_single_return"] == 1
+
+
+def test_a_theme_written_on_the_answer_name_ranks_the_named_nodes_answers_by_their_text(mini, tmp_path):
+    """`semantic_text`: the model writes the question's theme as a title (`m.title CONTAINS
+    'orchards'`, no film is called so) beside a named person; read as text, it no longer pins the
+    answer, and the person's films rank by their sentences against it (Red Orchard first). Off (the
+    paper's way) the theme is searched as a name, and as the rounds grow both constants another
+    person's films come first."""
+    from sagegraph.retrieve.af.ground import theme_conditions
+
+    g, view = mini
+    question = "Which films with Cara Diaz are about orchards?"
+    cypher = "MATCH (p:Person {name: 'Cara Diaz'})-[:DIRECTED]->(m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title"
+
+    def responder(body):
+        return 200, completion("Movie" if "Which type are the nodes" in _last_user(body) else f"```cypher\n{cypher}\n```")
+
+    with FakeOpenAI(responder) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        on = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False, semantic_text=True).search(question, 3)
+        off = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False).search(question, 3)
+    assert on.trace["counters"]["text_ranked"] == 1 and on.trace["steps"]["text_words"] == ["orchards"]
+    assert [g.source_ids[i] for i in on.idx[:2]] == ["m5", "m2"] and on.found_by[:2] == ["grounded", "grounded"]
+    assert off.trace["counters"]["text_ranked"] == 0 and g.source_ids[off.idx[0]] != "m5"
+
+    def themes(q):
+        p = parse_cypher(q, set(g.node_types()), set(view.relation_types))
+        return [(c.prop, c.value) for c in theme_conditions(view, p, True)]
+    named = "MATCH (p:Person {name: 'Cara Diaz'})-[:DIRECTED]->(m:Movie) WHERE "
+    assert themes(named + "m.title CONTAINS 'orchards' RETURN m.title") == [("title", "orchards")]
+    assert themes(named + "m.title CONTAINS 'Orchard' RETURN m.title") == []  # a title holds it: a name
+    assert themes(named + "m.description CONTAINS 'orchards' RETURN m.title") == []  # a description holds it: a filter
+    assert themes(named + "m.description CONTAINS 'spaceships' RETURN m.title") == [("description", "spaceships")]
+    assert themes("MATCH (m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title") == []  # nothing else named
+    assert themes("MATCH (p:Person {name: 'Cara Dias'})-[:DIRECTED]->(m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title") == []

@@ -109,6 +109,43 @@ def _test(col: Column, cond: Condition, within: np.ndarray) -> np.ndarray:
     return out
 
 
+def _names_a_node(view: KBView, sym: Symbol) -> bool:
+    """The symbol is pinned by a name the KB holds (exactly, once normalised)."""
+    return any(normalise(v) in view.name_index for c in sym.conditions if c.prop.lower() in NAME_KEYS and c.op in ("=", "in")
+               for v in (c.value if isinstance(c.value, list) else [c.value]) if isinstance(v, str))
+
+
+def theme_conditions(view: KBView, parsed: ParsedQuery, use_type: bool) -> list[Condition]:
+    """The target's `CONTAINS 'words'` conditions that say what the answer is about, not what it is
+    called or holds word for word: on a name key, words in no name of its type ("the films Nina
+    Rossi directed that involve a theatre" written `m.title CONTAINS 'theatre'`, where the KB keeps
+    the theme in the film's text); on any other key, words in no value of it. Only where another
+    symbol is pinned by a name the KB holds, so the rest of the query still finds a small set to
+    rank; without one the words stay the paper's way (a name to search, or a filter dropped). A
+    misspelled name is left alone too: it is the target's only name only if no other node is named,
+    and then it is not read as a theme."""
+    target = parsed.symbols.get(parsed.target) if parsed.target else None
+    if target is None or not any(_names_a_node(view, s) for v, s in parsed.symbols.items() if v != parsed.target):
+        return []
+    pool = np.zeros(view.n, dtype=bool)
+    if use_type and target.type:
+        pool[view.g.rows_of_type(target.type)] = True
+    else:
+        pool[:] = True
+    themes = []
+    for cond in target.conditions:
+        if cond.op != "contains" or not isinstance(cond.value, str) or not normalise(cond.value):
+            continue
+        if cond.prop.lower() in NAME_KEYS:
+            w = normalise(cond.value)
+            held = any(w in view.norm_names[i] for i in np.flatnonzero(pool))
+        else:
+            held = bool(_test(view.column(cond.prop), cond, pool).any())
+        if not held:
+            themes.append(cond)
+    return themes
+
+
 def filter_symbol(view: KBView, sym: Symbol, use_type: bool) -> Candidates:
     """Step 4, first half: type and non-name attributes filter hard. A filter that matches nothing
     is dropped and, for a constant, its text joins the search string (the paper's rule)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, usage_scope
-from sagegraph.retrieve.af.ground import Candidates, filter_symbol, ground, rank_constant
+from sagegraph.retrieve.af.ground import Candidates, filter_symbol, ground, rank_constant, theme_conditions
 from sagegraph.retrieve.af.parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
@@ -110,6 +110,11 @@ class AFParams(BaseModel):
                                             "sagegraph.retrieve.kb.grounding's repairs (counted; false: the paper's AF)")
     unnamed: Unnamed = Field("motifs", description=UNNAMED_HELP + "; a query whose property filter compares a value "
                                                    "(\"released after 2003\") is not unnamed")
+    semantic_text: bool = Field(False, description="a `CONTAINS 'words'` on the answer that no name of its type (or no value of "
+                                                   "its property) holds, in a query that names another node the KB holds, is read as what "
+                                                   "the answer is about: it no longer pins or filters the answer, and the grounded answers "
+                                                   "rank by how their closest sentence reads against the words (SPARK's `semantic_text`; "
+                                                   "not the paper's)")
 
 
 def _written(parsed: ParsedQuery, names_only: bool) -> list[str]:
@@ -152,7 +157,12 @@ class AFRetriever(Retriever):
 
     @classmethod
     def prepare(cls, graph, params: AFParams) -> list[str]:
-        return prepare_unnamed(graph, params.unnamed)
+        """`semantic_text` reads the sentence vectors of the graph's long texts (as SPARK's)."""
+        built = prepare_unnamed(graph, params.unnamed)
+        if params.semantic_text and "sentence vectors" not in built:
+            _ = graph.passages
+            built.append("sentence vectors")
+        return built
 
     @classmethod
     def oracle_reply(cls, messages: list[dict[str, Any]], gold: dict[str, Any]) -> str | None:
@@ -236,7 +246,7 @@ class AFRetriever(Retriever):
 
     def _run(self, query: str, k: int) -> Retrieval:
         counters = {"type_skipped": 0, "type_invalid": 0, "llm_refused": 0, "with_triplet": 0, "with_constant": 0,
-                    "grounded_any": 0, "vss_only": 0, "filters_unapplied": 0, "unnamed": 0, "unnamed_motifs": 0}
+                    "grounded_any": 0, "vss_only": 0, "filters_unapplied": 0, "unnamed": 0, "unnamed_motifs": 0, "text_ranked": 0}
         timeline = Timeline()
         steps: dict[str, Any] = {}
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events, "steps": steps}
@@ -296,6 +306,12 @@ class AFRetriever(Retriever):
         if parsed.target in parsed.symbols and parsed.symbols[parsed.target].type is None and y_type and self.p.type_mode != "lenient":
             parsed.symbols[parsed.target].type = y_type
         steps["parsed"] = _parsed_dict(parsed)
+        themes = theme_conditions(self.view, parsed, self.p.type_mode != "lenient") if self.p.semantic_text else []
+        if themes:  # the answer's theme ranks the grounded answers below instead of pinning them
+            t = parsed.symbols[parsed.target]
+            parsed = replace(parsed, symbols={**parsed.symbols, parsed.target: replace(t, conditions=[c for c in t.conditions if c not in themes])})
+            steps["text_words"] = [c.value for c in themes]
+            counters["text_ranked"] = 1
         counters["with_triplet"] = int(bool(parsed.triplets))
         counters["with_constant"] = int(bool(parsed.constants))
         # 4. candidates, 5. grounding
@@ -324,7 +340,7 @@ class AFRetriever(Retriever):
         kept: list[int] = []
         if grounded:
             rows = np.array(grounded, dtype=np.int64)
-            cos = self.g.vectors[rows] @ qv
+            cos = self.g.sentence_scores(" ".join(c.value for c in themes), rows) if themes else self.g.vectors[rows] @ qv
             order = np.lexsort((rows, -cos, np.array(rounds)))
             kept = [int(x) for x in rows[order][:keep_n]]
         # 7. VSS fill over the answer type
