@@ -405,6 +405,15 @@ def test_a_theme_written_on_the_answer_name_ranks_the_named_nodes_answers_by_the
         p = parse_cypher(q, set(g.node_types()), set(view.relation_types))
         return [(c.prop, c.value) for c in theme_conditions(view, p, True)]
     named = "MATCH (p:Person {name: 'Cara Diaz'})-[:DIRECTED]->(m:Movie) WHERE "
+    # a question that names no node keeps its motifs, the theme among them (the synthetic test
+    # sample's descriptive questions, where the model pinned a KB name the question does not hold)
+    copied = "MATCH (s:Studio {name: 'Northlight'})<-[:PRODUCED_BY]-(m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title"
+    with FakeOpenAI(lambda body: (200, completion("Movie" if "Which type are the nodes" in _last_user(body) else copied))) as server:
+        res = open_resources(g, _llm(server, tmp_path / "unnamed"))
+        unnamed = get_retriever("af", res, reranker="none", semantic_text=True).search("Which films are about orchards?", 3)
+    assert unnamed.trace["counters"]["unnamed_motifs"] == 1 and unnamed.trace["steps"]["unnamed"]["motifs"] == ["orchards"]
+    assert unnamed.trace["counters"]["text_ranked"] == 0 and "text_words" not in unnamed.trace["steps"]
+    assert {g.source_ids[i] for i in unnamed.idx[:2]} == {"m5", "m6"}
     assert themes(named + "m.title CONTAINS 'orchards' RETURN m.title") == [("title", "orchards")]
     assert themes(named + "m.title CONTAINS 'Orchard' RETURN m.title") == []  # a title holds it: a name
     assert themes(named + "m.description CONTAINS 'orchards' RETURN m.title") == []  # a description holds it: a filter

@@ -306,27 +306,29 @@ class AFRetriever(Retriever):
         if parsed.target in parsed.symbols and parsed.symbols[parsed.target].type is None and y_type and self.p.type_mode != "lenient":
             parsed.symbols[parsed.target].type = y_type
         steps["parsed"] = _parsed_dict(parsed)
-        themes = theme_conditions(self.view, parsed, self.p.type_mode != "lenient") if self.p.semantic_text else []
-        if themes:  # the answer's theme ranks the grounded answers below instead of pinning them
-            t = parsed.symbols[parsed.target]
-            parsed = replace(parsed, symbols={**parsed.symbols, parsed.target: replace(t, conditions=[c for c in t.conditions if c not in themes])})
-            steps["text_words"] = [c.value for c in themes]
-            counters["text_ranked"] = 1
         counters["with_triplet"] = int(bool(parsed.triplets))
         counters["with_constant"] = int(bool(parsed.constants))
+        asked = parsed  # what the model wrote: a question that names no node is ranked by all of it
+        themes = theme_conditions(self.view, parsed, self.p.type_mode != "lenient") if self.p.semantic_text else []
+        if themes:  # the answer's theme ranks the grounded answers (step 6) instead of pinning them
+            t = parsed.symbols[parsed.target]
+            parsed = replace(parsed, symbols={**parsed.symbols, parsed.target: replace(t, conditions=[c for c in t.conditions if c not in themes])})
         # 4. candidates, 5. grounding
         grounded: list[int] = []
         rounds: list[int] = []
         cands = self._candidates(parsed, counters) if parsed.target is not None else {}
         if cands:
             steps["candidates"] = {v: c.summary(self.view) for v, c in cands.items()}
-        if self.p.unnamed != "resolve" and self._unnamed(query, parsed, cands):
-            r = rank_unnamed(self.p.unnamed, self.view, self.hybrid, query, _written(parsed, names_only=False), y_type, k)
+        if self.p.unnamed != "resolve" and self._unnamed(query, asked, cands):
+            r = rank_unnamed(self.p.unnamed, self.view, self.hybrid, query, _written(asked, names_only=False), y_type, k)
             counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
             steps["unnamed"] = r.trace
             rows = [int(x) for x in r.idx]
             steps["kept"], steps["filled"] = 0, 0
             return Steps37([], [], rows, dict(zip(rows, r.found_by)))
+        if themes:
+            steps["text_words"] = [c.value for c in themes]
+            counters["text_ranked"] = 1
         if parsed.target is not None:
             tc = cands.get(parsed.target)
             if parsed.triplets or (tc is not None and (tc.constant or tc.filters_applied)):  # else nothing to ground
