@@ -395,8 +395,8 @@ def test_a_theme_written_on_the_answer_name_ranks_the_named_nodes_answers_by_the
 
     with FakeOpenAI(responder) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        on = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False, semantic_text=True).search(question, 3)
-        off = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False).search(question, 3)
+        on = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False).search(question, 3)  # the default since af-8
+        off = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False, semantic_text=False).search(question, 3)
     assert on.trace["counters"]["text_ranked"] == 1 and on.trace["steps"]["text_words"] == ["orchards"]
     assert [g.source_ids[i] for i in on.idx[:2]] == ["m5", "m2"] and on.found_by[:2] == ["grounded", "grounded"]
     assert off.trace["counters"]["text_ranked"] == 0 and g.source_ids[off.idx[0]] != "m5"
@@ -410,7 +410,7 @@ def test_a_theme_written_on_the_answer_name_ranks_the_named_nodes_answers_by_the
     copied = "MATCH (s:Studio {name: 'Northlight'})<-[:PRODUCED_BY]-(m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title"
     with FakeOpenAI(lambda body: (200, completion("Movie" if "Which type are the nodes" in _last_user(body) else copied))) as server:
         res = open_resources(g, _llm(server, tmp_path / "unnamed"))
-        unnamed = get_retriever("af", res, reranker="none", semantic_text=True).search("Which films are about orchards?", 3)
+        unnamed = get_retriever("af", res, reranker="none").search("Which films are about orchards?", 3)
     assert unnamed.trace["counters"]["unnamed_motifs"] == 1 and unnamed.trace["steps"]["unnamed"]["motifs"] == ["orchards"]
     assert unnamed.trace["counters"]["text_ranked"] == 0 and "text_words" not in unnamed.trace["steps"]
     assert {g.source_ids[i] for i in unnamed.idx[:2]} == {"m5", "m6"}

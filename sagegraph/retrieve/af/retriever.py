@@ -47,7 +47,11 @@ from sagegraph.retrieve.timeline import Timeline
 # by the motifs its query wrote (`unnamed`; the prompts are af-4's); `unnamed: resolve` is the paper's.
 # af-7: a name's nodes ranked through its fp32 vector (`GraphIndex.exact_vectors`, as DGR's chains
 # since dgr-9); both calls come before that ranking, so af-6's replies replay.
-PROMPT_VERSION = "af-7"
+# af-8: a theme the query writes on the answer's name or a property that holds it nowhere ranks the
+# grounded answers by their sentences (`semantic_text`; after both calls, so af-7's replies replay):
+# synthetic test 0.614 -> 0.686 (textual 0.3 -> 0.8), PathQuestion 0.250 both, passed on fresh
+# samples of unread questions (docs/results.md, session 37).
+PROMPT_VERSION = "af-8"
 
 # af-1 asked "Which type must a node have to answer the question below?"; the 1.5B local model then
 # named the type of the entity the question mentions in 19% of 70 questions ("Which films were
@@ -110,11 +114,11 @@ class AFParams(BaseModel):
                                             "sagegraph.retrieve.kb.grounding's repairs (counted; false: the paper's AF)")
     unnamed: Unnamed = Field("motifs", description=UNNAMED_HELP + "; a query whose property filter compares a value "
                                                    "(\"released after 2003\") is not unnamed")
-    semantic_text: bool = Field(False, description="a `CONTAINS 'words'` on the answer that no name of its type (or no value of "
-                                                   "its property) holds, in a query that names another node the KB holds, is read as what "
-                                                   "the answer is about: it no longer pins or filters the answer, and the grounded answers "
-                                                   "rank by how their closest sentence reads against the words (SPARK's `semantic_text`; "
-                                                   "not the paper's)")
+    semantic_text: bool = Field(True, description="a `CONTAINS 'words'` on the answer that no name of its type (or no value of "
+                                                  "its property) holds, in a query that names another node the KB holds, is read as what "
+                                                  "the answer is about: it no longer pins or filters the answer, and the grounded answers "
+                                                  "rank by how their closest sentence reads against the words (SPARK's `semantic_text`; "
+                                                  "the default since af-8; false: the paper's)")
 
 
 def _written(parsed: ParsedQuery, names_only: bool) -> list[str]:
