@@ -122,8 +122,8 @@ def theme_conditions(view: KBView, parsed: ParsedQuery, use_type: bool) -> list[
     the theme in the film's text); on any other key, words in no value of it. Only where another
     symbol is pinned by a name the KB holds, so the rest of the query still finds a small set to
     rank; without one the words stay the paper's way (a name to search, or a filter dropped). A
-    misspelled name is left alone too: it is the target's only name only if no other node is named,
-    and then it is not read as a theme."""
+    misspelled title beside a named node is read as a theme too: the named node's answers then rank
+    by how their text, not their names, reads against it."""
     target = parsed.symbols.get(parsed.target) if parsed.target else None
     if target is None or not any(_names_a_node(view, s) for v, s in parsed.symbols.items() if v != parsed.target):
         return []
