@@ -29,6 +29,7 @@ import json
 import re
 from pathlib import Path
 
+from benchmarks.kb_groups import latest_runs
 from benchmarks.machine import machine
 from sagegraph.eval.evaluate import read_questions
 from sagegraph.retrieve.graph_index import GraphIndex
@@ -88,11 +89,7 @@ def main() -> None:
     ap.add_argument("--label", action="append", required=True, help="a configuration's label (as in summary.csv); repeatable")
     ap.add_argument("--group", default="hops", help="the questions' grouping field (hops, family, qtype)")
     args = ap.parse_args()
-    runs = {}
-    for config in sorted((args.sweep / "runs").glob("*/config.json"), key=lambda p: p.stat().st_mtime):
-        c = json.loads(config.read_text())
-        if c["label"] in args.label and (config.parent / "metrics.json").exists():
-            runs[c["label"]] = config.parent  # the newest finished run of a label
+    runs = {label: run for label, run in latest_runs(args.sweep).items() if label in args.label}
     missing = set(args.label) - set(runs)
     if missing:
         raise SystemExit(f"{args.sweep}: no finished run labelled {sorted(missing)}")

@@ -35,12 +35,9 @@ def _mean(xs: list[float]) -> float | None:
     return round(sum(xs) / len(xs), 3) if xs else None
 
 
-def runs(sweep: Path, by: str) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
-    """(label, [(group, per-question row)]) per finished configuration, in run directory order."""
-    qfile = sweep / "questions.sample.jsonl"
-    if not qfile.exists():
-        raise SystemExit(f"{sweep}: no questions.sample.jsonl (a sweep with `sample:`)")
-    group = {q.id: str(q.meta.get(by, "")) for q in load_questions(qfile)}
+def latest_runs(sweep: Path) -> dict[str, Path]:
+    """Each finished configuration's run directory (those of the sweep's summary.csv; of a label run
+    more than once, e.g. under an older prompt version, the latest), in run directory order."""
     current = None  # the sweep's own grid, as its summary names it; runs of configurations since removed are left out
     if (sweep / "summary.csv").exists():
         import csv
@@ -56,8 +53,17 @@ def runs(sweep: Path, by: str) -> list[tuple[str, list[tuple[str, dict[str, Any]
             continue
         if label not in latest or (run / "metrics.json").stat().st_mtime > (latest[label] / "metrics.json").stat().st_mtime:
             latest[label] = run
+    return dict(sorted(latest.items(), key=lambda x: x[1].name))
+
+
+def runs(sweep: Path, by: str) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """(label, [(group, per-question row)]) per finished configuration, in run directory order."""
+    qfile = sweep / "questions.sample.jsonl"
+    if not qfile.exists():
+        raise SystemExit(f"{sweep}: no questions.sample.jsonl (a sweep with `sample:`)")
+    group = {q.id: str(q.meta.get(by, "")) for q in load_questions(qfile)}
     out = []
-    for label, run in sorted(latest.items(), key=lambda x: x[1].name):
+    for label, run in latest_runs(sweep).items():
         rows = [json.loads(line) for line in (run / "per_query.jsonl").read_text().splitlines() if line.strip()]
         out.append((label, [(group.get(r["qid"], ""), r) for r in rows]))
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -109,6 +110,11 @@ def _test(col: Column, cond: Condition, within: np.ndarray) -> np.ndarray:
     return out
 
 
+def _rows_naming(view: KBView, rows: np.ndarray, words: str):
+    """The rows whose normalised name holds `words` (normalised), lazily: a caller may want one."""
+    return (int(i) for i in rows if words in view.norm_names[i])
+
+
 def _names_a_node(view: KBView, sym: Symbol) -> bool:
     """The symbol is pinned by a name the KB holds (exactly, once normalised)."""
     return any(normalise(v) in view.name_index for c in sym.conditions if c.prop.lower() in NAME_KEYS and c.op in ("=", "in")
@@ -137,8 +143,7 @@ def theme_conditions(view: KBView, parsed: ParsedQuery, use_type: bool) -> list[
         if cond.op != "contains" or not isinstance(cond.value, str) or not normalise(cond.value):
             continue
         if cond.prop.lower() in NAME_KEYS:
-            w = normalise(cond.value)
-            held = any(w in view.norm_names[i] for i in np.flatnonzero(pool))
+            held = next(_rows_naming(view, np.flatnonzero(pool), normalise(cond.value)), None) is not None
         else:
             held = bool(_test(view.column(cond.prop), cond, pool).any())
         if not held:
@@ -189,7 +194,7 @@ def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vec
             rows = view.name_index.get(normalise(v), np.zeros(0, np.int64))
             if cond.op == "contains" and not len(rows):
                 w = normalise(v)
-                rows = np.array([i for i in np.flatnonzero(mask) if w in view.norm_names[i]][:l_max], dtype=np.int64)
+                rows = np.array(list(islice(_rows_naming(view, np.flatnonzero(mask), w), l_max)), dtype=np.int64)
             exact += [int(i) for i in rows if mask[i]]
     exact = list(dict.fromkeys(exact))
     c.exact = len(exact)
