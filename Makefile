@@ -50,10 +50,11 @@ test: setup
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # The committed LLM replies (benchmarks/replies/<build>/<sweep>.jsonl.gz) into each build's reply
-# cache, so the KB sweeps replay on a fresh machine with 0 calls (build the KBs first).
+# cache, so the KB sweeps replay on a fresh machine with 0 calls (build the KBs first). They were
+# exported before replies recorded their requests, so they are imported trusting their keys (--unbound).
 replies: setup
 	@for d in benchmarks/replies/*/; do b=$$(basename $$d); for f in $$d*.jsonl.gz; do \
-		$(BIN)/sagegraph llm import $$f work/$$b/cache/llm.sqlite || exit 1; done; done
+		$(BIN)/sagegraph llm import --unbound $$f work/$$b/cache/llm.sqlite || exit 1; done; done
 
 # The tuned selector encoders the KB sweeps' tuned rows read (docs/llm-retrievers.md, "A tuned
 # selector encoder"): labels of training questions (gold as training labels only), then

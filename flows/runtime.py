@@ -31,11 +31,16 @@ ENV_DEFAULTS = {
 
 
 def apply_env_defaults(work_dir: Path) -> None:
-    """Set defaults without overriding what the user exported; Prefect's home lives in the work dir."""
+    """Set defaults without overriding what the user exported; Prefect's home lives in the work dir,
+    which must be sagegraph's (`ownership.claim`) before it is written."""
+    from sagegraph.ownership import claim, mark
+
+    claim(work_dir)
     for key, value in ENV_DEFAULTS.items():
         os.environ.setdefault(key, value)
     os.environ.setdefault("PREFECT_HOME", str(Path(work_dir).resolve() / ".prefect"))
     Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    mark(work_dir)
 
 
 @contextlib.contextmanager

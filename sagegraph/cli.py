@@ -230,6 +230,9 @@ def _query(args: argparse.Namespace) -> int:
     from sagegraph.retrieve.graph_index import GraphIndex
     from sagegraph.retrieve.resources import open_resources
 
+    from sagegraph.corpus.questions import checked_question_text
+
+    checked_question_text(args.question)
     cfg = _eval_config(args)
     g = GraphIndex(_graph_dir(args.graph_dir))
     res = open_resources(g, _llm_config(args, cfg.needs_llm()))
@@ -284,8 +287,8 @@ def _llm_export(args: argparse.Namespace) -> int:
 def _llm_import(args: argparse.Namespace) -> int:
     from sagegraph.eval.replies import import_replies
 
-    added, kept = import_replies(Path(args.file), Path(args.cache))
-    print(json.dumps({"added": added, "already_present": kept, "cache": str(args.cache)}))
+    written, kept = import_replies(Path(args.file), Path(args.cache), replace=args.replace, unbound=args.unbound)
+    print(json.dumps({"added" if not args.replace else "written": written, "already_present": kept, "cache": str(args.cache)}))
     return 0
 
 
@@ -445,9 +448,13 @@ def parser() -> argparse.ArgumentParser:
     le.add_argument("file", type=Path, help="JSONL to write; a name ending in .gz is gzip-compressed, the same bytes for the same replies")
     le.add_argument("--cache", type=Path, help="reply cache to read (default: the graph's cache/llm.sqlite, from the run's config.json)")
     le.set_defaults(func=_llm_export)
-    li = lsub.add_parser("import", help="add exported replies to a reply cache (existing keys are kept)")
+    li = lsub.add_parser("import", help="add exported replies to a reply cache, each checked to answer only the request it recorded "
+                         "(every line checked before any is written; existing keys are kept)")
     li.add_argument("file", type=Path, help="JSONL written by export (.gz read as gzip)")
     li.add_argument("cache", type=Path, help="reply cache file, e.g. data/kb-synth/out/cache/llm.sqlite")
+    li.add_argument("--replace", action="store_true", help="a corrected archive: its replies replace those under the same keys")
+    li.add_argument("--unbound", action="store_true", help="accept rows that carry no request to check their key against "
+                    "(archives exported before requests were recorded, such as benchmarks/replies/): only from a source you trust")
     li.set_defaults(func=_llm_import)
 
     t = sub.add_parser("trace", help="print what an LLM retriever did for one question of a run (its calls, or what its class shows: agents' steps)")

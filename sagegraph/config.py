@@ -212,8 +212,8 @@ def read_yaml_mapping(path: str | Path, what: str = "config") -> dict:
     """A YAML file holding a mapping, or a ConfigError naming the file (and the line of a syntax
     error): every config reader (build, sweep, LLM profile) goes through here."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"{path}: {what} file not found")
+    if not path.is_file():
+        raise ConfigError(f"{path}: {what} file not found" if not path.exists() else f"{path}: a folder, not a {what} file")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -232,10 +232,13 @@ def load_config(path: str | Path, **overrides) -> BuildConfig:
     path = Path(path)
     data = read_yaml_mapping(path)
     if "extends" in data:  # a variant names its base config and overrides a few fields
-        base_path = (path.parent / data.pop("extends")).resolve()
-        if not base_path.exists():
+        base = data.pop("extends")
+        if not isinstance(base, str) or not base.strip():
+            raise ConfigError(f"{path}: extends: expected the path of a base config, got {base!r}"[:300])
+        base_path = (path.parent / base).resolve()
+        if not base_path.is_file():
             raise ConfigError(f"{path}: extends: {base_path} not found")
-        data = _deep_merge(yaml.safe_load(base_path.read_text(encoding="utf-8")) or {}, data)
+        data = _deep_merge(read_yaml_mapping(base_path, "base config"), data)
     try:
         cfg = BuildConfig.model_validate(data)
     except ValidationError as exc:

@@ -63,5 +63,10 @@ class StoreUnavailable(StoreError, InfraError):
     """The graph store cannot be reached (server gone, connection refused)."""
 
 
+class GraphMissing(StoreUnavailable):
+    """The store graph a reader was given does not exist (never loaded, or deleted under it): an
+    outage of this run, never an empty result."""
+
+
 class CypherInvalid(StoreError):
     """The engine could not parse or plan a query (its message is kept for one repair attempt)."""

@@ -73,12 +73,16 @@ class Usage:
     work_prompt_tokens: int = 0
     work_completion_tokens: int = 0
     work_seconds: float = 0.0
+    # Served from replies imported from an archive (`sagegraph llm import`): their counts are the
+    # archive's, not this machine's.
+    imported: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, prompt: int, completion: int, cost: float, cached: bool, seconds: float = 0.0, retries: int = 0,
-            finish: str = "stop") -> None:
+            finish: str = "stop", imported: bool = False) -> None:
         with self._lock:
             self.calls += 1
+            self.imported += int(imported)
             self.truncated += int(finish not in GOOD_FINISH and finish != EMPTY)
             self.malformed += int(finish == EMPTY)
             self.cached += int(cached)
@@ -132,6 +136,7 @@ class Reply:
     seconds: float = 0.0
     key: str = ""
     finish_reason: str | None = "stop"
+    imported: bool = False  # from an archive, not asked on this machine
 
     @property
     def whole(self) -> bool:
@@ -146,17 +151,20 @@ def estimate_tokens(text: str) -> int:
 class ReplyCache:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.file = SQLiteFile(path, "CREATE TABLE IF NOT EXISTS reply (key TEXT PRIMARY KEY, text TEXT, prompt INT, completion INT, created REAL, extra TEXT)")
+        # `request`: what the key is the hash of, so an exported reply can be checked to answer
+        # only the request it recorded (`eval.replies.import_replies`).
+        self.file = SQLiteFile(path, "CREATE TABLE IF NOT EXISTS reply (key TEXT PRIMARY KEY, text TEXT, prompt INT, completion INT, created REAL, extra TEXT, request TEXT)")
         self._migrated = False
 
     def _db(self) -> sqlite3.Connection:
         db = self.file.conn()
-        if not self._migrated:  # caches written before tool calls existed lack the `extra` column
+        if not self._migrated:  # caches written before tool calls (or recorded requests) lack a column
             cols = {r[1] for r in db.execute("PRAGMA table_info(reply)")}
-            if "extra" not in cols:
-                with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
-                    with db:
-                        db.execute("ALTER TABLE reply ADD COLUMN extra TEXT")
+            for column in ("extra", "request"):
+                if column not in cols:
+                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+                        with db:
+                            db.execute(f"ALTER TABLE reply ADD COLUMN {column} TEXT")
             self._migrated = True
         return db
 
@@ -165,7 +173,8 @@ class ReplyCache:
         if not row:
             return None
         extra = json.loads(row[3]) if row[3] else {}
-        return Reply(row[0], row[1], row[2], True, extra.get("tool_calls", []), extra.get("seconds", 0.0), key, extra.get("finish_reason", "stop"))
+        return Reply(row[0], row[1], row[2], True, extra.get("tool_calls", []), extra.get("seconds", 0.0), key, extra.get("finish_reason", "stop"),
+                     imported=bool(extra.get("imported")))
 
     def inflight(self, key: str):
         """A cross-process lock for requests whose keys share a 3-hex-digit bucket (4,096 files at
@@ -176,35 +185,49 @@ class ReplyCache:
         folder.mkdir(parents=True, exist_ok=True)
         return FileLock(str(folder / f"{key[:3]}.lock"))
 
-    def put(self, key: str, reply: Reply) -> None:
+    def put(self, key: str, reply: Reply, request: dict[str, Any] | None = None) -> None:
         extra = {"tool_calls": reply.tool_calls, "seconds": reply.seconds}
         if not reply.whole:
             extra["finish_reason"] = reply.finish_reason
-        extra = json.dumps(extra)
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra) VALUES (?,?,?,?,?,?)",
-                       (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time(), extra))
+            db.execute("INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra, request) VALUES (?,?,?,?,?,?,?)",
+                       (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time(), json.dumps(extra),
+                        json.dumps(request, sort_keys=True) if request is not None else None))
 
     def rows(self, keys: list[str] | None = None) -> Iterator[dict[str, Any]]:
         """Cached replies as JSONL-ready dicts (`sagegraph llm export`), all or the given keys."""
         db = self._db()
+        columns = "key, text, prompt, completion, created, extra, request"
         if keys is None:
-            cur = db.execute("SELECT key, text, prompt, completion, created, extra FROM reply")
+            cur = db.execute(f"SELECT {columns} FROM reply")
         else:
-            cur = (r for k in keys for r in db.execute("SELECT key, text, prompt, completion, created, extra FROM reply WHERE key=?", (k,)))
-        for key, text, prompt, completion, created, extra in cur:
-            yield {"key": key, "text": text, "prompt_tokens": prompt, "completion_tokens": completion, "created": created, "extra": json.loads(extra) if extra else {}}
+            cur = (r for k in keys for r in db.execute(f"SELECT {columns} FROM reply WHERE key=?", (k,)))
+        for key, text, prompt, completion, created, extra, request in cur:
+            row = {"key": key, "text": text, "prompt_tokens": prompt, "completion_tokens": completion, "created": created,
+                   "extra": json.loads(extra) if extra else {}}
+            if request:
+                row["request"] = json.loads(request)
+            yield row
 
-    def insert(self, row: dict[str, Any]) -> bool:
-        """Add one exported reply; an existing key is kept. True when it was new."""
+    def insert_all(self, rows: list[dict[str, Any]], replace: bool = False) -> int:
+        """Add checked exported replies in one transaction (all or none); an existing key is kept,
+        or replaced where `replace`. The number written."""
         db = self._db()
-        if db.execute("SELECT 1 FROM reply WHERE key=?", (row["key"],)).fetchone():
-            return False
+        written = 0
         with db:
-            db.execute("INSERT INTO reply (key, text, prompt, completion, created, extra) VALUES (?,?,?,?,?,?)",
-                       (row["key"], row["text"], int(row["prompt_tokens"]), int(row["completion_tokens"]), float(row.get("created") or time.time()),
-                        json.dumps(row.get("extra") or {})))
-        return True
+            for row in rows:
+                if not replace and db.execute("SELECT 1 FROM reply WHERE key=?", (row["key"],)).fetchone():
+                    continue
+                db.execute("INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra, request) VALUES (?,?,?,?,?,?,?)",
+                           (row["key"], row["text"], row["prompt_tokens"], row["completion_tokens"], row.get("created") or time.time(),
+                            json.dumps(row.get("extra") or {}), json.dumps(row["request"], sort_keys=True) if row.get("request") else None))
+                written += 1
+        return written
+
+
+def request_key(request: dict[str, Any]) -> str:
+    """A reply's cache key: the hash of the request it answers (`LLMClient.request`)."""
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def require_credentials(cfg: LLMConfig) -> str | None:
@@ -289,8 +312,9 @@ class LLMClient:
             self._client = OpenAI(base_url=self.base_url, api_key=key or "unused", timeout=self.cfg.timeout_s, max_retries=0)
         return self._client
 
-    def cache_key(self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0) -> str:
-        """Fields at their default are left out, so keys written before they existed stay valid."""
+    def request(self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0) -> dict[str, Any]:
+        """Everything a reply answers, as recorded beside it; its hash is the reply's key. Fields at
+        their default are left out, so keys written before they existed stay valid."""
         payload: dict[str, Any] = {"v": CACHE_VERSION, "model": self.cfg.model, "messages": messages, "params": params}
         if self.base_url:
             payload["base_url"] = self.base_url
@@ -298,7 +322,10 @@ class LLMClient:
             payload["tools"] = tools
         if sample:
             payload["sample"] = sample
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+        return payload
+
+    def cache_key(self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0) -> str:
+        return request_key(self.request(messages, params, tools, sample))
 
     def cost(self, prompt: int, completion: int) -> float:
         return (prompt * self.cfg.price_input_per_mtok + completion * self.cfg.price_output_per_mtok) / 1e6
@@ -318,8 +345,9 @@ class LLMClient:
             params["response_format"] = response_format
         if tools and tool_choice is not None:
             params["tool_choice"] = tool_choice
-        key = self.cache_key(messages, params, tools, sample)
-        return self._once(key, lambda: self._fetch(key, messages, params, tools, sample, accept),
+        request = self.request(messages, params, tools, sample)
+        key = request_key(request)
+        return self._once(key, lambda: self._fetch(key, request, messages, params, tools, sample, accept),
                           f"no recorded reply for this request to {self.cfg.model} (key {key[:12]}); "
                           "import the run's replies (`sagegraph llm import`) or set llm.cache_mode: live")
 
@@ -327,14 +355,15 @@ class LLMClient:
         """A computation by a model in this process (GraphRAFT's candidate scoring), cached and
         counted like a call: `run()` gives (text, prompt tokens, completion tokens); `params` must
         name what makes the result (the model file, the candidates)."""
-        key = self.cache_key(messages, {"local": params})
+        request = self.request(messages, {"local": params})
+        key = request_key(request)
 
         def make() -> Reply:
             t0 = time.perf_counter()
             text, prompt, completion = run()
             reply = Reply(text=text, prompt_tokens=prompt, completion_tokens=completion, cached=False, seconds=time.perf_counter() - t0, key=key)
             self._count(reply, 0.0)
-            self.cache.put(key, reply)
+            self.cache.put(key, reply, request)
             return reply
 
         return self._once(key, make, f"no recorded local result for this request (key {key[:12]}); set llm.cache_mode: live")
@@ -375,7 +404,8 @@ class LLMClient:
         if hit is not None:
             for u in (self.usage, _SCOPE.get()):
                 if u is not None:
-                    u.add(hit.prompt_tokens, hit.completion_tokens, 0.0, cached=True, seconds=hit.seconds, finish=hit.finish_reason)
+                    u.add(hit.prompt_tokens, hit.completion_tokens, 0.0, cached=True, seconds=hit.seconds, finish=hit.finish_reason,
+                          imported=hit.imported)
         return hit
 
     def _ask_again(self, hit: Reply) -> bool:
@@ -383,16 +413,15 @@ class LLMClient:
             return False
         return hit.finish_reason in (EMPTY, REFUSED) or self.cfg.reask_cut
 
-    def _fetch(self, key: str, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None, sample: int,
-               accept: Callable[[str], Any] | None) -> Reply:
-        if tools:
-            params = {**params, "tools": tools}
+    def _fetch(self, key: str, request: dict[str, Any], messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None,
+               sample: int, accept: Callable[[str], Any] | None) -> Reply:
+        params = {**params, "tools": tools} if tools else dict(params)  # `request` holds the caller's: never changed here
         if sample and params.get("temperature", 0) > 0 and self.cfg.send_seed:
             params["seed"] = sample
         try:
             reply, retries = self._call(messages, params)
         except LLMRequestRefused as exc:
-            self.cache.put(key, Reply(text=str(exc), prompt_tokens=0, completion_tokens=0, cached=False, key=key, finish_reason=REFUSED))
+            self.cache.put(key, Reply(text=str(exc), prompt_tokens=0, completion_tokens=0, cached=False, key=key, finish_reason=REFUSED), request)
             exc.key = key
             raise
         reply.key = key
@@ -402,14 +431,14 @@ class LLMClient:
             # in usage.truncated / usage.malformed). Recorded with its finish_reason so a rerun
             # reproduces it (`_cached` says when a live run asks again).
             log.warning("%s reply not whole (finish_reason %r); recorded as such", self.cfg.model, reply.finish_reason)
-            self.cache.put(key, reply)
+            self.cache.put(key, reply, request)
             return reply
         if accept is not None:
             try:
                 accept(reply.text)  # raises on a bad reply: nothing is cached, the caller decides
             except Exception as exc:
                 raise ReplyRejected(f"unusable reply from {self.cfg.model}: {exc}") from exc
-        self.cache.put(key, reply)
+        self.cache.put(key, reply, request)
         return reply
 
     def _call(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[Reply, int]:

@@ -26,6 +26,27 @@ STRUCTURAL_EDGE_TYPES = (SAME_SOURCE, NEXT_CHUNK)
 SIMILAR_PREFIX = "SIMILAR_"
 
 
+_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+# Store properties of every node that are sagegraph's own: a KB field of one of these names is
+# stored as `field_<name>` so it cannot overwrite them (a field named `text` replaced the node's text).
+RESERVED_PROPERTIES = {"id", "modality", "type", "text", "topic", "source_id", "metadata", "embedding", "entities", "position"}
+
+
+def safe_label(name: str) -> str:
+    """Labels and relationship types cannot be parameters in Cypher, so they are whitelisted text.
+    Two names can end as one (`depends-on`, `depends on`): `corpus.kb` refuses a KB where they do."""
+    cleaned = "".join(c if c in _SAFE else "_" for c in name)
+    if not cleaned or cleaned[0].isdigit():
+        cleaned = "T_" + cleaned
+    return cleaned
+
+
+def property_key(field_name: str) -> str:
+    """The store property a KB field is kept under."""
+    key = safe_label(field_name)
+    return f"field_{key}" if key in RESERVED_PROPERTIES else key
+
+
 def content_id(*parts: str, prefix: str = "") -> str:
     """A stable 16-hex id of the given parts; the prefix keeps modalities readable in dumps."""
     h = hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]

@@ -18,10 +18,11 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from sagegraph.errors import SageGraphError
+from sagegraph.ownership import claim, mark
 from sagegraph.processes import running
 
 log = logging.getLogger("sagegraph.lock")
@@ -44,10 +45,14 @@ def _read_note(fd: int) -> dict:
 
 
 @contextlib.contextmanager
-def hold(directory: Path, what: str = "run") -> Iterator[None]:
+def hold(directory: Path, what: str = "run", owned: bool = True) -> Iterator[None]:
     """Hold `directory` for this process (re-entrant within it) or raise DirectoryLocked naming the
-    holder. Threads and child processes of the holder are not locked out."""
-    directory = Path(directory).resolve()
+    holder. Threads and child processes of the holder are not locked out. `owned`: the directory
+    is one sagegraph writes as a whole, so it must be sagegraph's (`ownership.claim`), checked
+    before the lock file is made beside it."""
+    if owned:
+        claim(directory, what)
+    directory = Path(directory).expanduser().resolve()
     directory.parent.mkdir(parents=True, exist_ok=True)
     path = lock_path(directory)
     key = str(path.resolve())
@@ -73,6 +78,8 @@ def hold(directory: Path, what: str = "run") -> Iterator[None]:
             yield
         finally:
             _HELD.discard(key)
+            if owned:
+                mark(directory, what)  # made while held: sagegraph's
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -86,3 +93,62 @@ def lock_path(directory: Path) -> Path:
     directory = Path(directory).resolve()
     return directory.parent / f".{directory.name}.lock"
 
+
+
+# ---- reader leases on a graph generation ------------------------------------------------------
+# A reader (an evaluation, a sweep's worker, `sagegraph query`) holds a shared `flock` on its
+# generation's lease file for as long as it reads it; a publication retires a generation only
+# when it can take that lock exclusively, and deletes it while holding it. The kernel drops a
+# dead reader's lock, so a killed evaluation never pins a generation for ever.
+LEASE_FILE = ".readers.lock"
+
+
+class GenerationGone(SageGraphError):
+    """The generation a reader resolved was retired before its lease was taken."""
+
+
+class ReaderLease:
+    """A shared lease on `generation` (a graph folder) for this object's lifetime (or `release`)."""
+
+    def __init__(self, generation: Path):
+        self.generation = Path(generation)
+        self._fd: int | None = None
+        try:
+            fd = os.open(self.generation / LEASE_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise GenerationGone(f"{self.generation}: cannot lease it ({exc.strerror})") from None
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits while a publication deletes it
+        if not (self.generation / "nodes.parquet").exists():  # deleted before this lease was granted
+            os.close(fd)
+            raise GenerationGone(f"{self.generation}: retired by a rebuild before it could be read")
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def retiring(generation: Path) -> Iterator[bool]:
+    """True (and every new reader kept waiting) when no reader holds `generation`, so the block may
+    delete it; False when one does: it must be kept until a later publication."""
+    lease = Path(generation) / LEASE_FILE
+    try:
+        fd = os.open(lease, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield True  # no lease file can be made: nothing can read it either
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)

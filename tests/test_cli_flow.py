@@ -88,7 +88,7 @@ def test_workers_start_and_warm_up_beside_the_api_server(tmp_path, monkeypatch):
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     marks = tmp_path / "marks"
     marks.mkdir()
-    with flow_runtime(tmp_path, RunnerConfig(n_workers=2, threads_per_worker=1), warm=functools.partial(_record_worker, str(marks))) as (api, runner):
+    with flow_runtime(tmp_path / "work", RunnerConfig(n_workers=2, threads_per_worker=1), warm=functools.partial(_record_worker, str(marks))) as (api, runner):
         seen = [p.read_text() for p in marks.glob("*.txt")]
         assert len(seen) == 2 and set(seen) == {api} and api.startswith("http://127.0.0.1:")
         assert runner.address and os.environ["PREFECT_API_URL"] == api

@@ -234,7 +234,9 @@ def test_the_engine_stops_at_the_row_cap_and_the_time_limit(falkor, monkeypatch)
     received = []
     rows_of = FalkorStore._rows
     monkeypatch.setattr(FalkorStore, "_rows", staticmethod(lambda res: received.append(len(res.result_set)) or rows_of(res)))
-    rows, truncated = falkor.read_untrusted("UNWIND range(1, 2500000) AS x RETURN x", max_rows=1000)
-    assert len(rows) == 1000 and truncated and received == [1001]  # the engine sent 1,001 rows, not 2.5M
+    rows, truncated = falkor.read_untrusted("UNWIND range(1, 1000) AS x UNWIND range(1, 1000) AS y RETURN x * y AS x", max_rows=1000)
+    assert len(rows) == 1000 and truncated and received == [1001]  # the engine sent 1,001 rows, not 1M
     with pytest.raises(StoreError, match="timed out"):
-        falkor.read_untrusted("UNWIND range(1, 20000000) AS x WITH x ORDER BY x DESC RETURN x", timeout_ms=100)
+        falkor.read_untrusted("UNWIND range(1, 100000) AS x UNWIND range(1, 100000) AS y RETURN count(*) AS c", timeout_ms=100)
+    with pytest.raises(StoreError, match="mem consumption"):  # the engine's memory bound, before any row leaves it
+        falkor.read_untrusted("RETURN range(1, 10000000) AS x", timeout_ms=1000)

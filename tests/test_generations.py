@@ -98,6 +98,7 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     assert now.graph.dir != old_gen and now.store.count_nodes() == second["store"]["nodes"]
     assert up_to_date(second["cfg"]) is not None
     now.close()
+    now.graph.close()  # done reading: its generation may be retired by a later publication
     reader.close()
 
     rec = rollback_graph(cfg)

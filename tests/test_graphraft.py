@@ -514,7 +514,7 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
     _publish(out, weights("three"))
     assert (out / "model.bin").read_text() == "three" and sorted(p.name for p in tmp_path.iterdir()) == ["enc"]
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sagegraph.runlock import hold\n"
-                               f"with hold({str(out)!r}, 'train-selector'):\n    print('held', flush=True); time.sleep(60)"],
+                               f"with hold({str(out)!r}, 'train-selector', owned=False):\n    print('held', flush=True); time.sleep(60)"],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -373,7 +373,7 @@ def test_an_empty_or_cut_reply_is_counted_and_never_served_again_as_good(tmp_pat
         assert getattr(u, counter) == 1 and not first.whole
         # A replay of this run reproduces the reply it recorded, and counts it again ...
         replay = LLMClient(LLMConfig(base_url=server.base_url, model="m", cache_mode="replay"), tmp_path / "other.sqlite")
-        assert replay.cache.insert(next(client.cache.rows([first.key])))
+        assert replay.cache.insert_all([next(client.cache.rows([first.key]))]) == 1
         with usage_scope() as u:
             assert replay.chat([{"role": "user", "content": "plan"}]).whole is False
         assert getattr(u, counter) == 1 and len(server.requests) == 1

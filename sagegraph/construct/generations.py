@@ -61,13 +61,16 @@ def publish(out: Path, gen_dir: Path) -> dict[str, Any]:
     if link.is_symlink() and current == gen_dir:
         return record(out)
     if current is not None and not link.is_symlink():
+        if not is_generation(current):
+            raise ConfigError(f"{link}: a folder sagegraph did not write is where the published graph goes; "
+                              "move it out of the way (sagegraph never moves or deletes files it did not write)")
         legacy = out / GRAPHS / "legacy"
         if legacy.exists():
             move_aside(legacy, "old")
         legacy.parent.mkdir(parents=True, exist_ok=True)
         current = link.rename(legacy).resolve()
     _switch(out, gen_dir)
-    rec = {"current": gen_dir.name, "previous": current.name if current is not None and current != gen_dir else None,
+    rec = {"current": gen_dir.name, "previous": current.name if current is not None and current != gen_dir and is_generation(current) else None,
            "published_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     write_json(out / GRAPHS / RECORD, rec)
     return rec
@@ -85,13 +88,20 @@ def rollback(out: Path) -> dict[str, Any]:
     return publish(out, out / GRAPHS / previous)
 
 
+def is_generation(path: Path) -> bool:
+    """A graph folder a build wrote: its first file (`nodes.fingerprint`, written with its nodes)
+    or its manifest is there. Anything else under `graphs/` is not sagegraph's to delete."""
+    path = Path(path)
+    return path.is_dir() and not path.is_symlink() and ((path / "nodes.fingerprint").is_file() or (path / "manifest.json").is_file())
+
+
 def retired(out: Path) -> list[Path]:
-    """Generations neither published now nor kept for a rollback: what a publication deletes (the
-    build lock is held, so none of them is being written)."""
+    """Generations neither published now nor kept for a rollback: what a publication deletes once
+    no reader holds them (the build lock is held, so none of them is being written)."""
     rec = record(out)
     keep = {rec.get("current"), rec.get("previous")}
     root = Path(out) / GRAPHS
-    return [d for d in sorted(root.iterdir()) if d.is_dir() and d.name not in keep] if root.is_dir() and rec else []
+    return [d for d in sorted(root.iterdir()) if d.name not in keep and is_generation(d)] if root.is_dir() and rec else []
 
 
 def keep_stats(out: Path, gen_dir: Path) -> None:
@@ -118,5 +128,8 @@ def restore_stats(out: Path, gen_dir: Path) -> None:
 
 
 def drop(dirs: list[Path]) -> None:
+    """Deletes generations whose `runlock.retiring` lease is held: `nodes.parquet` first, so a
+    reader that reaches one while it goes finds no graph there (`runlock.ReaderLease`)."""
     for d in dirs:
+        (d / "nodes.parquet").unlink(missing_ok=True)
         shutil.rmtree(d, ignore_errors=True)

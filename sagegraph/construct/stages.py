@@ -8,6 +8,7 @@ Prefect tasks in `tasks/` call these; tests call them directly.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -574,11 +575,23 @@ def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
     layout = Layout.of(cfg)
     rec = generations.publish(cfg.out, layout.graph)
     generations.keep_stats(cfg.out, layout.graph)
-    old = generations.retired(cfg.out)
-    if old and cfg.store.backend in MULTI_GRAPH:
-        _drop_store_graphs(cfg, [d for d in old if (d / "manifest.json").exists()])
-    generations.drop(old)
+    retire_unread(cfg)
     return rec
+
+
+def retire_unread(cfg: BuildConfig) -> None:
+    """Deletes the retired generations no reader holds (`runlock.retiring`), on disk and in the
+    store; one a running evaluation still reads is kept, and goes at a later publication."""
+    from sagegraph.runlock import retiring
+
+    old = generations.retired(cfg.out)
+    with contextlib.ExitStack() as stack:
+        free = [d for d in old if stack.enter_context(retiring(d))]
+        if held := sorted(set(old) - set(free)):
+            log.info("kept retired generations a reader still holds: %s", ", ".join(d.name for d in held))
+        if free and cfg.store.backend in MULTI_GRAPH:
+            _drop_store_graphs(cfg, [d for d in free if (d / "manifest.json").exists()])
+        generations.drop(free)
 
 
 def _drop_store_graphs(cfg: BuildConfig, dirs: list[Path]) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sagegraph.errors import InputError
 
@@ -14,7 +15,9 @@ OnError = Literal["raise", "skip"]
 OnDuplicate = Literal["error", "last"]
 T = TypeVar("T")
 INT64 = (-(2**63), 2**63 - 1)
-_SUSPECT = re.compile(rb"NaN|Infinity|\d{19,}")
+# Cheap byte patterns of a line that may hold a value no store keeps: a non-finite number, a long
+# integer, an escaped NUL or UTF-16 surrogate (JSON can spell a lone one, which no UTF-8 text holds).
+_SUSPECT = re.compile(rb"NaN|Infinity|\d{19,}|\\u0000|\\u[dD][89a-fA-F]")
 
 
 @dataclass
@@ -42,6 +45,8 @@ def read_jsonl(path: Path, policy: ErrorPolicy) -> Iterator[tuple[int, dict[str,
     """Yield (line_number, object); undecodable or malformed lines go through the policy."""
     if not path.exists():
         raise InputError(path, None, None, "file not found")
+    if not path.is_file():
+        raise InputError(path, None, None, "is a folder (or another non-file), not a JSONL file")
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
@@ -77,7 +82,12 @@ def unstorable_value(obj: Any, where: str = "") -> tuple[str, str] | None:
         return where or "(value)", f"{obj} is not a finite number"
     if isinstance(obj, int) and not isinstance(obj, bool) and not INT64[0] <= obj <= INT64[1]:
         return where or "(value)", f"integer {obj} does not fit in 64 bits (write it as a string)"
+    if isinstance(obj, str):
+        return _bad_text(obj, where or "(value)")
     if isinstance(obj, dict):
+        for k in obj:
+            if (bad := _bad_text(str(k), f"{where}.{k}" if where else str(k))) is not None:
+                return bad
         items = obj.items()
     elif isinstance(obj, list):
         items = ((f"[{i}]", v) for i, v in enumerate(obj))
@@ -87,6 +97,17 @@ def unstorable_value(obj: Any, where: str = "") -> tuple[str, str] | None:
         sub = f"{where}{k}" if str(k).startswith("[") else (f"{where}.{k}" if where else str(k))
         if (bad := unstorable_value(v, sub)) is not None:
             return bad
+    return None
+
+
+def _bad_text(text: str, where: str) -> tuple[str, str] | None:
+    """A NUL character (the store's strings end at one) or a lone surrogate (not Unicode text)."""
+    if "\x00" in text:
+        return where, "holds a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return where, f"holds a lone UTF-16 surrogate (U+{ord(text[exc.start]):04X}), not Unicode text"
     return None
 
 

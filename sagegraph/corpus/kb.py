@@ -15,9 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sagegraph.corpus.jsonl import ErrorPolicy, load_numbered, load_records, require
+from sagegraph.corpus.jsonl import ErrorPolicy, load_numbered, require
 from sagegraph.corpus.records import KBObject, KBRelation
 from sagegraph.errors import InputError
+from sagegraph.model import property_key, safe_label
 
 NODES = "nodes.jsonl"
 EDGES = "edges.jsonl"
@@ -53,11 +54,34 @@ def parse_kb_edge(obj: dict[str, Any], path: Path, lineno: int) -> KBRelation:
     )
 
 
+class _StoreNames:
+    """Names a KB gives (types, field keys, relation types) against what the store keeps them as
+    (`safe_label`, `property_key`): two different names kept as one would merge silently in the
+    store, so the second one is an error naming its line."""
+
+    def __init__(self, path: Path, policy: ErrorPolicy):
+        self.path, self.policy = path, policy
+        self.first: dict[tuple[str, str], tuple[str, int]] = {}  # (what, stored) -> (name, line)
+
+    def ok(self, what: str, name: str, stored: str, lineno: int, field: str) -> bool:
+        seen = self.first.setdefault((what, stored), (name, lineno))
+        if seen[0] == name:
+            return True
+        self.policy.handle(InputError(self.path, lineno, field, f"{what} {name!r} is kept in the graph store as {stored!r}, as {what} "
+                                      f"{seen[0]!r} (line {seen[1]}) is: they would merge; rename one"))
+        return False
+
+
 def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], list[KBRelation]]:
-    nodes = load_records(root / NODES, parse_kb_node, policy, key=lambda n: n.id)
+    names = _StoreNames(root / NODES, policy)
+    nodes = [n for lineno, n in load_numbered(root / NODES, parse_kb_node, policy, key=lambda n: n.id)
+             if names.ok("node type", n.type, safe_label(n.type), lineno, "type")
+             and all(names.ok("field", k, property_key(k), lineno, f"fields.{k}") for k in n.fields)]
     known = {n.id for n in nodes}
     edges_path = root / EDGES
     numbered = load_numbered(edges_path, parse_kb_edge, policy) if edges_path.exists() else []
+    relation_names = _StoreNames(edges_path, policy)
+    numbered = [(lineno, e) for lineno, e in numbered if relation_names.ok("relation type", e.type, safe_label(e.type), lineno, "type")]
     for lineno, e in numbered:
         if e.src not in known or e.dst not in known:
             missing = e.src if e.src not in known else e.dst

@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from sagegraph.corpus.jsonl import ErrorPolicy, load_records, require
 from sagegraph.corpus.ottqa import parse_question as parse_ottqa_question
 from sagegraph.corpus.records import Question
-from sagegraph.errors import InputError
+from sagegraph.errors import ConfigError, InputError
 from sagegraph.runfiles import write_text_whole
 
 KB_KEYS = {"id", "question", "answer_ids"}
@@ -30,10 +31,33 @@ def parse_kb_question(obj: dict[str, Any], path: Path, lineno: int) -> Question:
                     meta={k: v for k, v in obj.items() if k not in KB_KEYS})
 
 
+# A question is sent to retrievers, encoders and models whole and written into every trace: one of
+# 50 MB took 88 s and 7.7 GB. Longer ones are refused with their line; SAGEGRAPH_MAX_QUESTION_CHARS
+# raises the bound for a collection that needs it (read where questions are read, Dask workers too).
+MAX_QUESTION_CHARS = 4_000
+
+
+def max_question_chars() -> int:
+    value = os.environ.get("SAGEGRAPH_MAX_QUESTION_CHARS", "")
+    if not value:
+        return MAX_QUESTION_CHARS
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"SAGEGRAPH_MAX_QUESTION_CHARS={value!r}: expected a positive whole number")
+    return int(value)
+
+
+def checked_question_text(text: str, where: str = "question") -> str:
+    """`text` when it is within the bound (`max_question_chars`); raises ConfigError otherwise."""
+    if len(text) > (limit := max_question_chars()):
+        raise ConfigError(f"{where}: {len(text):,} characters; at most {limit:,} (SAGEGRAPH_MAX_QUESTION_CHARS)")
+    return text
+
+
 def parse_question(obj: dict[str, Any], path: Path, lineno: int) -> Question:
-    if "answer_ids" in obj:
-        return parse_kb_question(obj, path, lineno)
-    return parse_ottqa_question(obj, path, lineno)
+    question = parse_kb_question(obj, path, lineno) if "answer_ids" in obj else parse_ottqa_question(obj, path, lineno)
+    if len(question.text) > (limit := max_question_chars()):
+        raise InputError(path, lineno, "question", f"{len(question.text):,} characters; at most {limit:,} (SAGEGRAPH_MAX_QUESTION_CHARS)")
+    return question
 
 
 def load_questions(path: Path, policy: ErrorPolicy | None = None) -> list[Question]:

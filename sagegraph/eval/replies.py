@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sagegraph.errors import InputError, SageGraphError
-from sagegraph.llm import ReplyCache
+from sagegraph.llm import ReplyCache, request_key
 from sagegraph.retrieve.timeline import llm_keys
 from sagegraph.runfiles import read_traces, replaced, run_dirs
 
@@ -59,7 +60,11 @@ def export_replies(path: Path, out: Path, cache: Path | None = None) -> int:
         keys = [k for k in reply_keys(run) if k not in rows]
         if not keys:
             continue
-        c = ReplyCache(cache or cache_of(run))
+        path = Path(cache or cache_of(run))
+        if not path.is_file():  # opening it would make an empty cache there, and every key would be "missing"
+            raise SageGraphError(f"{run}: its reply cache {path} does not exist here (a relative path is read from the folder "
+                                 "the command runs in: run it from the one the run was made in, or pass --cache)")
+        c = ReplyCache(path)
         got = {r["key"]: r for r in c.rows(keys)}
         missing = [k for k in keys if k not in got]
         if missing:
@@ -72,32 +77,86 @@ def export_replies(path: Path, out: Path, cache: Path | None = None) -> int:
     return len(rows)
 
 
-def import_replies(path: Path, cache: Path) -> tuple[int, int]:
-    """(added, already present). Every line is checked before any is written."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, None, None, "file not found")
-    rows = []
+# An archive is data from outside: bounded before it is read whole (a 150 KB gzip can expand to
+# 150 MB), and every field checked before anything is written. A committed sweep's archive is
+# under 1 MB expanded.
+MAX_ARCHIVE_BYTES = 64 * 2**20
+MAX_REPLY_CHARS = 1_000_000
+MAX_TOKENS = 10_000_000
+MAX_SECONDS = 86_400.0
+_EXTRA_FIELDS: dict[str, type | tuple[type, ...]] = {"tool_calls": list, "seconds": (int, float), "finish_reason": (str, type(None))}
+_REQUEST_FIELDS = {"v", "model", "messages", "params", "base_url", "tools", "sample"}
+
+
+def _read_bounded(path: Path) -> str:
     try:
         with _open(path, "r") as fh:
-            text = fh.read()
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+            text = fh.read(MAX_ARCHIVE_BYTES + 1)
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
         raise InputError(path, None, None, f"cannot read: {exc}") from None
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    if len(text) > MAX_ARCHIVE_BYTES:
+        raise InputError(path, None, None, f"expands past {MAX_ARCHIVE_BYTES // 2**20} MB; a reply archive is far smaller (split it)")
+    return text
+
+
+def _count(value: Any, path: Path, lineno: int, name: str, limit: float) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or not 0 <= value <= limit:
+        raise InputError(path, lineno, name, f"expected a number from 0 to {limit:,.0f}, got {value!r}"[:200])
+
+
+def checked_row(row: Any, path: Path, lineno: int, unbound: bool) -> dict[str, Any]:
+    """One archive line's reply, every field checked; raises InputError naming line and field."""
+    if not isinstance(row, dict) or not _KEY.match(str(row.get("key", ""))):
+        raise InputError(path, lineno, "key", "expected a 64-hex-digit reply key")
+    unknown = set(row) - {"key", "text", "prompt_tokens", "completion_tokens", "created", "extra", "request"}
+    if unknown:
+        raise InputError(path, lineno, min(unknown), "not a field of a reply archive")
+    if not isinstance(row.get("text"), str) or len(row["text"]) > MAX_REPLY_CHARS:
+        raise InputError(path, lineno, "text", f"expected the reply text (at most {MAX_REPLY_CHARS:,} characters)")
+    for name in ("prompt_tokens", "completion_tokens"):
+        if not isinstance(row.get(name), int) or isinstance(row.get(name), bool):
+            raise InputError(path, lineno, name, "expected an integer")
+        _count(row[name], path, lineno, name, MAX_TOKENS)
+    if row.get("created") is not None:
+        _count(row["created"], path, lineno, "created", 4e9)
+    extra = row.get("extra") or {}
+    if not isinstance(extra, dict):
+        raise InputError(path, lineno, "extra", "expected a mapping")
+    for name, value in extra.items():
+        if name not in _EXTRA_FIELDS or not isinstance(value, _EXTRA_FIELDS[name]) or isinstance(value, bool):
+            raise InputError(path, lineno, f"extra.{name}", "not a field of a reply, or not of its type")
+    if "seconds" in extra:
+        _count(extra["seconds"], path, lineno, "extra.seconds", MAX_SECONDS)
+    for call in extra.get("tool_calls", []):
+        if not isinstance(call, dict) or set(call) - {"id", "name", "arguments"} or not all(isinstance(v, str) for v in call.values()):
+            raise InputError(path, lineno, "extra.tool_calls", "expected {id, name, arguments} with text values")
+    request = row.get("request")
+    if request is None:
+        if not unbound:
+            raise InputError(path, lineno, "request", "the row does not carry the request it answers, so it cannot be checked to answer only "
+                             "that one; import it with --unbound only if you trust where the archive came from")
+    elif not isinstance(request, dict) or set(request) - _REQUEST_FIELDS or request_key(request) != row["key"]:
+        raise InputError(path, lineno, "request", "does not hash to the row's key: the reply would answer a request it was not given")
+    return {**row, "extra": {**extra, "imported": path.name}}
+
+
+def import_replies(path: Path, cache: Path, replace: bool = False, unbound: bool = False) -> tuple[int, int]:
+    """(written, kept as they were). The whole archive is read within MAX_ARCHIVE_BYTES and every
+    line checked (`checked_row`) before one is written; then all are written in one transaction.
+    A key already in the cache keeps its reply unless `replace` (a corrected archive). `unbound`
+    accepts rows that carry no request to check their key against: trusted archives only."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, None, "file not found" if not path.exists() else "not a file")
+    rows = []
+    for lineno, line in enumerate(_read_bounded(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, lineno, None, f"not JSON: {exc.msg}") from None
-        if not isinstance(row, dict) or not _KEY.match(str(row.get("key", ""))):
-            raise InputError(path, lineno, "key", "expected a 64-hex-digit reply key")
-        if not isinstance(row.get("text"), str):
-            raise InputError(path, lineno, "text", "expected the reply text")
-        for f in ("prompt_tokens", "completion_tokens"):
-            if not isinstance(row.get(f), int):
-                raise InputError(path, lineno, f, "expected an integer")
-        rows.append(row)
-    c = ReplyCache(Path(cache))
-    added = sum(c.insert(r) for r in rows)
-    return added, len(rows) - added
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InputError(path, lineno, None, f"not JSON: {getattr(exc, 'msg', 'nested too deep')}") from None
+        rows.append(checked_row(row, path, lineno, unbound))
+    written = ReplyCache(Path(cache)).insert_all(rows, replace=replace)
+    return written, len(rows) - written

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import json
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,7 @@ class SweepConfig(BaseModel):
     concurrency: int = Field(1, ge=1, description="questions answered at once per configuration (LLM retrievers)")
     timeout_s: float | None = Field(None, gt=0, description="seconds a question may take before it is scored as retrieving nothing")
     mlflow_traces: bool = Field(True, description="log each LLM retriever's queries as MLflow traces")
+    max_configurations: int = Field(500, ge=1, description="a grid expanding to more configurations than this is refused before any work (a mistyped axis can mean 10,000 runs); raise it for a sweep that means it")
 
     @model_validator(mode="after")
     def _graph_or_build(self) -> "SweepConfig":
@@ -123,11 +125,17 @@ def llm_settings(cfg: SweepConfig, override: Path | None = None) -> LLMConfig | 
     return LLMConfig() if any(c.needs_llm() for c in configurations(cfg)) else None
 
 
+# Combinations one `params` block may cross to before the sweep's own bound is checked.
+MAX_GRID = 100_000
+
+
 def param_grid(params: dict[str, Any]) -> list[dict[str, Any]]:
     """{"repair": [true, false], "max_rows": 500} -> [{"repair": True, "max_rows": 500}, {"repair": False, ...}]."""
     axes = {k: (v if isinstance(v, list) else [v]) for k, v in params.items()}
     if any(not v for v in axes.values()):
         raise ConfigError(f"params: every axis needs at least one value ({', '.join(k for k, v in axes.items() if not v)})")
+    if (size := math.prod(len(v) for v in axes.values())) > MAX_GRID:
+        raise ConfigError(f"params: the axes cross to {size:,} combinations; at most {MAX_GRID:,} are expanded")
     return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
 
 
@@ -172,6 +180,9 @@ def configurations(cfg: SweepConfig) -> list[EvalConfig]:
             for edges in variants if c.retriever_class.uses_edges else [""]:
                 v = dataclasses.replace(c, edges=edges)
                 seen.setdefault(v.key(), v)
+        if len(seen) > cfg.max_configurations:
+            raise ConfigError(f"grid.{i}: the grid expands to more than {cfg.max_configurations} configurations "
+                              f"({len(seen)} so far); set max_configurations if the sweep means it")
     return list(seen.values())
 
 

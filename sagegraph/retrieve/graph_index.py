@@ -23,6 +23,7 @@ from sagegraph.graph import Adjacency
 from sagegraph.index.bm25 import BM25Index
 from sagegraph.index.dense import DenseIndex
 from sagegraph.index.passages import PassageIndex
+from sagegraph.runlock import GenerationGone, ReaderLease
 
 
 @lru_cache(maxsize=4)
@@ -37,10 +38,17 @@ class GraphIndex:
         # Pinned: a build's `out/graph` is a link to its published generation, and every file of
         # this index (some read lazily) comes from the one it named now, whatever a rebuild
         # publishes meanwhile. `out` stays the build's folder (its runs, its reply cache).
+        # A reader's lease keeps a rebuild from deleting the generation (and its store graph)
+        # while this object reads it; one retired in the instant before the lease is resolved again.
         self.dir = given.resolve()
         self.out = given.parent.parent if given.parent.name == "graphs" else given.parent
         if not (self.dir / "nodes.parquet").exists():
             raise SageGraphError(f"{self.dir}: no built graph here (nodes.parquet missing); run `sagegraph build` first")
+        try:
+            self.lease = ReaderLease(self.dir)
+        except GenerationGone:
+            self.dir = given.resolve()
+            self.lease = ReaderLease(self.dir)
         nodes = pq.read_table(self.dir / "nodes.parquet", columns=["id", "modality", "type", "source_id", "text", "title"])
         self.ids = np.array(nodes.column("id").to_pylist(), dtype=object)
         self.source_ids = np.array(nodes.column("source_id").to_pylist(), dtype=object)
@@ -58,6 +66,11 @@ class GraphIndex:
         self.dense_kind = dense_kind
         self._memo: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._memo_size = memo
+
+    def close(self) -> None:
+        """Done reading: a later publication may retire this generation. (A reader that never calls
+        this holds it until the object or the process goes.)"""
+        self.lease.release()
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from sagegraph.errors import GraphMissing
 from sagegraph.model import Edge, Node, edges_to_table
 from sagegraph.store.diff import GraphDiff, edge_key_batches
 from sagegraph.store.mapping import NODE_LABEL, node_label, node_row, safe_label
@@ -156,11 +157,17 @@ class GraphStore(ABC):
         return self.run_writes(Write(edge_write_query(rtype, create), rows, n) for rtype, rows, n in self.edge_batches(table, batch_size))
 
     def count_nodes(self) -> int:
-        rows = self.read("MATCH (n) RETURN count(n) AS c")
+        try:
+            rows = self.read("MATCH (n) RETURN count(n) AS c")
+        except GraphMissing:  # a graph not loaded yet holds nothing
+            return 0
         return int(rows[0]["c"]) if rows else 0
 
     def count_edges(self) -> int:
-        rows = self.read("MATCH ()-[r]->() RETURN count(r) AS c")
+        try:
+            rows = self.read("MATCH ()-[r]->() RETURN count(r) AS c")
+        except GraphMissing:  # a graph not loaded yet holds nothing
+            return 0
         return int(rows[0]["c"]) if rows else 0
 
     def neighbours(self, node_id: str, edge_type: str | None = None, limit: int = 100) -> list[dict[str, Any]]:

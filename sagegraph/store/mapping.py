@@ -6,36 +6,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Node
+from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Node, property_key, safe_label
 
 NODE_LABEL = "Node"
 MODALITY_LABELS = {DOC_CHUNK: "DocChunk", TABLE_CHUNK: "TableChunk", ENTITY: "Entity"}
-_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-
-
-def safe_label(name: str) -> str:
-    """Labels and relationship types cannot be parameters in Cypher, so they are whitelisted text."""
-    cleaned = "".join(c if c in _SAFE else "_" for c in name)
-    if not cleaned or cleaned[0].isdigit():
-        cleaned = "T_" + cleaned
-    return cleaned
 
 
 # Properties every node has for sagegraph's own use; a schema card for Cypher writers leaves them out.
 INTERNAL_PROPERTIES = {"modality", "type", "text", "source_id", "position", "topic", "entities", "metadata", "embedding"}
 # Store labels that say what kind of node a row is rather than what it is.
 GENERIC_LABELS = {NODE_LABEL, *MODALITY_LABELS.values()}
-_RESERVED = {"id", "modality", "type", "source_id", "metadata", "embedding", "entities", "position"}
 
 
 def kb_properties(fields: dict[str, Any]) -> dict[str, Any]:
-    """A KB object's fields as typed node properties (`m.year > 2000` must compare numbers); a
-    field named like one of sagegraph's own properties is stored as `field_<name>`."""
+    """A KB object's fields as typed node properties (`m.year > 2000` must compare numbers), each
+    under its `property_key`."""
     out = {}
     for k, v in fields.items():
-        key = safe_label(k)
-        if key in _RESERVED:
-            key = f"field_{key}"
+        key = property_key(k)
         if isinstance(v, (dict, tuple)) or (isinstance(v, list) and not all(isinstance(x, (str, int, float, bool)) for x in v)):
             v = json.dumps(v, ensure_ascii=False)
         out[key] = v

@@ -40,6 +40,16 @@ ALLOWED_PROCEDURES = {
 # may reach the file system or the network and is refused.
 ALLOWED_FUNCTION_NAMESPACES = {"date", "datetime", "localdatetime", "time", "localtime", "duration", "point", "vector", "vec"}
 
+# Bounds on what reaches the engine, checked on the text and its tokens before it is sent.
+# FalkorDB parses nested brackets in time exponential in their depth, before any time limit
+# applies (depth 18 0.6 s, 21 5.2 s); a model's real queries nest a handful deep. A pattern's
+# work grows with its relationships (11 undirected hops ran 16.5 s on a 2 s limit), so the
+# relationships a query walks, each variable-length one at its upper bound, are capped too; an
+# unbounded `*` could walk the whole graph and is refused.
+MAX_QUERY_CHARS = 20_000
+MAX_NESTING = 12
+MAX_HOPS = 8
+
 _WS = " \t\n\r"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIGITS = re.compile(r"\d+")
@@ -209,6 +219,66 @@ def check(tokens: list[Token]) -> None:
                     raise ReadOnlyViolation(f"a backticked function name ({name!r}) is not allowed")
 
 
+def check_bounds(tokens: list[Token]) -> None:
+    """Raise ReadOnlyViolation for a query nested deeper than MAX_NESTING brackets or walking more
+    than MAX_HOPS relationships (`bounded_hops`)."""
+    code = [t for _, t in _code(tokens)]
+    depth = deepest = 0
+    for t in code:
+        if t.text in "([{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_NESTING:
+                    raise ReadOnlyViolation(f"brackets nested deeper than {MAX_NESTING}: refused before the engine parses them")
+        elif t.text in ")]}":
+            depth -= 1
+    if (hops := bounded_hops(code)) > MAX_HOPS:
+        raise ReadOnlyViolation(f"the query walks {hops} relationships (variable-length ones at their upper bound); at most {MAX_HOPS}")
+
+
+def bounded_hops(code: list[Token]) -> int:
+    """The relationships the query's patterns walk: one per `-[...]-` or `--`, a variable-length
+    one counted at its upper bound. An unbounded one (`*`, `*2..`) raises ReadOnlyViolation."""
+    hops = 0
+    k = 0
+    while k < len(code):
+        t = code[k]
+        nxt = code[k + 1].text if k + 1 < len(code) else ""
+        if t.text == "-" and nxt == "-":  # `--`, `-->`, `<--`: one relationship, no details
+            hops += 1
+            k += 2
+            continue
+        if t.text == "-" and nxt == "[":
+            end, depth = k + 1, 0
+            while end < len(code):
+                depth += {"[": 1, "]": -1}.get(code[end].text, 0)
+                if depth == 0:
+                    break
+                end += 1
+            hops += _relationship_length(code[k + 2 : end])
+            k = end + 1
+            continue
+        k += 1
+    return hops
+
+
+def _relationship_length(inside: list[Token]) -> int:
+    """How many hops one relationship's details (the tokens between its brackets) allow at most."""
+    star = next((i for i, t in enumerate(inside) if t.text == "*"), None)
+    if star is None:
+        return 1
+    rest = [t.text for t in inside[star + 1 :]]
+    lower = int(rest[0]) if rest and rest[0].isdigit() else None
+    after = rest[1:] if lower is not None else rest
+    if after[:2] == [".", "."]:
+        if len(after) > 2 and after[2].isdigit():
+            return int(after[2])  # `*..3`, `*1..3`
+    elif lower is not None:
+        return lower  # `*3`: exactly three
+    raise ReadOnlyViolation("a variable-length relationship without an upper bound (`*`, `*2..`) may walk the whole graph; write `*1..3`")
+
+
 def _depths(code: list[tuple[int, Token]]) -> list[int]:
     depth, out = 0, []
     for _, t in code:
@@ -240,6 +310,8 @@ def cap_rows(tokens: list[Token], limit: int) -> list[Token]:
             b -= 1
         returns = [k for k in range(a, b) if code[k][1].word == "RETURN" and depth[k] == 0]
         if not returns:
+            if any(code[k][1].word == "CALL" and depth[k] == 0 for k in range(a, b)):  # a standalone CALL yields every row
+                raise ReadOnlyViolation("a procedure call without a final RETURN cannot be held to the row cap")
             continue
         limits = [k for k in range(returns[-1], b) if code[k][1].word == "LIMIT" and depth[k] == 0]
         if not limits:
@@ -269,8 +341,11 @@ def guard_untrusted(query: str, max_rows: int) -> str:
     Raises ReadOnlyViolation for anything refused."""
     if not query or not query.strip():
         raise ReadOnlyViolation("empty query")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ReadOnlyViolation(f"a query of {len(query):,} characters; at most {MAX_QUERY_CHARS:,}")
     tokens = tokenize(query)
     check(tokens)
+    check_bounds(tokens)
     return render(cap_rows(tokens, max_rows))
 
 

@@ -201,6 +201,7 @@ class AgentRun:
     searches: list[str] = field(default_factory=list)  # what its global searches asked for, in order (`unnamed`'s motifs)
     linked: int = 0  # nodes shown with the question (`link`)
     beyond_walk: bool = False  # its fallback's first node lies on a chain beyond its walk (`chain_reach`)
+    reach_capped: int = 0  # starts whose `chain_reach` walk stopped at its bound (`metapaths.WalkBudget`: a hub)
     steps: int = 0
     stop: Stop = "t_max"
     fallback_from: Fallback | None = None  # which results an agent that added nothing answered (None: it answered)
@@ -222,7 +223,7 @@ class AgentRun:
 
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
-                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "searches": self.searches, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "beyond_walk": self.beyond_walk, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
+                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "searches": self.searches, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "beyond_walk": self.beyond_walk, "reach_capped": self.reach_capped, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
                 "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls, "early_finishes": self.early_finishes,
                 "cut_salvaged": self.cut_salvaged, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}

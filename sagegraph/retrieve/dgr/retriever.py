@@ -57,7 +57,7 @@ from sagegraph.retrieve.dgr.tools import (ANSWER, FINISH, GLOBAL, GLOBAL_KIND, N
 from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
 from sagegraph.retrieve.kb.chains import chain_phrase, distance_bands, masked_question, name_distances, name_window, order_gap
 from sagegraph.retrieve.kb.entities import name_words
-from sagegraph.retrieve.kb.metapaths import chains_from
+from sagegraph.retrieve.kb.metapaths import WalkBudget, chains_from
 from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed, word_motifs
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.timeline import Timeline
@@ -298,8 +298,10 @@ class DGRRetriever(Retriever):
         if self.p.chain_reach:
             starts = [start for start, _ in run.chains.values()] + (named if self.p.reach_named else [])
             for start in dict.fromkeys(starts):
+                walk = WalkBudget()  # a hub's chains are bounded, and the run says so
                 reached += [(start, hops, chain_phrase([(view.relation_types[c], t) for c, _, t in hops]), ends)
-                            for hops, ends in chains_from(view, start, self.p.chain_reach)]
+                            for hops, ends in chains_from(view, start, self.p.chain_reach, budget=walk)]
+                run.reach_capped += int(walk.capped)
         # Exact vectors either way (a tuned encoder runs in fp32): through the graph's query vectors
         # (bf16 where the build was) a chain's rank moved with the questions encoded before it.
         encode = self.encoder.vectors if self.encoder is not None else self.g.exact_vectors
@@ -489,7 +491,7 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
                            "invalid_calls": 0, "parse_errors": 0, "text_tool_calls": 0, "repeated_calls": 0, "stop_finish": 0, "stop_t_max": 0, "stop_budget": 0,
                            "stop_refused": 0, "stop_repeats": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0,
                            "relaxed_filters": 0, "answers_by_name": 0, "answers_on_stop": 0, "linked_nodes": 0, "early_finishes": 0, "cut_replies_salvaged": 0,
-                           "answers_beyond_walk": 0}
+                           "answers_beyond_walk": 0, "reach_capped": 0}
     for r in runs:
         c["steps"] += r.steps
         c["global_calls"] += r.tools[GLOBAL]
@@ -509,6 +511,7 @@ def counters(runs: list[AgentRun]) -> dict[str, float]:
         c["answers_on_stop"] += int(r.answered_on_stop)
         c["linked_nodes"] += r.linked
         c["answers_beyond_walk"] += int(r.fallback and r.beyond_walk)
+        c["reach_capped"] += r.reach_capped
         c["early_finishes"] += r.early_finishes
         c["cut_replies_salvaged"] += r.cut_salvaged
     return c

@@ -75,7 +75,7 @@ def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | 
     project's directory lock, as builds and sweeps hold theirs): a second is refused at once."""
     out = Path(out)
     _check_destination(out)
-    with hold(out, "train-selector"):
+    with hold(out, "train-selector", owned=False):
         return _train(labels, out, base, epochs, batch_size, lr, negatives, seed, report, mine_with)
 
 

@@ -6,6 +6,7 @@ keeping its direction, so a chain says who directed whom."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,10 +45,29 @@ def hop_groups(view: KBView, rows: np.ndarray, exclude: np.ndarray | None = None
     return out_groups
 
 
-def chains_from(view: KBView, start: int, depth: int, max_frontier: int = 2000) -> Iterator[tuple[tuple[HopKey, ...], np.ndarray]]:
+@dataclass
+class WalkBudget:
+    """Bounds on one `chains_from` walk: the incident relations it may examine and the chains it may
+    yield. On the development KBs a walk of three relations examined at most 140,374 relations
+    (synthetic, from its largest hub) and yielded at most 222 chains; from a node with 200,000
+    relations an unbounded walk yielded 16,840 chains reaching 1.2M nodes, and one through it ran
+    for minutes. `capped` says the walk stopped early (its shorter chains are all there)."""
+
+    max_work: int = 1_000_000
+    max_chains: int = 2_000
+    work: int = 0
+    chains: int = 0
+    capped: bool = False
+
+
+def chains_from(view: KBView, start: int, depth: int, max_frontier: int = 2000,
+                budget: WalkBudget | None = None) -> Iterator[tuple[tuple[HopKey, ...], np.ndarray]]:
     """Every typed chain of 1 to `depth` hops from `start` with the distinct nodes at its end (the
-    start itself left out), shortest first. A chain that already reaches more than `max_frontier`
-    nodes is not walked on (a hub's fan-out, which no question walks through)."""
+    start itself left out), shortest first, within `budget` (a fresh `WalkBudget` by default). A
+    chain that already reaches more than `max_frontier` nodes is not walked on (a hub's fan-out,
+    which no question walks through)."""
+    budget = budget if budget is not None else WalkBudget()
+    indptr = view._incident[0]
     here = np.array([start], dtype=np.int64)
     level: list[tuple[tuple[HopKey, ...], np.ndarray]] = [((), here)]
     for hop in range(depth):
@@ -55,7 +75,17 @@ def chains_from(view: KBView, start: int, depth: int, max_frontier: int = 2000) 
         for hops, rows in level:
             if hop and len(rows) > max_frontier:
                 continue
+            budget.work += int((indptr[rows + 1] - indptr[rows]).sum())
+            if budget.work > budget.max_work:
+                budget.capped = True
+                break
             for key, ends in sorted(hop_groups(view, rows, exclude=here).items()):
                 nxt.append(((*hops, key), ends))
+        room = budget.max_chains - budget.chains
+        if len(nxt) > room:
+            nxt, budget.capped = nxt[:room], True
+        budget.chains += len(nxt)
         yield from nxt
+        if budget.capped:
+            return
         level = nxt

@@ -18,6 +18,10 @@ from sagegraph.store.mapping import safe_label
 from sagegraph.store.schema import GraphSchema
 
 NAME_KEYS = ("name", "title")
+# A stored instance is shown whole or not at all (a cut name would be one the KB does not hold):
+# one node with a 100k-character name made every planner prompt ~200 KB, past a local model's context.
+EXAMPLE_ROWS = 5
+MAX_EXAMPLE_CHARS = 240
 
 
 def load_hints(path: Path | None) -> dict[str, Any]:
@@ -64,9 +68,13 @@ def pattern_examples(store: GraphStore, patterns: list[tuple[str, str, str]]) ->
     rather than only the pattern."""
     out = {}
     for a, r, b in patterns:
-        rows = store.read(f"MATCH (x:{safe_label(a)})-[:{safe_label(r)}]->(y:{safe_label(b)}) RETURN x, y LIMIT 1", max_rows=1, timeout_ms=10_000)
-        if rows:
-            out[(a, r, b)] = f"{node_literal(a, rows[0]['x'])}-[:{r}]->{node_literal(b, rows[0]['y'])}"
+        rows = store.read(f"MATCH (x:{safe_label(a)})-[:{safe_label(r)}]->(y:{safe_label(b)}) RETURN x, y LIMIT {EXAMPLE_ROWS}",
+                          max_rows=EXAMPLE_ROWS, timeout_ms=10_000)
+        for row in rows:  # the first instance whose names are short enough to show whole
+            shown = f"{node_literal(a, row['x'])}-[:{r}]->{node_literal(b, row['y'])}"
+            if len(shown) <= MAX_EXAMPLE_CHARS:
+                out[(a, r, b)] = shown
+                break
     return out
 
 
