@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> list[str]:
 
         raise ConfigError("PREFECT_API_URL is not set: start a server (`prefect server start`) and export "
                           "PREFECT_API_URL=http://127.0.0.1:4200/api, or point it at your team's server")
+    from sagegraph.flows.runtime import require_prefect_api
+
+    require_prefect_api(os.environ["PREFECT_API_URL"])
     ids = deploy(args.pool, args.cron, args.config, args.sweep)
     for i in ids:
         print(i)

@@ -78,6 +78,20 @@ def reaped() -> Iterator[None]:
 _watching = False
 
 
+def require_prefect_api(url: str, timeout_s: float = 10.0) -> None:
+    """One line (InfraError) when the Prefect server at `url` does not answer its health check:
+    otherwise the first flow run failed deep in Prefect's client with a traceback."""
+    import httpx
+
+    from sagegraph.errors import InfraError
+
+    try:
+        httpx.get(url.rstrip("/") + "/health", timeout=timeout_s).raise_for_status()
+    except httpx.HTTPError as exc:
+        raise InfraError(f"PREFECT_API_URL={url} does not answer ({type(exc).__name__}: {exc}); start that server, "
+                         "or unset PREFECT_API_URL to run with a temporary one") from None
+
+
 @contextlib.contextmanager
 def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> Iterator[str | None]:
     """Use the user's server when PREFECT_API_URL is set; otherwise start one local server for the
@@ -88,6 +102,7 @@ def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> 
     """
     apply_env_defaults(work_dir)
     if os.environ.get("PREFECT_API_URL"):
+        require_prefect_api(os.environ["PREFECT_API_URL"])
         if on_url:
             on_url(os.environ["PREFECT_API_URL"])
         yield os.environ["PREFECT_API_URL"]

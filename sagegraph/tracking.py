@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from sagegraph.construct.variants import parse_label
+from sagegraph.errors import InfraError
 from sagegraph.runfiles import read_traces, write_text_whole
 from sagegraph.eval.runner import EvalConfig, run_dir
 
@@ -74,8 +76,31 @@ def runs_view_url(experiment_id: str, tracking_uri: str = "") -> str:
     return f"{host}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
 
 
+@contextlib.contextmanager
+def tracking_store(tracking_uri: str) -> Iterator[None]:
+    """MLflow's store failing (a database another process holds locked, a server that does not
+    answer) as one line (InfraError) instead of a traceback from deep in MLflow."""
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    quiet = logging.getLogger("mlflow.store.db.utils")  # it logs the whole traceback before raising
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        yield
+    except (MlflowException, SQLAlchemyError) as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise InfraError(f"MLflow tracking store {tracking_uri} failed: {reason}; finished runs are kept, rerun to log them") from None
+    finally:
+        quiet.setLevel(level)
+
+
 class SweepTracker:
     def __init__(self, tracking_uri: str, experiment: str, state_path: Path, sweep_name: str, params: dict[str, Any] | None = None):
+        with tracking_store(tracking_uri):
+            self._open(tracking_uri, experiment, state_path, sweep_name, params)
+
+    def _open(self, tracking_uri: str, experiment: str, state_path: Path, sweep_name: str, params: dict[str, Any] | None) -> None:
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         from mlflow.tracking import MlflowClient
 

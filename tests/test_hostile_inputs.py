@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sagegraph.construct import generations
@@ -73,7 +73,9 @@ def hostile_store(tmp_path_factory):
     from sagegraph.store import open_store
 
     store = open_store("falkordb", tmp_path_factory.mktemp("hostile") / "store", graph="hostile")
-    store.write("UNWIND range(1, 200) AS i CREATE (:Node {id: toString(i)})")
+    # 2,000 nodes and ~16,000 relationships: six undirected hops from every node run to the time limit
+    store.write("UNWIND range(1, 2000) AS i CREATE (:Node {id: toString(i)})")
+    store.write("MATCH (a:Node), (b:Node) WHERE (a.id + b.id) ENDS WITH '7' AND rand() < 0.04 CREATE (a)-[:R]->(b)")
     yield store
     store.close()
 
@@ -108,6 +110,8 @@ def hostile_queries(draw) -> str:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(query=hostile_queries())
+@example(query="MATCH (a)" + "".join(f"-[]-(n{i})" for i in range(MAX_HOPS)) + " RETURN count(*) AS c")  # the longest walk allowed
+@example(query="RETURN " + "[(" * (MAX_NESTING // 2) + "1" + ")]" * (MAX_NESTING // 2) + " AS x")  # the deepest nesting allowed
 def test_no_generated_query_holds_the_store_past_its_limit_and_another_reader_answers(hostile_store, query):
     limit_ms = 1000
     other: list[float] = []
@@ -115,7 +119,7 @@ def test_no_generated_query_holds_the_store_past_its_limit_and_another_reader_an
     def ordinary():
         t0 = time.monotonic()
         rows = hostile_store.read("MATCH (n:Node) RETURN count(n) AS c")
-        assert rows[0]["c"] == 200
+        assert rows[0]["c"] == 2000
         other.append(time.monotonic() - t0)
 
     reader = threading.Thread(target=ordinary)
@@ -559,3 +563,41 @@ def test_export_from_another_folder_names_the_missing_cache_and_makes_none(tmp_p
     with pytest.raises(SageGraphError, match="does not exist here"):
         export_replies(run, tmp_path / "out.jsonl")
     assert not (tmp_path / "work").exists()
+
+
+def test_an_unreachable_prefect_server_is_one_line_before_any_worker_starts(tmp_path, monkeypatch):
+    from sagegraph.errors import InfraError
+    from sagegraph.flows.runtime import prefect_api
+
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    started = []
+    with pytest.raises(InfraError, match="does not answer"), prefect_api(tmp_path / "out", on_url=started.append):
+        pass
+    assert started == []
+
+
+def test_a_tracking_store_that_fails_is_one_line(tmp_path):
+    """A database another process holds locked fails the same way after MLflow's own 20 s busy
+    timeout (measured once: one line after 20.1 s); a file that is no database fails at once."""
+    from sagegraph.errors import InfraError
+    from sagegraph.tracking import SweepTracker, default_tracking_uri
+
+    (tmp_path / "mlflow.db").write_bytes(b"not a database, " * 512)
+    with pytest.raises(InfraError, match="MLflow tracking store .* failed"):
+        SweepTracker(default_tracking_uri(tmp_path), "sweeps", tmp_path / "parent.json", "first")
+
+
+def test_a_long_name_is_cut_where_a_reranker_reads_a_candidates_relations():
+    import types
+
+    import numpy as np
+
+    from sagegraph.retrieve.kb.view import KBView
+
+    view = KBView.__new__(KBView)
+    view.g, view.n, view._columns = types.SimpleNamespace(types=np.array(["A", "B"], dtype=object), title=lambda i: ""), 2, {}
+    view.__dict__["_edges"] = (np.array([0]), np.array([1]), np.array([0]), ["KNOWS"])
+    view.__dict__["fields"] = [{"name": "short"}, {"name": "n" * 100_000}]
+    view.__dict__["names"] = ["short", "n" * 100_000]
+    described = view.describe(0, text_chars=240)
+    assert len(described) < 400 and "KNOWS -> " + "n" * 240 + "..." in described

@@ -172,7 +172,7 @@ class GraphTools:
 
     # -- rendering --------------------------------------------------------------------------------
     def label(self, row: int) -> str:
-        return f"[{row}] {self.g.types[row]}: {self.view.names[row]}"
+        return f"[{row}] {self.g.types[row]}: {self.view.shown_name(row)}"
 
     def summary(self, row: int) -> str:
         """What a result line says about a node, cut to `summary_chars`: the LLM-written topic when
@@ -379,7 +379,7 @@ class GraphTools:
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
         for r in shown:
             via, arrows = frontier[r]
-            through = f" via [{via}] {self.view.names[via]}" if via != row else ""
+            through = f" via [{via}] {self.view.shown_name(via)}" if via != row else ""
             lines.append(self._line(r, f"  {arrows}{through}{self._kinds_of(r)}"))
         return ToolOutput("\n".join(lines) + note, shown=shown, relaxed=["node_type"] if note else [], source=row, hops=len(path),
                           rels={r: [rel_names[c] for c in codes_of] for r in shown})

@@ -209,8 +209,15 @@ class KBView:
         a, b = indptr[row], indptr[row + 1]
         return other[a:b], codes[a:b], out[a:b]
 
-    def relations_of(self, row: int, limit: int = 8, among: set[int] | None = None) -> list[str]:
-        """'DIRECTED -> Title' / 'ACTED_IN <- Name' lines; `among` keeps only edges to those rows."""
+    def shown_name(self, row: int, chars: int = 240) -> str:
+        """The row's name as a prompt shows it: cut at `chars`, so no one node's name (100,000
+        characters in a probe) can fill every prompt that shows it."""
+        name = self.names[row]
+        return name if len(name) <= chars else name[:chars] + "..."
+
+    def relations_of(self, row: int, limit: int = 8, among: set[int] | None = None, name_chars: int = 240) -> list[str]:
+        """'DIRECTED -> Title' / 'ACTED_IN <- Name' lines; `among` keeps only edges to those rows.
+        Names as `shown_name` cuts them."""
         indptr, other, codes, out = self._incident
         names = self.relation_types
         lines = []
@@ -219,7 +226,7 @@ class KBView:
             if among is not None and o not in among:
                 continue
             arrow = "->" if out[j] else "<-"
-            lines.append(f"{names[codes[j]]} {arrow} {self.names[o]} ({self.g.types[o]})")
+            lines.append(f"{names[codes[j]]} {arrow} {self.shown_name(o, name_chars)} ({self.g.types[o]})")
             if len(lines) >= limit:
                 break
         return lines
@@ -233,7 +240,7 @@ class KBView:
             s = str(v)
             parts.append(f"{key}: {s[:text_chars] + ('...' if len(s) > text_chars else '')}")
         if relations > 0:
-            rels = self.relations_of(row, relations, among)
+            rels = self.relations_of(row, relations, among, name_chars=text_chars)
             if rels:
                 parts.append("relations: " + "; ".join(rels))
         return "\n".join(parts)
