@@ -68,5 +68,10 @@ class GraphMissing(StoreUnavailable):
     outage of this run, never an empty result."""
 
 
+class QueryStopped(StoreError):
+    """The engine stopped a read at one of its bounds (time, memory): the query, not the store,
+    is at fault, and the reply that wrote it is not to be served again as good."""
+
+
 class CypherInvalid(StoreError):
     """The engine could not parse or plan a query (its message is kept for one repair attempt)."""

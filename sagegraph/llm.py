@@ -83,7 +83,7 @@ class Usage:
         with self._lock:
             self.calls += 1
             self.imported += int(imported)
-            self.truncated += int(finish not in GOOD_FINISH and finish != EMPTY)
+            self.truncated += int(finish not in GOOD_FINISH and finish not in (EMPTY, STOPPED))
             self.malformed += int(finish == EMPTY)
             self.cached += int(cached)
             self.retries += retries
@@ -124,6 +124,9 @@ EMPTY = "empty"  # our mark for a completion with no choice or no message
 # Our mark for a request the endpoint refused (400: too long, bad tools). Recorded so a replay
 # refuses where the live run was refused (a DGR agent stops there); a live run asks again.
 REFUSED = "refused"
+# Our mark for a reply whose query the store stopped at a bound (time, memory): a replay serves it
+# (and stops at the same bound), a live run asks again; never served to it as good.
+STOPPED = "store_stopped"
 
 
 @dataclass
@@ -193,6 +196,17 @@ class ReplyCache:
             db.execute("INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra, request) VALUES (?,?,?,?,?,?,?)",
                        (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time(), json.dumps(extra),
                         json.dumps(request, sort_keys=True) if request is not None else None))
+
+    def mark(self, key: str, finish_reason: str) -> bool:
+        """Record a cached reply as not whole (`finish_reason`); False when the key is not cached."""
+        db = self._db()
+        row = db.execute("SELECT extra FROM reply WHERE key=?", (key,)).fetchone()
+        if row is None:
+            return False
+        extra = {**(json.loads(row[0]) if row[0] else {}), "finish_reason": finish_reason}
+        with db:
+            db.execute("UPDATE reply SET extra=? WHERE key=?", (json.dumps(extra), key))
+        return True
 
     def rows(self, keys: list[str] | None = None) -> Iterator[dict[str, Any]]:
         """Cached replies as JSONL-ready dicts (`sagegraph llm export`), all or the given keys."""
@@ -327,6 +341,13 @@ class LLMClient:
     def cache_key(self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0) -> str:
         return request_key(self.request(messages, params, tools, sample))
 
+    def discredit(self, key: str | None) -> None:
+        """The reply under `key` wrote a query the store stopped at a bound: a live run asks again
+        rather than paying the bound each time; a replay still reproduces the run. A replay leaves
+        the record as it is."""
+        if key and self.cfg.cache_mode != "replay":
+            self.cache.mark(key, STOPPED)
+
     def cost(self, prompt: int, completion: int) -> float:
         return (prompt * self.cfg.price_input_per_mtok + completion * self.cfg.price_output_per_mtok) / 1e6
 
@@ -411,7 +432,7 @@ class LLMClient:
     def _ask_again(self, hit: Reply) -> bool:
         if hit.whole:
             return False
-        return hit.finish_reason in (EMPTY, REFUSED) or self.cfg.reask_cut
+        return hit.finish_reason in (EMPTY, REFUSED, STOPPED) or self.cfg.reask_cut
 
     def _fetch(self, key: str, request: dict[str, Any], messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None,
                sample: int, accept: Callable[[str], Any] | None) -> Reply:

@@ -117,6 +117,22 @@ def test_a_cypher_syntax_error_gets_one_repair_fed_the_error(kb, tmp_path):
     assert {g.source_ids[i] for i in r.idx[: len(q.gold_sources)]} == set(q.gold_sources)
 
 
+def test_a_reply_whose_query_the_store_stopped_is_asked_again_live_not_served_as_good(kb, tmp_path):
+    """The reliability probe's stalled reply stayed cached and stalled every rerun: now a query
+    stopped at the store's bound (here its memory bound, while planning) is counted, the method
+    falls back, and a live rerun asks again instead of serving the same reply."""
+    from sagegraph.llm import STOPPED
+
+    q = kb["questions"][0]
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan("MATCH (m:Movie) RETURN range(1, 10000000) AS id")))) as (server, res):
+        first = get_retriever("spark", res).search(q.text, 5)
+        row = res.llm.cache.get(first.trace["events"][0]["key"])
+        again = get_retriever("spark", res).search(q.text, 5)
+    assert first.trace["counters"]["cypher_stopped"] == 1 and first.trace["counters"]["fallback"] == 1
+    assert row is not None and row.finish_reason == STOPPED
+    assert len(server.requests) == 2 and again.trace["counters"]["cypher_stopped"] == 1
+
+
 def test_rate_limit_then_success_and_a_timeout_are_retried(kb, tmp_path):
     q = kb["questions"][0]
     calls = {"n": 0}

@@ -21,7 +21,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sagegraph.errors import CypherInvalid, GraphMissing, StoreError, StoreUnavailable
+from sagegraph.errors import CypherInvalid, GraphMissing, QueryStopped, StoreError, StoreUnavailable
 from sagegraph.processes import running
 from sagegraph.store.base import GraphStore
 from sagegraph.store import watchdog
@@ -305,6 +305,8 @@ class FalkorStore(GraphStore):
                                    "rerun to read the graph published now") from exc
             if _unreachable(exc):
                 raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            if any(bound in str(exc) for bound in ("timed out", "mem consumption")):
+                raise QueryStopped(f"read query failed: {exc}") from exc
             raise StoreError(f"read query failed: {exc}") from exc
         rows = self._rows(res)
         return rows[:max_rows], len(rows) > max_rows
@@ -317,6 +319,8 @@ class FalkorStore(GraphStore):
                 return
             if _unreachable(exc):
                 raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            if "mem consumption" in str(exc):  # a constant folded while planning (`range(1, 10000000)`)
+                raise QueryStopped(f"read query failed: {exc}") from exc
             raise CypherInvalid(str(exc).strip()) from exc
 
     def ensure_fulltext(self) -> None:

@@ -24,8 +24,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sagegraph.errors import CypherInvalid, ReadOnlyViolation, StoreError, StoreUnavailable
-from sagegraph.llm import LLMRequestRefused, parse_json_reply, usage_scope
+from sagegraph.errors import CypherInvalid, QueryStopped, ReadOnlyViolation, StoreError, StoreUnavailable
+from sagegraph.llm import LLMRequestRefused, Reply, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.flat import HybridRetriever
@@ -234,7 +234,7 @@ class SparkRetriever(Retriever):
 
     def _plan_and_run(self, query: str, k: int) -> Retrieval:
         counters = {"plan_parsed": 0, "fallback": 0, "cypher_ran": 0, "cypher_rejected": 0, "cypher_invalid": 0, "cypher_error": 0,
-                    "cypher_empty": 0, "repair_calls": 0, "llm_refused": 0, "text_ranked": 0}
+                    "cypher_empty": 0, "cypher_stopped": 0, "repair_calls": 0, "llm_refused": 0, "text_ranked": 0}
         if self.p.ground:
             counters.update(ground_counters())
         timeline = Timeline()
@@ -257,7 +257,7 @@ class SparkRetriever(Retriever):
         target = plan.target if plan.target in self.g.node_types() else None
         cypher_rows: np.ndarray | None = None
         if plan.cypher:
-            cypher_rows, plan = self._run_cypher(plan, messages, reply.text, trace, counters, timeline, query, linked)
+            cypher_rows, plan = self._run_cypher(plan, messages, reply, trace, counters, timeline, query, linked)
             target = plan.target if plan.target in self.g.node_types() else target
         vector_rows = [self._vector(step, target) for step in plan.vector]
         found = self._combine(cypher_rows, vector_rows, plan.combine)
@@ -303,7 +303,7 @@ class SparkRetriever(Retriever):
         return ([idx[i] for i in order][:k], [scores[i] if i in keep else floor - 1e-3 * (n + 1) for n, i in enumerate(order)][:k],
                 [how[i] for i in order][:k])
 
-    def _run_cypher(self, plan: Plan, messages: list[dict[str, str]], reply_text: str, trace: dict, counters: dict,
+    def _run_cypher(self, plan: Plan, messages: list[dict[str, str]], reply: Reply, trace: dict, counters: dict,
                     timeline: Timeline, question: str = "", linked: list[tuple[str, int]] = ()) -> tuple[np.ndarray | None, Plan]:
         for attempt in range(2):
             query = plan.cypher or ""
@@ -323,7 +323,7 @@ class SparkRetriever(Retriever):
                 counters["cypher_invalid"] += 1
                 trace["cypher_error"] = str(exc)[:500]
                 if attempt == 0 and self.p.repair:
-                    repaired = self._repair(messages, reply_text, str(exc), trace, counters, timeline)
+                    repaired = self._repair(messages, reply.text, str(exc), trace, counters, timeline)
                     if repaired is not None and repaired.cypher:
                         plan = repaired
                         continue
@@ -331,6 +331,9 @@ class SparkRetriever(Retriever):
             except StoreError as exc:  # timeouts, runtime errors
                 counters["cypher_error"] = 1
                 trace["cypher_error"] = str(exc)[:500]
+                if isinstance(exc, QueryStopped):  # the reply wrote a query past the store's bounds
+                    counters["cypher_stopped"] = 1
+                    self.res.llm.discredit(trace.get("repair_key") if attempt else reply.key)
                 return None, plan
             counters["cypher_ran"] = 1
             trace["cypher_executed"] = query
@@ -411,6 +414,7 @@ class SparkRetriever(Retriever):
         except (ValueError, ValidationError):
             return None
         trace["repaired_plan"] = plan.model_dump()
+        trace["repair_key"] = reply.key
         return plan
 
     def _vector(self, step: VectorStep, target: str | None) -> np.ndarray:
