@@ -1,0 +1,58 @@
+"""The Python API (`sagegraph.open(...).retrieve(...)`): typed hits from any retriever, the README's
+example as written, and concurrent calls from threads giving what serial calls give."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import sagegraph
+from sagegraph.errors import SageGraphError
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_a_graph_opens_from_its_out_folder_and_answers_with_typed_hits(graph_dir):
+    with sagegraph.open(graph_dir.parent) as graph:
+        assert {"bm25", "hybrid", "sage", "spark"} <= set(graph.retrievers())
+        hits = graph.retrieve("Which river flows through the capital?", retriever="sage", k=7, k_prime=3)
+    assert 7 <= len(hits) <= 7 + 3 and all(isinstance(h, sagegraph.Hit) for h in hits)  # k seeds, at most k_prime neighbours
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.node_id and h.text and h.source_id for h in hits)
+    assert {h.found_by for h in hits} <= {"hybrid", "neighbour"} and "neighbour" in {h.found_by for h in hits}
+
+
+def test_bad_names_and_values_are_one_clear_error(graph_dir):
+    with sagegraph.open(graph_dir) as graph:
+        with pytest.raises(SageGraphError, match="unknown retriever"):
+            graph.retrieve("q", retriever="nope")
+        with pytest.raises(SageGraphError):
+            graph.retrieve("q", retriever="sage", k_prime=-1)
+        with pytest.raises(SageGraphError, match="k must be"):
+            graph.retrieve("q", retriever="bm25", k=0)
+    with pytest.raises(SageGraphError, match="no built graph"):
+        sagegraph.open(graph_dir.parent / "nowhere")
+
+
+def test_threads_get_what_serial_calls_get(synth_kb):
+    questions = [q.text for q in synth_kb["questions"][:16]]
+    with sagegraph.open(synth_kb["graph"]) as graph:
+        serial = [[(h.node_id, round(h.score, 5)) for h in graph.retrieve(q, retriever="hybrid", k=10)] for q in questions]
+        with ThreadPoolExecutor(8) as pool:
+            threaded = list(pool.map(lambda q: [(h.node_id, round(h.score, 5)) for h in graph.retrieve(q, retriever="hybrid", k=10)], questions))
+    assert threaded == serial
+
+
+def test_the_readmes_python_example_runs_as_written(synth_kb, capsys):
+    """The README's snippet, run on the test KB (its path and question put in for the demo's)."""
+    snippet = re.search(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+    assert snippet, "README has a Python example"
+    code = snippet.group(1)
+    assert 'sagegraph.open("work/kb-pathquestion")' in code
+    code = code.replace('"work/kb-pathquestion"', repr(str(synth_kb["graph"].parent)))
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own example, as a reader runs it
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 5 + 10  # five seeds and SAGE's ten neighbours (k_prime)
