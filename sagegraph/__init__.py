@@ -8,10 +8,10 @@ wrap them for Prefect. From Python: `sagegraph.open(path).retrieve(question, ret
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "Hit", "open"]
+__all__ = ["Graph", "Hit", "build", "open"]
 
 if TYPE_CHECKING:
-    from sagegraph.api import Graph, Hit, open
+    from sagegraph.api import Graph, Hit, build, open
 
 
 def __getattr__(name: str) -> Any:

@@ -105,6 +105,17 @@ class Graph:
         self.close()
 
 
+def build(config: str | Path, out: str | Path | None = None, max_sources: int | None = None) -> dict[str, Any]:
+    """Builds the graph a build config describes in this process (no Prefect, no Dask; a large
+    corpus is faster through `sagegraph build`, which fans batches out over workers), resuming
+    what is built and publishing the result. Returns the build's report; `open(report["graph"])`
+    reads it."""
+    from sagegraph.config import load_config
+    from sagegraph.construct.inprocess import build_in_process
+
+    return build_in_process(load_config(config, out=Path(out) if out is not None else None, max_sources=max_sources))
+
+
 def open(path: str | Path, llm: LLMConfig | str | Path | None = None) -> Graph:
     """A built graph for retrieval: a build's out folder, its `graph` link or a generation."""
     return Graph(path, llm)

@@ -56,3 +56,19 @@ def test_the_readmes_python_example_runs_as_written(synth_kb, capsys):
     exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own example, as a reader runs it
     printed = capsys.readouterr().out.strip().splitlines()
     assert len(printed) == 5 + 10  # five seeds and SAGE's ten neighbours (k_prime)
+
+
+def test_build_in_process_then_open_then_a_rebuild_finds_it_up_to_date(kb_dir, tmp_path):
+    """`sagegraph.build` runs the flow's stages here, with no Prefect server or Dask cluster."""
+    import json
+
+    config = tmp_path / "kb.yaml"
+    config.write_text(json.dumps({"name": "kb", "corpus": {"kind": "kb", "path": str(kb_dir)}, "runner": {"batch_size": 4}}))
+    report = sagegraph.build(config, out=tmp_path / "out")
+    assert report["counts"]["nodes"] == 6 and report["store"]["nodes"] == 6 and not report["up_to_date"]
+    assert report["published"]["current"] and (tmp_path / "out" / ".sagegraph").is_file()
+    with sagegraph.open(report["graph"]) as graph:
+        hits = graph.retrieve("dense passage retrieval with dual encoders", retriever="bm25", k=3)
+    assert hits[0].source_id == "p2"
+    again = sagegraph.build(config, out=tmp_path / "out")
+    assert again["up_to_date"] and again["published"]["current"] == report["published"]["current"]
