@@ -94,7 +94,6 @@ def lock_path(directory: Path) -> Path:
     return directory.parent / f".{directory.name}.lock"
 
 
-
 # ---- reader leases on a graph generation ------------------------------------------------------
 # A reader (an evaluation, a sweep's worker, `sagegraph query`) holds a shared `flock` on its
 # generation's lease file for as long as it reads it; a publication retires a generation only

@@ -46,17 +46,23 @@ def max_question_chars() -> int:
     return int(value)
 
 
+def question_too_long(text: str) -> str | None:
+    """Why `text` is past the bound (`max_question_chars`), or None."""
+    limit = max_question_chars()
+    return f"{len(text):,} characters; at most {limit:,} (SAGEGRAPH_MAX_QUESTION_CHARS)" if len(text) > limit else None
+
+
 def checked_question_text(text: str, where: str = "question") -> str:
-    """`text` when it is within the bound (`max_question_chars`); raises ConfigError otherwise."""
-    if len(text) > (limit := max_question_chars()):
-        raise ConfigError(f"{where}: {len(text):,} characters; at most {limit:,} (SAGEGRAPH_MAX_QUESTION_CHARS)")
+    """`text` when it is within the bound; raises ConfigError otherwise."""
+    if (why := question_too_long(text)) is not None:
+        raise ConfigError(f"{where}: {why}")
     return text
 
 
 def parse_question(obj: dict[str, Any], path: Path, lineno: int) -> Question:
     question = parse_kb_question(obj, path, lineno) if "answer_ids" in obj else parse_ottqa_question(obj, path, lineno)
-    if len(question.text) > (limit := max_question_chars()):
-        raise InputError(path, lineno, "question", f"{len(question.text):,} characters; at most {limit:,} (SAGEGRAPH_MAX_QUESTION_CHARS)")
+    if (why := question_too_long(question.text)) is not None:
+        raise InputError(path, lineno, "question", why)
     return question
 
 

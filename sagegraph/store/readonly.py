@@ -224,18 +224,10 @@ def check(tokens: list[Token]) -> None:
 def check_bounds(tokens: list[Token]) -> None:
     """Raise ReadOnlyViolation for a query nested deeper than MAX_NESTING brackets or walking more
     than MAX_HOPS relationships (`bounded_hops`)."""
-    code = [t for _, t in _code(tokens)]
-    depth = deepest = 0
-    for t in code:
-        if t.text in "([{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_NESTING:
-                    raise ReadOnlyViolation(f"brackets nested deeper than {MAX_NESTING}: refused before the engine parses them")
-        elif t.text in ")]}":
-            depth -= 1
-    if (hops := bounded_hops(code)) > MAX_HOPS:
+    code = _code(tokens)
+    if max((depth + 1 for depth, (_, t) in zip(_depths(code), code) if t.text in "([{"), default=0) > MAX_NESTING:
+        raise ReadOnlyViolation(f"brackets nested deeper than {MAX_NESTING}: refused before the engine parses them")
+    if (hops := bounded_hops([t for _, t in code])) > MAX_HOPS:
         raise ReadOnlyViolation(f"the query walks {hops} relationships (variable-length ones at their upper bound); at most {MAX_HOPS}")
 
 

@@ -26,7 +26,7 @@ from sagegraph.index.bm25 import BM25Index, top_k
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.kb.entities import linked_rows
-from sagegraph.retrieve.kb.view import KBView, kb_view, normalise
+from sagegraph.retrieve.kb.view import KBView, cut_text, kb_view, normalise
 
 NeighbourRanking = Literal["bm25", "hybrid", "substring", "none"]
 GlobalSearch = Literal["bm25", "hybrid"]
@@ -192,7 +192,7 @@ class GraphTools:
         else:
             s = view.topics[row] or self.g.text(row)
         s = " ".join(s.split())
-        return s[: self.summary_chars] + ("..." if len(s) > self.summary_chars else "")
+        return cut_text(s, self.summary_chars)
 
     def _line(self, row: int, extra: str = "") -> str:
         s = self.summary(row)

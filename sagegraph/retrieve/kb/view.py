@@ -46,6 +46,11 @@ def node_name(fields: dict[str, Any], fallback: str = "") -> str:
     return fallback
 
 
+def cut_text(text: str, chars: int) -> str:
+    """`text` cut at `chars`, marked `...` where it was."""
+    return text if len(text) <= chars else text[:chars] + "..."
+
+
 class KBView:
     def __init__(self, g: GraphIndex):
         self.g = g
@@ -212,8 +217,7 @@ class KBView:
     def shown_name(self, row: int, chars: int = 240) -> str:
         """The row's name as a prompt shows it: cut at `chars`, so no one node's name (100,000
         characters in a probe) can fill every prompt that shows it."""
-        name = self.names[row]
-        return name if len(name) <= chars else name[:chars] + "..."
+        return cut_text(self.names[row], chars)
 
     def relations_of(self, row: int, limit: int = 8, among: set[int] | None = None, name_chars: int = 240) -> list[str]:
         """'DIRECTED -> Title' / 'ACTED_IN <- Name' lines; `among` keeps only edges to those rows.
@@ -238,7 +242,7 @@ class KBView:
             if isinstance(v, list):
                 v = ", ".join(map(str, v[:5]))
             s = str(v)
-            parts.append(f"{key}: {s[:text_chars] + ('...' if len(s) > text_chars else '')}")
+            parts.append(f"{key}: {cut_text(s, text_chars)}")
         if relations > 0:
             rels = self.relations_of(row, relations, among, name_chars=text_chars)
             if rels:
