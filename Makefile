@@ -105,7 +105,7 @@ screenshots: setup
 bench: setup
 	$(BIN)/python -m benchmarks.build_ottqa
 	$(BIN)/python -m benchmarks.sweep --fresh --graph work/bench-ottqa/graph
-	$(BIN)/python -m benchmarks.sweep --fresh --sweep conf/sweep_ottqa_percentile.yaml --graph work/bench-ottqa/graph --out work/sweeps/percentile
+	$(BIN)/python -m benchmarks.sweep --fresh --sweep experiments/ottqa-edge-percentile/sweep_ottqa_percentile.yaml --graph work/bench-ottqa/graph --out work/sweeps/percentile
 	$(BIN)/python -m benchmarks.query_latency --graph work/bench-ottqa/graph
 
 clean:

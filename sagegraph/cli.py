@@ -344,6 +344,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _retrievers(args: argparse.Namespace) -> int:
+    from sagegraph.retrieve.base import param_fields
     from sagegraph.retrieve.registry import retriever_class, retriever_names
 
     if not args.name:
@@ -351,7 +352,7 @@ def _retrievers(args: argparse.Namespace) -> int:
         return 0
     cls = retriever_class(args.name)
     print(f"{cls.name}: {(cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else ''}".rstrip(": "))
-    for field, info in cls.Params.model_fields.items():
+    for field, info in param_fields(cls.Params).items():
         print(f"  {field} = {info.get_default(call_default_factory=True)!r}  {info.description or ''}".rstrip())
     return 0
 
@@ -376,7 +377,7 @@ EXAMPLES = """examples:
   sagegraph build conf/ottqa_demo.yaml                      build a graph (again: only what changed)
   sagegraph query work/kb-synth "Which films did Ana Silva direct?" --retriever spark --llm conf/llm_local.yaml
   sagegraph evaluate work/kb-synth --retriever sage -p k_prime=10 -p seed_retriever=spark
-  sagegraph sweep conf/sweep_kb_all.yaml                    a grid of retrievers, tracked in MLflow
+  sagegraph sweep conf/sweep_kb_synth_all.yaml                    a grid of retrievers, tracked in MLflow
   sagegraph compare work/sweeps/kb-synth-all --partial      side by side, with paired intervals
   sagegraph retrievers sage                                 a retriever's parameters
   sagegraph deploy --config conf/mykb.yaml --cron "0 3 * * *"

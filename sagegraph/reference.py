@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from sagegraph.cli import parser
 from sagegraph.config import BuildConfig
 from sagegraph.eval.sweep import GridBlock, SweepConfig
+from sagegraph.retrieve.base import GroupedParams
 from sagegraph.retrieve.registry import retriever_class, retriever_names
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
@@ -102,6 +103,11 @@ def render() -> str:
         cls = retriever_class(name)
         doc = (cls.__doc__ or "").strip().splitlines()
         lines += [f"### `{name}`", "", _cell(doc[0]) if doc else "", ""]
+        groups = cls.Params.groups() if issubclass(cls.Params, GroupedParams) else {}
+        if groups:  # by concern, each parameter under its own name
+            for group, model in groups.items():
+                lines += [f"{group}: {_cell((model.__doc__ or '').strip())}", ""] + _table(model_rows(model))
+            continue
         rows = model_rows(cls.Params)
         lines += _table(rows) if rows else ["No parameters.", ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -16,9 +16,11 @@ from sagegraph.retrieve.dgr.trajectories import export_trajectories, format_trac
 from sagegraph.runfiles import find_trace
 from sagegraph.llm import LLMClient
 from sagegraph.retrieve import get_retriever
+from sagegraph.retrieve.base import param_values
 from sagegraph.retrieve.registry import validate_params
-from sagegraph.retrieve.dgr.retriever import detect_mode, sample_chain, word_spans
+from sagegraph.retrieve.dgr.retriever import detect_mode, word_spans
 from sagegraph.retrieve.dgr.agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent, whole_calls
+from sagegraph.retrieve.dgr.params import AgentParams, ToolParams
 from sagegraph.retrieve.dgr.tools import GraphTools, ToolError, action_schema
 from sagegraph.retrieve.resources import open_resources
 from tests.fake_openai import FakeOpenAI, completion
@@ -33,6 +35,10 @@ def g(tmp_path_factory):
     return build_mini(tmp_path_factory.mktemp("dgrkb") / "graph")
 
 
+def paper_tools(graph, **settings):
+    """DGR's tools with the paper's observations (no relaxed filters, no relation kinds) unless told."""
+    return GraphTools(graph, ToolParams(**{"relax_filters": False, "relation_kinds": False, **settings}))
+
 def row(g, sid):
     return int(g.row[f"n{sid}"])
 
@@ -43,15 +49,15 @@ PAPER = dict(link=False, relation_kinds=False, relax_filters=False, read_before_
 
 # -- tools ------------------------------------------------------------------------------------------
 def test_global_search_ranks_names_and_summaries_by_bm25(g):
-    out = GraphTools(g).search_in_graph("Ana Silva", 3)
+    out = paper_tools(g).search_in_graph("Ana Silva", 3)
     assert out.shown[0] == row(g, "p1") and len(out.shown) <= 3
     assert out.text.splitlines()[1].startswith(f"[{row(g, 'p1')}] Person: Ana Silva | birth_year: 1960")
-    assert GraphTools(g).search_in_graph("orchards", 30).shown[:2] == [row(g, "m5"), row(g, "m6")] or \
-        set(GraphTools(g).search_in_graph("orchards", 30).shown[:2]) == {row(g, "m5"), row(g, "m6")}
-    assert len(GraphTools(g, max_size=2).search_in_graph("film", 50).shown) == 2  # size capped
-    assert "no node matches" in GraphTools(g).search_in_graph("zzzz").text
+    assert paper_tools(g).search_in_graph("orchards", 30).shown[:2] == [row(g, "m5"), row(g, "m6")] or \
+        set(paper_tools(g).search_in_graph("orchards", 30).shown[:2]) == {row(g, "m5"), row(g, "m6")}
+    assert len(paper_tools(g, max_search_size=2).search_in_graph("film", 50).shown) == 2  # size capped
+    assert "no node matches" in paper_tools(g).search_in_graph("zzzz").text
     with pytest.raises(ToolError, match="query"):
-        GraphTools(g).search_in_graph("  ")
+        paper_tools(g).search_in_graph("  ")
 
 
 class _SynonymEncoder(HashEncoder):
@@ -63,20 +69,20 @@ class _SynonymEncoder(HashEncoder):
 
 def test_hybrid_search_finds_nodes_described_in_other_words_and_says_so(g):
     meaning = GraphIndex(g.dir, encoder=_SynonymEncoder())
-    assert "no node matches" in GraphTools(meaning).search_in_graph("apple groves", 5).text  # BM25 shares no word
-    hybrid = GraphTools(meaning, global_search="hybrid")
+    assert "no node matches" in paper_tools(meaning).search_in_graph("apple groves", 5).text  # BM25 shares no word
+    hybrid = paper_tools(meaning, global_search="hybrid")
     out = hybrid.search_in_graph("apple groves", 2)
     assert set(out.shown) == {row(g, "m5"), row(g, "m6")}
     # the same ranking as the flat hybrid retriever (the baseline the sweeps compare with)
-    assert GraphTools(g, global_search="hybrid").search_in_graph("Ana Silva films", 4).shown == \
+    assert paper_tools(g, global_search="hybrid").search_in_graph("Ana Silva films", 4).shown == \
         HybridRetriever.over(g).search("Ana Silva films", 4).idx.tolist()
     # neighbours ranked the same way, by meaning as well as words
-    cara = GraphTools(meaning, neighbour_ranking="hybrid").search_in_neighborhood(row(g, "p4"), query="apple groves")
+    cara = paper_tools(meaning, neighbour_ranking="hybrid").search_in_neighborhood(row(g, "p4"), query="apple groves")
     assert cara.shown[0] == row(g, "m5") and 'ranked by "apple groves"' in cara.text
     # the agent is told what the search does; the paper's wording stays for bm25
     schema = {t["function"]["name"]: t["function"]["description"] for t in hybrid.schemas()}
     assert schema["search_in_graph"].startswith("Search by keywords and meaning")
-    assert {t["function"]["name"]: t["function"]["description"] for t in GraphTools(g).schemas()}["search_in_graph"].startswith("Keyword (BM25) search")
+    assert {t["function"]["name"]: t["function"]["description"] for t in paper_tools(g).schemas()}["search_in_graph"].startswith("Keyword (BM25) search")
 
 
 def test_the_system_prompt_describes_the_searches_it_offers(g, tmp_path):
@@ -90,46 +96,16 @@ def test_the_system_prompt_describes_the_searches_it_offers(g, tmp_path):
 
 def test_relation_kinds_say_which_edge_type_leads_on_from_each_neighbour(g):
     studio = row(g, "s1")
-    plain = GraphTools(g).search_in_neighborhood(studio, node_type="Movie")
-    kinds = GraphTools(g, relation_kinds=True).search_in_neighborhood(studio, node_type="Movie")
+    plain = paper_tools(g).search_in_neighborhood(studio, node_type="Movie")
+    kinds = paper_tools(g, relation_kinds=True).search_in_neighborhood(studio, node_type="Movie")
     assert kinds.shown == plain.shown and "its relations" not in plain.text
     # each film shown names its own relation types (read from the KB's edges, the build's similarity edges left out)
     line = next(x for x in kinds.text.splitlines() if x.startswith(f"[{row(g, 'm1')}]"))
     assert "(its relations: ACTED_IN, DIRECTED, PRODUCED_BY)" in line and "SIMILAR" not in kinds.text
 
 
-def test_edge_path_lists_the_nodes_at_the_end_of_a_relation_path_each_with_the_node_it_came_through(g):
-    """`edge_path`: edge_type a list is followed hop by hop (each hop undirected, as the
-    neighbourhood is; the start left out); the grammar admits a list of known relations; without
-    the option a list is an error the agent reads, and a one-relation list is that relation."""
-    ben = row(g, "p3")
-    t = GraphTools(g, edge_path=True)
-    out = t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"])
-    assert out.shown == [row(g, "s1")]  # Harbour Lights and Paper Moon both lead to Northlight: one node, two paths
-    assert "along ACTED_IN then PRODUCED_BY: 1 found" in out.text and "-[ACTED_IN]-> -[PRODUCED_BY]-> via [" in out.text
-    cast = t.search_in_neighborhood(row(g, "p1"), edge_type=["DIRECTED", "ACTED_IN"], node_type="Person")
-    assert set(cast.shown) == {ben, row(g, "p4")}  # the actors of Ana Silva's two films, each through its film
-    assert f"via [{row(g, 'm1')}] Harbour Lights" in cast.text and f"via [{row(g, 'm2')}] Desert Song" in cast.text
-    assert "none" in t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "ACTED_IN"]).text  # his films' actors: only himself, left out
-    assert t.search_in_neighborhood(ben, edge_type=["ACTED_IN"]).shown == t.search_in_neighborhood(ben, edge_type="ACTED_IN").shown
-    assert "none" in t.search_in_neighborhood(ben, edge_type=["DIRECTED", "PRODUCED_BY"]).text
-    # the start's own type copied into node_type matches nothing at the path's end: an error-free
-    # "none" for the paper's tools, dropped (said, counted) with relax_filters
-    assert "none" in t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"], node_type="Person").text
-    relaxed = GraphTools(g, edge_path=True, relax_filters=True).search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"], node_type="Person")
-    assert relaxed.shown == [row(g, "s1")] and relaxed.relaxed == ["node_type"] and "node_type=Person dropped" in relaxed.text
-    with pytest.raises(ToolError, match="unknown edge_type"):
-        t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "FLEW"])
-    with pytest.raises(ToolError, match="not a list"):
-        GraphTools(g).search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"])
-    grammar = t.action_schema()["properties"]["calls"]["items"]["anyOf"][1]["properties"]["args"]["properties"]["edge_type"]
-    assert grammar["anyOf"][0]["enum"] == grammar["anyOf"][1]["items"]["enum"] == t.view.relation_types and grammar["anyOf"][1]["maxItems"] == 3
-    assert sample_chain(t.view) in {("DIRECTED", "PRODUCED_BY"), ("ACTED_IN", "PRODUCED_BY")}  # the prompt's sample path: two relations that meet, Person to Studio
-    assert "anyOf" not in GraphTools(g).action_schema()["properties"]["calls"]["items"]["anyOf"][1]["properties"]["args"]["properties"]["edge_type"]
-
-
 def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):
-    t = GraphTools(g)
+    t = paper_tools(g)
     ben = row(g, "p3")
     out = t.search_in_neighborhood(ben, query="Paper Moon")
     assert out.shown[0] == row(g, "m4") and len(out.shown) == 3  # ranked first, the others kept
@@ -145,11 +121,11 @@ def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):
     # similarity edges are the build's, not the KB's: Red Orchard's only KB edge is its director
     assert t.search_in_neighborhood(row(g, "m5")).shown == [row(g, "p4")]
     # the public code's substring filter drops non-matching neighbours; 'none' keeps edge order
-    assert GraphTools(g, neighbour_ranking="substring").search_in_neighborhood(ben, query="Paper Moon").shown == [row(g, "m4")]
-    assert len(GraphTools(g, neighbour_ranking="none").search_in_neighborhood(ben, query="Paper Moon").shown) == 3
-    assert len(GraphTools(g, neighbour_k=1).search_in_neighborhood(ben).shown) == 1
+    assert paper_tools(g, neighbour_ranking="substring").search_in_neighborhood(ben, query="Paper Moon").shown == [row(g, "m4")]
+    assert len(paper_tools(g, neighbour_ranking="none").search_in_neighborhood(ben, query="Paper Moon").shown) == 3
+    assert len(paper_tools(g, neighbour_k=1).search_in_neighborhood(ben).shown) == 1
     # without type filters (the paper's 'w/o F' ablation) a filter is ignored
-    assert len(GraphTools(g, type_filters=False).search_in_neighborhood(row(g, "s1"), node_type="Person").shown) == 2
+    assert len(paper_tools(g, type_filters=False).search_in_neighborhood(row(g, "s1"), node_type="Person").shown) == 2
     with pytest.raises(ToolError, match="node types: Movie, Person, Studio"):
         t.search_in_neighborhood(ben, node_type="Planet")
     with pytest.raises(ToolError, match="relation types"):
@@ -160,7 +136,7 @@ def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):
 
 
 def test_add_to_answer_validates_ids_and_calls_check_arguments(g):
-    t = GraphTools(g)
+    t = paper_tools(g)
     out = t.add_to_answer([{"node_index": row(g, "m1"), "reasoning": "directed by Ana Silva"}, {"node_index": 9999}, row(g, "m2")])
     assert out.added == [row(g, "m1"), row(g, "m2")] and out.reasons == {row(g, "m1"): "directed by Ana Silva"}
     assert "ignored): [9999]" in out.text
@@ -172,11 +148,11 @@ def test_add_to_answer_validates_ids_and_calls_check_arguments(g):
         t.call("search_in_graph", {"query": "x", "limit": 3})
     assert t.call("finish", {}).finish
     with pytest.raises(ToolError, match="unknown tool"):
-        GraphTools(g, neighbourhood=False).call("search_in_neighborhood", {"node_index": 1})
+        paper_tools(g, neighbourhood=False).call("search_in_neighborhood", {"node_index": 1})
 
 
 def test_action_schema_lists_known_tools_types_and_at_least_one_call(g):
-    t = GraphTools(g)
+    t = paper_tools(g)
     s = action_schema(g.node_types(), t.view.relation_types)
     calls = s["properties"]["calls"]
     assert calls["minItems"] == 1 and [c["properties"]["tool"]["const"] for c in calls["items"]["anyOf"]] == \
@@ -286,36 +262,6 @@ def test_t_max_stops_and_an_agent_that_adds_nothing_answers_with_its_last_result
     assert "The same call as at step 1" in a["messages"][-1]["content"]
 
 
-def test_answer_on_stop_asks_a_looping_agent_once_for_its_answer_from_what_it_was_shown(g, tmp_path):
-    """The agent finds the films, then repeats its search until T_max; with `answer_on_stop` one
-    more call, whose grammar admits only add_to_answer of shown nodes, gives the answer (counted);
-    without it the answer is the fallback, as before."""
-    m5, m6 = row(g, "m5"), row(g, "m6")
-    bodies = []
-
-    def reply(body):
-        bodies.append(body)
-        if "steps are used up" in body["messages"][-1]["content"]:
-            return 200, _calls(("add_to_answer", {"answer_nodes": [{"node_index": m6, "reasoning": "about orchards"}]}))
-        return 200, _calls(("search_in_graph", {"query": "orchards", "size": 2}))
-
-    with FakeOpenAI(reply) as server:
-        res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", answer_on_stop=True).search("Which films are about orchards?", 5)
-        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search("Which films are about orchards?", 5)
-    a = r.trace["agents"][0]
-    assert a["stop"] == "repeats" and a["answered_on_stop"] and not a["fallback"] and r.trace["counters"]["answers_on_stop"] == 1
-    assert list(r.idx) == [m6] and set(r.found_by) == {"agents"} and len(a["prompt_tokens"]) == a["steps"] + 1
-    grammar = bodies[-1]["response_format"]["schema"]["properties"]["calls"]["items"]["anyOf"]
-    assert [c["properties"]["tool"]["const"] for c in grammar] == ["add_to_answer"]
-    assert set(grammar[0]["properties"]["args"]["properties"]["answer_nodes"]["items"]["properties"]["node_index"]["enum"]) == {m5, m6}
-    assert sum(m["role"] == "user" and "steps are used up" in m["content"] for m in a["messages"]) == 1
-    assert all(x["role"] != y["role"] or x["role"] == "tool" for x, y in zip(a["messages"], a["messages"][1:]))  # no two user turns in a row
-    assert "answer (asked for when its steps ran out)" in format_trace({"qid": "q", "question": "orchards", **r.trace})
-    p = plain.trace["agents"][0]
-    assert p["fallback"] and not p["answered_on_stop"] and plain.trace["counters"]["answers_on_stop"] == 0
-
-
 def test_link_shows_the_named_nodes_with_their_edges_and_lets_the_agent_start_from_them(g, tmp_path):
     """`link`: the nodes the question names are under it before the first step, with what their
     neighbours are (read from this KB), and count as shown, so the agent's first call may explore
@@ -342,7 +288,7 @@ def test_link_shows_the_named_nodes_with_their_edges_and_lets_the_agent_start_fr
     # without link the same first call is refused: the agent has not been shown node p1
     p = plain.trace["agents"][0]
     assert p["linked"] == 0 and "has not appeared in your results" in p["messages"][3]["content"]
-    assert GraphTools(g).linked("Which films are about orchards?").text == ""
+    assert paper_tools(g).linked("Which films are about orchards?").text == ""
 
 
 def test_read_before_finish_refuses_a_finish_written_beside_a_search(g, tmp_path):
@@ -433,7 +379,7 @@ def test_fallback_chain_ranks_what_the_walk_reached_by_how_its_relation_chain_re
     assert [m["content"] for m in agent["messages"]] == [m["content"] for m in deepest.trace["agents"][0]["messages"]]
     assert "fallback: the nodes its walk reached, by how their relation chains read" in format_trace({"qid": "q", "question": q, **got.trace})
     # the chains themselves: one relation per hop, from where the walk started
-    t, run = GraphTools(g), AgentRun(agent=0, sample=1)
+    t, run = paper_tools(g), AgentRun(agent=0, sample=1)
     run.depth[ana] = 0
     _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ana, edge_type="DIRECTED"))
     _walked(run, "search_in_neighborhood", t.search_in_neighborhood(m1, edge_type="PRODUCED_BY"))
@@ -465,7 +411,7 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     assert studio not in cut.idx and set(cut.idx) >= {m1, row(g, "m2")}
     assert list(upto.idx) == list(cut.idx)
     assert added_margin(2, 0.02, 2) == 0.02 and added_margin(3, 0.02, 2) == 0.0 and added_margin(3, 0.02, None) == 0.02
-    assert DGRRetriever.Params().margin_upto == 2  # the default since dgr-12; None is dgr-11's
+    assert DGRRetriever.Params().answer.margin_upto == 2  # None: the margin on every relation
     assert set(films.idx) == {m1, row(g, "m2")} and films.trace["counters"]["answers_beyond_walk"] == 0
     # an agent that walked from another node than the one the question names (Cara Diaz's films,
     # none made by the studio): with `reach_named` the chains from the named node (`link`) are read too
@@ -483,72 +429,13 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     assert "its first on a chain beyond its walk" in format_trace({"qid": "q", "question": q, **reached.trace})
     assert [m["content"] for m in walked.trace["agents"][0]["messages"]] == [m["content"] for m in reached.trace["agents"][0]["messages"]]
     # the chains themselves: typed, both directions, the start left out, shortest first
-    view = GraphTools(g).view
+    view = paper_tools(g).view
     chains = [([(view.relation_types[c], out, t) for c, out, t in hops], sorted(ends.tolist())) for hops, ends in chains_from(view, ana, 2)]
     assert ([("DIRECTED", True, "Movie")], sorted([m1, row(g, "m2")])) in chains
     assert ([("DIRECTED", True, "Movie"), ("PRODUCED_BY", True, "Studio")], [studio]) in chains
     assert all(ana not in ends for _, ends in chains) and [len(h) for h, _ in chains] == sorted(len(h) for h, _ in chains)
     capped = [[view.relation_types[c] for c, _, _ in hops] for hops, _ in chains_from(view, ana, 2, max_frontier=1)]
     assert ["DIRECTED"] in capped and not any(h[0] == "DIRECTED" and len(h) == 2 for h in capped)  # two films: not walked on
-
-
-def test_mask_named_and_mask_drifted_read_a_drifted_starts_chains_without_the_named_nodes_names(g, tmp_path, monkeypatch):
-    """An agent walks from Cara Diaz, whom the question does not name: her chains were read against
-    the question with only her own name taken out, so the named nodes' names stayed in and could
-    lift any phrase (synthetic q00813: a drifted start's films first). With `mask_named` every
-    start's chains are read without all the named nodes' names, a named start's too (Ana Silva's
-    then lose Ben Cho's name, which says which of her films: an intersection question's other
-    condition); with `mask_drifted` only the starts the question does not name."""
-    cara = row(g, "p4")
-    astray = [_calls(("search_in_neighborhood", {"node_index": cara, "edge_type": "ACTED_IN"})), _calls(("finish", {}))]
-    q = "Which films did Ana Silva direct that Ben Cho acted in?"
-    read: dict[str, set[str]] = {}
-    with FakeOpenAI(lambda body: (200, astray[min(_step(body), 1)])) as server:
-        res = open_resources(g, _llm(server, tmp_path))
-        exact = res.graph.exact_vectors
-        for mask in ("none", "mask_named", "mask_drifted"):
-            texts: set[str] = set()
-            monkeypatch.setattr(res.graph, "exact_vectors", lambda batch, exact=exact, texts=texts: (texts.update(batch), exact(batch))[1])
-            flags = {"mask_named": mask == "mask_named", "mask_drifted": mask == "mask_drifted"}
-            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, chain_order=0.0, **flags).search(q, 5)  # only the masked questions read
-            assert got.trace["agents"][0]["fallback_from"] == "chain" and len(got.idx)
-            read[mask] = {x for x in texts if "acted in?" in x}  # the questions the chains were read against
-    both_out = "Which films did   direct that   acted in?"
-    assert read["none"] == {"Which films did Ana Silva direct that Ben Cho acted in?",  # Cara's: both names left in
-                            "Which films did   direct that Ben Cho acted in?", "Which films did Ana Silva direct that   acted in?"}
-    assert read["mask_named"] == {both_out}
-    assert read["mask_drifted"] == {both_out, "Which films did   direct that Ben Cho acted in?", "Which films did Ana Silva direct that   acted in?"}
-
-
-def test_first_hop_reads_a_named_starts_first_relation_against_the_words_beside_its_name(g, tmp_path, monkeypatch):
-    """With `first_hop`, each chain from a start the question names also scores how its first
-    relation reads against the words beside that name ('directed by Ana Silva'): a sentence encoder
-    barely reads a chain's relation order (synthetic q00886: the question's chain 0.489, its
-    relations in another order 0.492). Off by default: nothing more is read and the ranking is
-    the chains' alone. A start the question does not name gets nothing."""
-    from sagegraph.retrieve.dgr.retriever import DGRRetriever
-
-    cara = row(g, "p4")
-    steps = [_calls(("search_in_neighborhood", {"node_index": cara, "edge_type": "ACTED_IN"})), _calls(("finish", {}))]
-    q = "Which actors starred in the films directed by Ana Silva?"
-    read: dict[float, set[str]] = {}
-    extras: dict[float, list] = {}
-    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
-        res = open_resources(g, _llm(server, tmp_path))
-        exact = res.graph.exact_vectors
-        import sagegraph.retrieve.dgr.retriever as dgr_module
-        rank = dgr_module.rank_by_similarity
-        for w in (0.0, 0.5):
-            texts: set[str] = set()
-            monkeypatch.setattr(res.graph, "exact_vectors", lambda batch, exact=exact, texts=texts: (texts.update(batch), exact(batch))[1])
-            monkeypatch.setattr(dgr_module, "rank_by_similarity", lambda e, v, first_by=None, extra=None, w=w: (extras.__setitem__(w, extra), rank(e, v, first_by, extra))[1])
-            got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, first_hop=w, chain_order=0.0).search(q, 5)
-            assert got.trace["agents"][0]["fallback_from"] == "chain" and len(got.idx)
-            read[w] = texts
-    assert "films directed by ?" not in read[0.0] and extras[0.0] is None  # three words each side of "Ana Silva"
-    assert "films directed by ?" in read[0.5]
-    assert any(x > 0 for x in extras[0.5]) and any(x == 0 for x in extras[0.5])  # Ana's chains gain, Cara's (not named) do not
-    assert isinstance(DGRRetriever.Params().first_hop, float) and DGRRetriever.Params().first_hop == 0.0
 
 
 def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(g, tmp_path, monkeypatch):
@@ -569,9 +456,9 @@ def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(
         res = open_resources(g, _llm(server, tmp_path))
         for q in ("Who acted in the films directed by Ana Silva?", "Who directed the films Ana Silva acted in?"):
             for w in (0.0, 1.0):
-                def spy(entries, vectors, first_by=None, extra=None, key=(q, w)):
+                def spy(entries, vectors, extra=None, key=(q, w)):
                     seen[key] = {p: min(seen.get(key, {}).get(p, 0.0), x) for (_, p, _), x in zip(entries, extra)} if extra else {}
-                    return rank(entries, vectors, first_by, extra)
+                    return rank(entries, vectors, extra)
                 monkeypatch.setattr(dgr_module, "rank_by_similarity", spy)
                 got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, chain_order=w).search(q, 5)
                 assert got.trace["agents"][0]["fallback_from"] == "chain" and ben in got.idx
@@ -580,7 +467,7 @@ def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(
     assert asked_in_order[actors] == 0.0 and asked_reversed[actors] < 0.0
     assert asked_in_order["directed (Movie)"] == 0.0  # one relation: no other order
     assert all(x <= 0.0 for x in asked_in_order.values()) and seen[("Who acted in the films directed by Ana Silva?", 0.0)] == {}
-    assert DGRRetriever.Params().chain_order == 0.25
+    assert DGRRetriever.Params().answer.chain_order == 0.25
 
 
 def test_order_gap_compares_a_chains_order_with_the_best_order_of_its_relations():
@@ -604,25 +491,6 @@ def test_order_gap_compares_a_chains_order_with_the_best_order_of_its_relations(
     fit_near = lambda rel, band: float(rel in near[band].split())  # noqa: E731
     assert order_gap(["parent", "nation"], fit_near, 5) == 0.0 and order_gap(["nation", "parent"], fit_near, 5) == -0.5  # best cut: parent read, nation not
     assert order_gap(["parent"], fit_near, 5) == 0.0 and order_gap(["parent", "nation", "x"], fit_near, 2) == 0.0  # too few words for three bands
-
-
-def test_link_neighbours_takes_the_first_relation_for_the_agent(g, tmp_path):
-    """With `link_neighbours` the opening lists Ana Silva's neighbours (her films among them) as a
-    neighbourhood search shows them, so the agent's first step can take the second relation, from
-    a film to its studio; the films count as shown and one relation out, and `chain` answers the
-    studio. Without it the same first step names a film it has not been shown: refused."""
-    m1, studio = row(g, "m1"), row(g, "s1")
-    steps = [_calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})), _calls(("finish", {}))]
-    q = "Which studio produced the films Ana Silva directed?"
-    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
-        res = open_resources(g, _llm(server, tmp_path))
-        walked = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link_neighbours=True).search(q, 5)
-        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json").search(q, 5)
-    opening = walked.trace["agents"][0]["messages"][1]["content"]
-    assert f"Neighbours of [{row(g, 'p1')}] Person: Ana Silva" in opening and f"[{m1}] Movie: Harbour Lights" in opening
-    assert "Its 2 neighbours" not in opening and "Its 2 neighbours" in plain.trace["agents"][0]["messages"][1]["content"]
-    assert walked.idx[0] == studio and walked.trace["agents"][0]["fallback_from"] == "chain"
-    assert f"node_index {m1} has not appeared in your results yet" in plain.trace["agents"][0]["messages"][3]["content"]
 
 
 def test_chain_encoder_reads_the_walks_chains_and_joins_the_run_key(g, tmp_path, monkeypatch):
@@ -656,33 +524,6 @@ def test_chain_encoder_reads_the_walks_chains_and_joins_the_run_key(g, tmp_path,
     assert DGRRetriever.prompt_for(DGRParams(chain_encoder=str(enc))) != key
     with pytest.raises(Exception, match="not a sentence-transformers directory"):
         get_retriever("dgr", g, chain_encoder=str(tmp_path))
-
-
-def test_chain_meets_ranks_first_the_node_walks_from_two_starts_reached(g, tmp_path):
-    """An intersection question: the agent searches for Ben Cho, walks -ACTED_IN-> his films, then
-    Ana Silva -DIRECTED-> hers, and never answers. The graph's encoder ranks one of Ben's films above
-    the one both walks reached; with `chain_meets` that one ranks first (each start counted once, a
-    start not counted as reaching itself). The replies are the same with and without it, so only
-    the order differs."""
-    from sagegraph.retrieve.dgr.agent import AgentRun, _walked
-
-    ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
-    steps = [_calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
-             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"})),
-             _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"}))]
-    q = "Which film directed by Ana Silva did Ben Cho act in?"
-    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 2)])) as server:
-        res = open_resources(g, _llm(server, tmp_path))
-        met = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_meets=True, chain_reach=0).search(q, 5)
-        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=0).search(q, 5)
-    assert met.idx[0] == m1 and plain.idx[0] != m1 and set(met.idx) == set(plain.idx) and met.trace["agents"][0]["fallback_from"] == "chain"
-    assert [m["content"] for m in met.trace["agents"][0]["messages"]] == [m["content"] for m in plain.trace["agents"][0]["messages"]]
-    t, run = GraphTools(g), AgentRun(agent=0, sample=1)
-    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ana, edge_type="DIRECTED"))
-    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ben, edge_type="ACTED_IN"))
-    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ana, edge_type="DIRECTED"))  # again: counted once
-    assert run.meets[m1] == {ana, ben} and run.meets[row(g, "m2")] == {ana} and ana not in run.meets
-
 
 
 def test_unnamed_question_an_agent_that_adds_nothing_answers_by_the_motifs_its_searches_asked_for(g, tmp_path):
@@ -743,40 +584,8 @@ def test_rank_by_similarity_orders_by_best_cosine_and_keeps_first_appearance_on_
     assert rank_by_similarity(entries, vectors) == [8, 10, 7, 9]  # a row scores by its best chain
     assert seen == [["a", "q", "b", "c", "d"]]  # each text encoded once
     assert rank_by_similarity([], vectors) == []
-    assert rank_by_similarity(entries, vectors, first_by={9: 2, 8: 1}) == [9, 8, 10, 7]
-    # `extra` per entry (DGR's `first_hop`): 7 and 9 tie at 0.6; 9's first entry gains 0.1, so 9 first of the two
+    # `extra` per entry (DGR's `chain_order`): 7 and 9 tie at 0.6; 9's first entry gains 0.1, so 9 first of the two
     assert rank_by_similarity(entries, vectors, extra=[0.0, 0.0, 0.1, 0.0, 0.0, 0.0]) == [8, 10, 9, 7]
-
-
-def test_masked_question_takes_a_qualifier_after_a_name_out_with_it_on_request():
-    from sagegraph.retrieve.kb.chains import masked_question
-
-    q = "Which actors have worked with the director of The Sleeping Paradox (2017)?"
-    assert masked_question(q, ["the sleeping paradox"]) == "Which actors have worked with the director of   (2017)?"
-    assert masked_question(q, ["the sleeping paradox"], qualifiers=True) == "Which actors have worked with the director of  ?"
-    assert masked_question("Is Paris (Texas) (a city) near Ana?", ["Paris", "Ana"], qualifiers=True) == "Is   (a city) near  ?"
-
-
-def test_name_window_is_the_words_beside_the_first_mention_of_a_name():
-    from sagegraph.retrieve.kb.chains import name_window
-
-    assert name_window("Which actors have worked with the director of Hollow Factory (1979)?", "hollow factory", 3) == "the director of (1979)?"
-    assert name_window("what is the gender of dad of louis xiii of france 's child ?", "louis xiii of france", 2) == "dad of 's child"
-    assert name_window("Which films did Ana direct?", "Cara", 3) == "" and name_window("Ana", "", 3) == ""
-    assert name_window("a b Ana c", "Ana", 0) == ""
-
-
-def test_fallback_deepest_counts_a_relation_path_as_its_length(g):
-    """With `edge_path`, one call walks several relations: its nodes lie that many relations out."""
-    from sagegraph.retrieve.dgr.agent import AgentRun, _walked
-
-    t, run = GraphTools(g, edge_path=True), AgentRun(agent=0, sample=1)
-    ben = row(g, "p3")
-    run.depth[ben] = 0
-    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ben, edge_type=["ACTED_IN", "PRODUCED_BY"]))
-    assert run.deepest == [row(g, "s1")] and run.deepest_reach == 2 and run.depth[row(g, "s1")] == 2
-    _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ben, edge_type="ACTED_IN"))  # one relation: not farther
-    assert run.deepest == [row(g, "s1")] and run.deepest_reach == 2
 
 
 def test_whole_calls_are_read_from_a_reply_cut_off_at_the_token_limit():
@@ -966,7 +775,7 @@ def test_run_agent_alone_and_the_budget_counter(g, tmp_path):
     assert b.exhausted and TokenBudget(None).exhausted is False
     with FakeOpenAI(director_script(g)) as server:
         llm = LLMClient(_llm(server, tmp_path), tmp_path / "r.sqlite")
-        run = run_agent(llm, GraphTools(g), "system", "Which films did Ana Silva direct?", mode="json", t_max=2)
+        run = run_agent(llm, paper_tools(g), "system", "Which films did Ana Silva direct?", mode="json", settings=AgentParams(t_max=2))
     assert run.stop == "t_max" and run.steps == 2 and run.fallback and run.answer == run.last_results
 
 
@@ -975,12 +784,14 @@ def test_params_are_validated():
         validate_params("dgr", {"t_max": 0})
     with pytest.raises(ConfigError, match="its parameters: t_max, n_agents"):
         validate_params("dgr", {"agents": 3})
-    assert validate_params("dgr", {}).model_dump()["n_agents"] == 3
-    # dgr-5's defaults are the forgiving tools (dgr-6: fallback chain; dgr-7: unnamed motifs); the paper's are one parameter set away
-    assert {k: v for k, v in validate_params("dgr", {}).model_dump().items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "chain", "unnamed": "motifs"}
-    assert validate_params("dgr", {}).model_dump()["chain_reach"] == 3 and validate_params("dgr", {}).model_dump()["reach_named"]  # dgr-8
-    assert validate_params("dgr", {}).model_dump()["reach_margin"] == 0.02  # dgr-10
-    assert validate_params("dgr", PAPER).model_dump(exclude_defaults=True) == PAPER
+    defaults = param_values(validate_params("dgr", {}))
+    assert defaults["n_agents"] == 3
+    # the defaults are the forgiving tools, `fallback: chain` and `unnamed: motifs`; the paper's are one parameter set away
+    assert {k: v for k, v in defaults.items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "chain", "unnamed": "motifs"}
+    assert defaults["chain_reach"] == 3 and defaults["reach_named"] and defaults["reach_margin"] == 0.02
+    assert param_values(validate_params("dgr", PAPER), exclude_defaults=True) == PAPER
+    # a group given whole is the same setting as its parameters given by name
+    assert validate_params("dgr", {"agent": {"t_max": 4}, "chain_reach": 2}) == validate_params("dgr", {"t_max": 4, "chain_reach": 2})
 
 
 def test_run_directory_trace_printout_and_sft_export(g, tmp_path, capsys):

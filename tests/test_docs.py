@@ -28,10 +28,37 @@ def test_every_command_and_config_field_is_in_the_reference():
 
 
 def test_every_relative_link_in_the_markdown_resolves():
-    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "experiments").rglob("*.md"))]
     broken = []
     for page in pages:
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+HISTORY = re.compile(r"session [0-9]|asked again|earlier machine", re.IGNORECASE)
+
+
+def test_the_readme_is_short_and_the_docs_tell_no_history():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 150
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    told = [f"{page.relative_to(ROOT)}:{n}" for page in pages for n, line in enumerate(page.read_text().splitlines(), 1)
+            if HISTORY.search(line)]
+    assert not told, told
+
+
+def test_conf_holds_what_a_user_starts_from_each_named_in_the_docs():
+    configs = sorted((ROOT / "conf").glob("*.yaml"))
+    assert 0 < len(configs) <= 15
+    docs = "\n".join(page.read_text() for page in [ROOT / "README.md", ROOT / "Makefile", *(ROOT / "docs").glob("*.md")])
+    assert not [c.name for c in configs if f"conf/{c.name}" not in docs]
+
+
+def test_every_study_has_a_readme_naming_its_question_and_outcome():
+    studies = [d for d in (ROOT / "experiments").iterdir() if d.is_dir()]
+    assert studies
+    for study in studies:
+        readme = (study / "README.md").read_text()
+        assert "**Question.**" in readme and "**Outcome" in readme, study.name

@@ -328,30 +328,6 @@ def test_similar_selection_ranks_by_phrase_with_the_no_model_order_breaking_ties
     assert sel.order[1:] == [i for i in prior_order(ts) if i != want][:2]  # equal scores: the no-model order
 
 
-def test_an_extension_outranks_the_template_it_extends_only_by_more_than_the_margin(g):
-    """`extend_margin`: 'films directed by X' and 'studios of films directed by X' read almost alike;
-    the longer chain must read closer by more than the margin, else it goes just below its parent."""
-    from sagegraph.retrieve.graphraft.select import extended, select
-
-    view = kb_view(g)
-    ts = enumerate_templates(view, [row(g, "p1")], three_hop=True)
-    parent = extended(ts)
-    one = next(i for i, t in enumerate(ts) if t.kind == "1hop" and t.hops[0].rel == "DIRECTED")
-    two = next(i for i, t in enumerate(ts) if parent[i] == one)
-    assert ts[two].kind == "2hop" and ts[two].hops[0] == ts[one].hops[0] and ts[two].mids[0] == ts[one].target_type
-    assert all(parent[i] is None for i, t in enumerate(ts) if t.kind in ("1hop", "path"))
-    assert any(t.kind == "3hop" and ts[parent[i]].kind == "2hop" for i, t in enumerate(ts) if parent[i] is not None)
-
-    def sim(tt):
-        return [0.51 if t is ts[two] else 0.50 if t is ts[one] else 0.1 for t in tt]
-    assert select("similar", None, "q", "", ts, 2, similarity=sim).order == [two, one]  # margin 0: similarity alone
-    assert select("similar", None, "q", "", ts, 2, similarity=sim, margin=0.005).order == [two, one]
-    held = select("similar", None, "q", "", ts, 2, similarity=sim, margin=0.02)
-    assert held.order == [one, two]
-    assert held.replies[0] == f"0.5000 {ts[one].phrase()}"  # the trace: what was read, and what it was held to
-    assert held.replies[1] == f"0.5100 (held to 0.5000) {ts[two].phrase()}"
-
-
 def test_the_similar_selector_reads_the_question_without_entity_names_and_weights_unsure_entities(g, tmp_path):
     """No model for selection: "directed" in the question picks the DIRECTED template (the test encoder matches words). A relation
     word the entity step called a name (resolved by name vector, score < 1) starts templates that

@@ -32,7 +32,7 @@ from sagegraph.eval.metrics import (
 )
 from sagegraph.progress import Progress
 from sagegraph.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_text_whole, write_trec
-from sagegraph.retrieve.base import Retrieval, Retriever
+from sagegraph.retrieve.base import Retrieval, Retriever, param_values
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.registry import retriever_class, validate_params
 from sagegraph.runlock import hold
@@ -87,7 +87,7 @@ class EvalConfig:
     def canonical_params(self) -> dict[str, Any]:
         """The parameters that differ from the retriever's defaults: equal runs, equal keys,
         whether a default was written out or not."""
-        return self.validated().model_dump(mode="json", exclude_defaults=True)
+        return param_values(self.validated(), mode="json", exclude_defaults=True)
 
     def key(self) -> str:
         fields = {"v": KEY_VERSION, "retriever": self.retriever, "k": self.k, "params": self.canonical_params(), "edges": self.edges, "prompt": self.prompt}

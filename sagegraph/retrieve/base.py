@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic.fields import FieldInfo
 
 from sagegraph.errors import ConfigError, SageGraphError, StoreUnavailable
 
@@ -87,6 +88,58 @@ class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ParamGroup(BaseModel):
+    """The parameters of one concern of a method (its tools, its agent loop, its fallback), passed
+    whole to the code that concern lives in."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GroupedParams(BaseModel):
+    """A method's parameters in groups (each field a `ParamGroup`), named by users by their own
+    names: parameter names are unique across a model's groups, so a sweep's `t_max: [10]` and a
+    nested `agent: {t_max: 10}` are the same setting, and the run key reads the flat form."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def groups(cls) -> dict[str, type[ParamGroup]]:
+        return {name: info.annotation for name, info in cls.model_fields.items()
+                if isinstance(info.annotation, type) and issubclass(info.annotation, ParamGroup)}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sort_into_groups(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        groups = cls.groups()
+        owner = {name: group for group, model in groups.items() for name in model.model_fields}
+        sorted_data: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in groups and isinstance(value, dict):
+                sorted_data.setdefault(key, {}).update(value)
+            elif key in owner:
+                sorted_data.setdefault(owner[key], {})[key] = value
+            else:
+                sorted_data[key] = value  # a group given whole, or an unknown key the model refuses by name
+        return sorted_data
+
+
+def param_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A params model's parameters by the names users write: a grouped model's groups' fields."""
+    if issubclass(model, GroupedParams):
+        return {name: info for group in model.groups().values() for name, info in group.model_fields.items()}
+    return dict(model.model_fields)
+
+
+def param_values(params: BaseModel, **dump: Any) -> dict[str, Any]:
+    """`params.model_dump(**dump)` by the names users write (a grouped model's groups flattened)."""
+    values = params.model_dump(**dump)
+    if isinstance(params, GroupedParams):
+        return {name: value for group in params.groups() for name, value in values.get(group, {}).items()}
+    return values
+
+
 class Retriever(ABC):
     """What the evaluation layer needs to know about a configuration (its label, result size, LLM
     use, prompt version, sweep-grid sugar) is asked of the class with the configuration's
@@ -150,7 +203,7 @@ class Retriever(ABC):
     @classmethod
     def axes(cls) -> tuple[str, ...]:
         """The sweep-block keys beside `params` this class takes as parameters."""
-        own = tuple(cls.Params.model_fields)
+        own = tuple(param_fields(cls.Params))
         return own if cls.shared_axes is None else tuple(a for a in cls.shared_axes if a in own)
 
     @classmethod
@@ -179,7 +232,7 @@ class Retriever(ABC):
     def _search(self, query: str, k: int) -> Retrieval: ...
 
     def params(self) -> dict[str, Any]:
-        return self.p.model_dump()
+        return param_values(self.p)
 
     def stage_ids(self, rows: Iterable[int], cap: int | None = None) -> list[str]:
         """Source ids (what gold is written in) of a step's rows, once each and in order, for the

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from sagegraph.errors import ConfigError, SageGraphError
-from sagegraph.retrieve.base import Resources, Retriever
+from sagegraph.retrieve.base import Resources, Retriever, param_fields
 
 if TYPE_CHECKING:
     from sagegraph.retrieve.graph_index import GraphIndex
@@ -104,7 +104,7 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
     try:
         return cls.Params.model_validate(params)
     except ValidationError as exc:
-        known = ", ".join(cls.Params.model_fields) or "none"
+        known = ", ".join(param_fields(cls.Params)) or "none"
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(params)'}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"retriever {name!r}: {problems} (its parameters: {known})") from None
 

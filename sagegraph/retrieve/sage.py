@@ -14,7 +14,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever, given_suffix
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, given_suffix, param_fields
 from sagegraph.errors import ConfigError
 from sagegraph.retrieve.registry import get_retriever, register, retriever_class, validate_params
 from sagegraph.retrieve.flat import HybridRetriever
@@ -61,7 +61,7 @@ class SageRetriever(Retriever):
     @classmethod
     def seed_config(cls, k: int, params: SageParams) -> tuple[str, int, dict[str, Any]]:
         seed_params = dict(params.seed_params)
-        if "alpha" in retriever_class(params.seed_retriever).Params.model_fields:
+        if "alpha" in param_fields(retriever_class(params.seed_retriever).Params):
             seed_params.setdefault("alpha", params.alpha)
         return params.seed_retriever, k, seed_params
 

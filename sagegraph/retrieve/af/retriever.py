@@ -41,23 +41,12 @@ from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.kb.schema_card import cypher_literal, load_hints
 from sagegraph.retrieve.timeline import Timeline
 
-# af-5: the derived Cypher is grounded by default (`ground`; the prompts are af-4's): Hit@1 0.443 ->
-# 0.529 on the synthetic KB's test sample, 0.183 -> 0.250 on PathQuestion's (docs/results.md,
-# session 21). `ground: false` is the paper's AF. af-6: a question that names no KB node is ranked
-# by the motifs its query wrote (`unnamed`; the prompts are af-4's); `unnamed: resolve` is the paper's.
-# af-7: a name's nodes ranked through its fp32 vector (`GraphIndex.exact_vectors`, as DGR's chains
-# since dgr-9); both calls come before that ranking, so af-6's replies replay.
-# af-8: a theme the query writes on the answer's name or a property that holds it nowhere ranks the
-# grounded answers by their sentences (`semantic_text`; after both calls, so af-7's replies replay):
-# synthetic test 0.614 -> 0.686 (textual 0.3 -> 0.8), PathQuestion 0.250 both, passed on fresh
-# samples of unread questions (docs/results.md, session 37).
+# The paper's AF: `ground: false, semantic_text: false, unnamed: resolve`. The prompt version is part
+# of the run key: a changed prompt reruns instead of resuming (its history: CHANGELOG.md).
 PROMPT_VERSION = "af-8"
 
-# af-1 asked "Which type must a node have to answer the question below?"; the 1.5B local model then
-# named the type of the entity the question mentions in 19% of 70 questions ("Which films were
-# directed by X?" -> Person), so af-2 says that the question mentions nodes it does not ask for.
-# af-3: the name example in the Cypher rules is a node of the KB being queried (af-2 showed a film
-# KB's person, which a small model copied into questions about other KBs).
+# The target-type prompt says the question may mention nodes it does not ask for: a small model
+# otherwise names the mentioned node's type. Its name example is a node of the KB being queried.
 TARGET_TYPE = """A knowledge base holds nodes of these types: {types}.
 The question below asks for some nodes and may mention others. Which type are the nodes it asks for?
 Reply with the type name only.
@@ -118,7 +107,7 @@ class AFParams(BaseModel):
                                                   "its property) holds, in a query that names another node the KB holds, is read as what "
                                                   "the answer is about: it no longer pins or filters the answer, and the grounded answers "
                                                   "rank by how their closest sentence reads against the words (SPARK's `semantic_text`; "
-                                                  "the default since af-8; false: the paper's)")
+                                                  "false: the paper's)")
 
 
 def _written(parsed: ParsedQuery, names_only: bool) -> list[str]:

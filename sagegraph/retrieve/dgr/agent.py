@@ -28,14 +28,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sagegraph.llm import LLMClient, LLMRequestRefused, Reply
-from sagegraph.retrieve.dgr.tools import ANSWER, FINISH, GLOBAL, NEIGHBOURS, GraphTools, ToolError, ToolOutput, answer_action_schema
+from sagegraph.retrieve.dgr.params import AgentParams, Fallback
+from sagegraph.retrieve.dgr.tools import (
+    ANSWER,
+    FINISH,
+    GLOBAL,
+    NEIGHBOURS,
+    GraphTools,
+    ToolError,
+    ToolOutput,
+)
 from sagegraph.retrieve.timeline import Timeline
 
 Mode = Literal["native", "json"]
 Stop = Literal["finish", "t_max", "budget", "refused", "repeats"]
-Fallback = Literal["last", "first", "deepest", "chain"]
-# A walk to one node: the node it started from, then (relation, the row it reached; None inside an
-# `edge_path` path) per hop.
+# A walk to one node: the node it started from, then (relation, the row it reached) per hop.
 Chain = tuple[int, tuple[tuple[str, int | None], ...]]
 
 
@@ -196,7 +203,6 @@ class AgentRun:
     deepest_reach: int = 0  # how many relations from its start `deepest` lies
     depth: dict[int, int] = field(default_factory=dict)  # relations walked from a named or searched node to each node shown
     chains: dict[int, Chain] = field(default_factory=dict)  # how the walk first reached each node a neighbourhood search showed
-    meets: dict[int, set[int]] = field(default_factory=dict)  # the starts whose walks showed each node
     seen: list[int] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)  # what its global searches asked for, in order (`unnamed`'s motifs)
     linked: int = 0  # nodes shown with the question (`link`)
@@ -205,7 +211,6 @@ class AgentRun:
     steps: int = 0
     stop: Stop = "t_max"
     fallback_from: Fallback | None = None  # which results an agent that added nothing answered (None: it answered)
-    answered_on_stop: bool = False  # its answer came from the extra call of `answer_on_stop`
     tools: Counter = field(default_factory=Counter)
     parse_errors: int = 0
     text_calls: int = 0
@@ -223,7 +228,7 @@ class AgentRun:
 
     def record(self) -> dict[str, Any]:
         return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
-                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "searches": self.searches, "answered_on_stop": self.answered_on_stop, "linked": self.linked, "beyond_walk": self.beyond_walk, "reach_capped": self.reach_capped, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
+                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "searches": self.searches, "linked": self.linked, "beyond_walk": self.beyond_walk, "reach_capped": self.reach_capped, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
                 "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls, "early_finishes": self.early_finishes,
                 "cut_salvaged": self.cut_salvaged, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
@@ -234,23 +239,15 @@ def _assistant_native(reply: Reply) -> dict[str, Any]:
             "tool_calls": [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in reply.tool_calls]}
 
 
-def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, mode: Mode, t_max: int, agent: int = 0,
-              temperature: float | None = None, max_tokens: int = 512, budget: TokenBudget | None = None,
-              timeline: Timeline | None = None, max_calls_per_step: int = 8, constrain: bool = False,
-              shown_only: bool = False, stop_repeats: int = 0, steps_left: bool = False, answer_on_stop: bool = False,
-              start: ToolOutput | None = None, read_before_finish: bool = False, fallback: Fallback = "last",
-              salvage_cut: bool = False, rank_chains: Callable[[AgentRun], list[int]] | None = None) -> AgentRun:
-    """Runs one agent to its stop; `agent` picks its sample (agent + 1 in the cache key and seed);
-    `constrain` sends the JSON-action schema with JSON mode (llama.cpp servers decode by it);
-    `shown_only` refuses node indices the agent has not been shown; `stop_repeats` > 0 stops an
-    agent after that many steps in a row whose every call repeats an earlier search (a small model
-    that loops would otherwise spend its whole T_max resending one history); `steps_left` tells the
-    agent under each observation how many steps it has left (a small model that never answers is
-    otherwise not told that its time runs out); `answer_on_stop` asks an agent stopped by T_max or
-    for repeating itself, with nothing added, for its answer once more (`_answer_on_stop`);
-    `salvage_cut` runs the calls a reply cut off at the token limit wrote whole (`whole_calls`);
-    `rank_chains` orders the nodes the walk reached by how their chains read against the question
-    (`fallback: chain`)."""
+def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, mode: Mode, settings: AgentParams,
+              agent: int = 0, budget: TokenBudget | None = None, timeline: Timeline | None = None, start: ToolOutput | None = None,
+              fallback: Fallback = "last", rank_chains: Callable[[AgentRun], list[int]] | None = None) -> AgentRun:
+    """Runs one agent to its stop under `settings`; `agent` picks its sample (agent + 1 in the cache
+    key and seed). A small model loops (one search resent until T_max), invents node indices and
+    writes a finish beside the search it needs, so `stop_repeats`, `shown_only` and
+    `read_before_finish` guard against each; `salvage_cut` runs the calls a reply cut off at the
+    token limit wrote whole (`whole_calls`). An agent that added nothing answers by `fallback`;
+    `rank_chains` orders the nodes its walk reached for `fallback: chain`."""
     run = AgentRun(agent=agent, sample=agent + 1)
     budget = budget or TokenBudget(None)
     timeline = timeline or Timeline()
@@ -261,15 +258,13 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         run.seen += [r for r in start.shown if r not in run.seen]
         run.depth.update((r, 0) for r in start.shown)
         run.linked = len(start.shown)
-        for walk in start.walks:  # `link_neighbours`: the named nodes' neighbours, one relation out
-            _walked(run, NEIGHBOURS, walk)
-            run.seen += [r for r in walk.shown if r not in run.seen]
     run.messages = [{"role": "system", "content": system}, {"role": "user", "content": opening}]
     schemas = tools.schemas() if mode == "native" else None
-    fmt = None if mode == "native" else ({"type": "json_object", "schema": tools.action_schema()} if constrain else {"type": "json_object"})
+    fmt = None if mode == "native" else ({"type": "json_object", "schema": tools.action_schema()} if settings.constrain else {"type": "json_object"})
     sent = 0  # messages already shown in an earlier step's span (spans carry only what is new)
     asked: dict[str, int] = {}  # search call -> the step that first made it
     stale = 0  # steps in a row that only repeated earlier searches
+    t_max, max_calls_per_step = settings.t_max, settings.max_calls_per_step
     for step in range(1, t_max + 1):
         if budget.exhausted:
             run.stop = "budget"
@@ -278,7 +273,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             with timeline.span("llm", f"step {step}", run.messages[sent:], group=group) as ev:
                 reply = llm.chat(run.messages, tools=schemas, tool_choice="required" if schemas else None,
                                  response_format=fmt,
-                                 sample=run.sample, temperature=temperature, max_tokens=max_tokens)
+                                 sample=run.sample, temperature=settings.temperature, max_tokens=settings.max_tokens)
                 timeline.reply(ev, reply)
         except LLMRequestRefused:  # most often the history outgrew the context window
             run.stop = "refused"
@@ -296,7 +291,7 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
                 actions = read_text_actions(reply.text)
                 run.text_calls += mode == "native"
         except ActionError as exc:
-            whole, actions = _salvaged(reply.text, max_calls_per_step) if salvage_cut and not reply.whole else ([], [])
+            whole, actions = _salvaged(reply.text, max_calls_per_step) if settings.salvage_cut and not reply.whole else ([], [])
             if not actions:
                 run.parse_errors += 1
                 run.messages.append({"role": "assistant", "content": reply.text})
@@ -314,11 +309,11 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         for i, action in enumerate(actions):
             if i >= max_calls_per_step:
                 text = f"Skipped: at most {max_calls_per_step} tool calls run per step."
-            elif read_before_finish and action.tool == FINISH and searched:
+            elif settings.read_before_finish and action.tool == FINISH and searched:
                 run.early_finishes += 1
                 text = "Not finished: this reply's searches have results you have not read yet. Read them, add the nodes that answer, then finish."
             else:
-                text, finished_now = _execute(run, tools, action, timeline, group, shown_only)
+                text, finished_now = _execute(run, tools, action, timeline, group, settings.shown_only)
                 finished = finished or finished_now
                 if action.tool in (GLOBAL, NEIGHBOURS):
                     searched = True
@@ -332,29 +327,21 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             observations.append((action, text))
         # Progress is a new search or a new answer; re-adding the same nodes is not.
         stale = 0 if fresh or len(run.answer) > answered else stale + 1
-        left = ""
-        if steps_left and not finished:
-            n_left = t_max - step
-            left = (f"\n{n_left} step{'s' if n_left != 1 else ''} left." + (" Add the answers you have found now." if n_left <= 2 else "")) if n_left else ""
         if native_ids:
-            run.messages += [{"role": "tool", "tool_call_id": a.call_id, "content": text + (left if i == len(observations) - 1 else "")}
-                             for i, (a, text) in enumerate(observations)]
+            run.messages += [{"role": "tool", "tool_call_id": a.call_id, "content": text} for a, text in observations]
         else:
             # The question is restated under the results: a small model otherwise loses it in a
             # long history and repeats its last call.
             results = "\n\n".join(f"{a.tool} result:\n{text}" for a, text in observations)
-            run.messages.append({"role": "user", "content": f"{results}{cut_note}\n\nQuestion: {question}{left}\nNext tool calls?"})
+            run.messages.append({"role": "user", "content": f"{results}{cut_note}\n\nQuestion: {question}\nNext tool calls?"})
         if finished:
             run.stop = "finish"
             break
-        if stop_repeats and stale >= stop_repeats:
+        if settings.stop_repeats and stale >= settings.stop_repeats:
             run.stop = "repeats"
             break
     else:
         run.stop = "t_max"
-    if answer_on_stop and not run.answer and run.seen and run.stop in ("t_max", "repeats") and not budget.exhausted:
-        _answer_on_stop(run, llm, tools, question, mode=mode, constrain=constrain, temperature=temperature, max_tokens=max_tokens,
-                        budget=budget, timeline=timeline, shown_only=shown_only)
     if not run.answer:
         picks = {"first": run.first_neighbours, "deepest": run.deepest, "last": run.last_results,
                  "chain": rank_chains(run) if fallback == "chain" and rank_chains is not None else []}
@@ -363,58 +350,11 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     return run
 
 
-ASK_ANSWER = ("Your steps are used up. Call add_to_answer now with the nodes shown in the results above that answer the question, "
-              "best first.\nQuestion: {question}")
-
-
-def _answer_on_stop(run: AgentRun, llm: LLMClient, tools: GraphTools, question: str, *, mode: Mode, constrain: bool,
-                    temperature: float | None, max_tokens: int, budget: TokenBudget, timeline: Timeline, shown_only: bool) -> None:
-    """One last call whose only tool is add_to_answer, for an agent that explored and stopped
-    without answering (not the paper's, whose code then answers nothing): a small model often
-    reaches the answer and keeps exploring until T_max or its repeats stop it. LangChain's agents
-    do the same at their iteration limit (`early_stopping_method="generate"`). With `constrain`, the
-    JSON-mode grammar admits only indices the agent was shown. Counted (`answers_on_stop`); a reply
-    that adds nothing leaves the fallback."""
-    group = f"agent {run.agent}"
-    ask = ASK_ANSWER.format(question=question)
-    if run.messages[-1]["role"] == "user":  # JSON mode's observations: one user turn, not two in a row
-        run.messages[-1] = {**run.messages[-1], "content": f"{run.messages[-1]['content']}\n\n{ask}"}
-    else:
-        run.messages.append({"role": "user", "content": ask})
-    schemas = [s for s in tools.schemas() if s["function"]["name"] == ANSWER] if mode == "native" else None
-    fmt = None if mode == "native" else ({"type": "json_object", "schema": answer_action_schema(run.seen)} if constrain else {"type": "json_object"})
-    try:
-        with timeline.span("llm", "answer on stop", run.messages[-1:], group=group) as ev:
-            reply = llm.chat(run.messages, tools=schemas, tool_choice="required" if schemas else None, response_format=fmt,
-                             sample=run.sample, temperature=temperature, max_tokens=max_tokens)
-            timeline.reply(ev, reply)
-    except LLMRequestRefused:
-        return
-    run.prompt_tokens.append(reply.prompt_tokens)
-    run.completion_tokens.append(reply.completion_tokens)
-    budget.spend(reply.prompt_tokens + reply.completion_tokens)
-    try:
-        actions = read_native(reply) if mode == "native" and reply.tool_calls else read_text_actions(reply.text)
-    except ActionError:
-        run.parse_errors += 1
-        run.messages.append({"role": "assistant", "content": reply.text})
-        return
-    native_ids = mode == "native" and bool(reply.tool_calls)
-    run.messages.append(_assistant_native(reply) if native_ids else {"role": "assistant", "content": reply.text})
-    observations = [(a, _execute(run, tools, a, timeline, group, shown_only)[0] if a.tool == ANSWER else f"Skipped: only {ANSWER} runs now.")
-                    for a in actions]
-    if native_ids:
-        run.messages += [{"role": "tool", "tool_call_id": a.call_id, "content": text} for a, text in observations]
-    else:
-        run.messages.append({"role": "user", "content": "\n\n".join(f"{a.tool} result:\n{text}" for a, text in observations)})
-    run.answered_on_stop = bool(run.answer)
-
-
 def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timeline, group: str, shown_only: bool) -> tuple[str, bool]:
     error = None
     with timeline.span("tool", action.tool, action.args, group=group) as ev:
         try:
-            out = tools.call(action.tool, action.args, shown=set(run.seen) if shown_only else None, seen=run.seen)
+            out = tools.call(action.tool, action.args, shown=set(run.seen) if shown_only else None)
             ev["outputs"] = out.text
         except ToolError as exc:
             error = ev["outputs"] = f"Error: {exc}"
@@ -425,8 +365,6 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
     run.tools[action.tool] += 1
     if out.relaxed:
         run.tools["relaxed_filter"] += len(out.relaxed)
-    if out.by_name:
-        run.tools["answer_by_name"] += out.by_name
     if action.tool == GLOBAL and str(action.args.get("query", "")).strip():
         run.searches.append(str(action.args["query"]))
     if action.tool in (GLOBAL, NEIGHBOURS):
@@ -449,8 +387,7 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
 
 def _walked(run: AgentRun, tool: str, out: ToolOutput) -> None:
     """How far the agent has walked: a named node (`link`) or a global search result is a start
-    (0); a neighbourhood search puts the nodes it shows for the first time one relation (a path's
-    length) beyond the node it explored from. The search that first reaches a new farthest depth is
+    (0); a neighbourhood search puts the nodes it shows for the first time one relation beyond the node it explored from. The search that first reaches a new farthest depth is
     `fallback: deepest`'s answer: a small agent that walks a chain and stops without answering was
     last where the chain led, while its later searches (back along a relation, a global search)
     show nothing farther."""
@@ -461,17 +398,13 @@ def _walked(run: AgentRun, tool: str, out: ToolOutput) -> None:
     base = run.depth.get(out.source, 0) if out.source is not None else 0
     new = [r for r in out.shown if r not in run.depth]
     start, walked = run.chains.get(out.source, (out.source, ())) if out.source is not None else (None, ())
-    if start is not None:
-        for r in out.shown:
-            if r != start:
-                run.meets.setdefault(r, set()).add(start)
     for r in new:
-        run.depth[r] = base + out.hops
+        run.depth[r] = base + 1
         rels = out.rels.get(r)
         if start is not None and rels:
-            run.chains[r] = (start, walked + tuple((rel, None) for rel in rels[:-1]) + ((rels[-1], r),))
-    if new and base + out.hops > run.deepest_reach:
-        run.deepest, run.deepest_reach = list(out.shown), base + out.hops
+            run.chains[r] = (start, walked + ((rels[-1], r),))
+    if new and base + 1 > run.deepest_reach:
+        run.deepest, run.deepest_reach = list(out.shown), base + 1
 
 
 def fuse_votes(answers: list[list[int]]) -> list[tuple[int, int, int]]:

@@ -16,24 +16,21 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from dataclasses import dataclass, field
 from collections.abc import Collection
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from sagegraph.index.bm25 import BM25Index, top_k
+from sagegraph.retrieve.dgr.params import ToolParams
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.kb.entities import linked_rows
-from sagegraph.retrieve.kb.view import KBView, cut_text, kb_view, normalise
+from sagegraph.retrieve.kb.view import KBView, cut_text, kb_view
 
-NeighbourRanking = Literal["bm25", "hybrid", "substring", "none"]
-GlobalSearch = Literal["bm25", "hybrid"]
 GLOBAL, NEIGHBOURS, ANSWER, FINISH = "search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"
 TOOL_NAMES = (GLOBAL, NEIGHBOURS, ANSWER, FINISH)
-MAX_PATH = 3  # relations one `edge_path` call may follow
-PATH_FRONTIER = 500  # nodes a path's inner hops may reach before the walk stops widening
 
 
 class ToolError(ValueError):
@@ -49,11 +46,8 @@ class ToolOutput:
     reasons: dict[int, str] = field(default_factory=dict)  # the agent's reasoning per added row
     finish: bool = False
     relaxed: list[str] = field(default_factory=list)  # filters dropped because nothing matched them
-    by_name: int = 0  # answers given by a shown node's name rather than its index
     source: int | None = None  # the node a neighbourhood search explored from
-    hops: int = 1  # how far from `source` the shown nodes are (a relation path's length with `edge_path`)
     rels: dict[int, list[str]] = field(default_factory=dict)  # the relation types leading from `source` to each shown node
-    walks: list["ToolOutput"] = field(default_factory=list)  # neighbourhood searches made for the agent (`link_neighbours`)
 
 
 # How each tool's ranking is described to the agent (the system prompt and the native schemas).
@@ -61,26 +55,25 @@ GLOBAL_KIND = {"bm25": "keyword (BM25) search", "hybrid": "search by keywords an
 NEIGHBOUR_MATCH = {"bm25": "keyword match", "hybrid": "keyword and meaning match", "substring": "keyword match", "none": "keyword match"}
 
 
-def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
-                 edge_path: bool = False, global_search: GlobalSearch = "bm25", neighbour_ranking: NeighbourRanking = "bm25") -> list[dict[str, Any]]:
+def tool_schemas(settings: ToolParams) -> list[dict[str, Any]]:
     """OpenAI function-calling schemas; the JSON-action mode describes the same tools in prose."""
 
     def fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
         return {"type": "function", "function": {"name": name, "description": description,
                                                  "parameters": {"type": "object", "properties": properties, "required": required}}}
 
-    kind = GLOBAL_KIND[global_search]
-    tools = [fn(GLOBAL, f"{kind[0].upper()}{kind[1:]} over every node's name and summary. Returns up to `size` nodes (default {default_size}, at most {max_size}).",
+    kind, max_size = GLOBAL_KIND[settings.global_search], settings.max_search_size
+    tools = [fn(GLOBAL, f"{kind[0].upper()}{kind[1:]} over every node's name and summary. Returns up to `size` nodes "
+                f"(default {settings.search_size}, at most {max_size}).",
                 {"query": {"type": "string", "description": "keywords, an entity name or descriptive terms"},
                  "size": {"type": "integer", "description": f"number of results, 1-{max_size}"}}, ["query"])]
-    if neighbourhood:
-        tools.append(fn(NEIGHBOURS, f"The direct neighbours of a node with the relation type and direction of each edge, ranked by {NEIGHBOUR_MATCH[neighbour_ranking]} to `query`; {neighbour_k} shown.",
+    if settings.neighbourhood:
+        tools.append(fn(NEIGHBOURS, "The direct neighbours of a node with the relation type and direction of each edge, ranked by "
+                        f"{NEIGHBOUR_MATCH[settings.neighbour_ranking]} to `query`; {settings.neighbour_k} shown.",
                         {"node_index": {"type": "integer", "description": "the node to explore around"},
                          "query": {"type": "string", "description": "keywords to rank the neighbours by"},
                          "node_type": {"type": "string", "description": "only neighbours of this node type"},
-                         "edge_type": ({"type": "array", "items": {"type": "string"},
-                                        "description": "relation types to follow in order (one or more); the nodes at the path's end are listed"}
-                                       if edge_path else {"type": "string", "description": "only edges of this relation type"})}, ["node_index"]))
+                         "edge_type": {"type": "string", "description": "only edges of this relation type"}}, ["node_index"]))
     tools.append(fn(ANSWER, "Add nodes that answer the question, best first, each with a short reason.",
                     {"answer_nodes": {"type": "array", "items": {"type": "object", "properties": {
                         "node_index": {"type": "integer"}, "reasoning": {"type": "string"}}, "required": ["node_index"]}}}, ["answer_nodes"]))
@@ -89,7 +82,7 @@ def tool_schemas(neighbourhood: bool = True, default_size: int = 5, max_size: in
     return tools
 
 
-def action_schema(node_types: list[str], relation_types: list[str], neighbourhood: bool = True, edge_path: bool = False) -> dict[str, Any]:
+def action_schema(node_types: list[str], relation_types: list[str], neighbourhood: bool = True) -> dict[str, Any]:
     """JSON schema of one JSON-mode reply, {"calls": [...]} with at least one call of a known tool
     and typed arguments. A llama.cpp server turns it into a grammar, so a small model cannot
     answer with no call, an unknown tool or an unknown type."""
@@ -98,18 +91,10 @@ def action_schema(node_types: list[str], relation_types: list[str], neighbourhoo
     if neighbourhood:
         calls.append(_call(NEIGHBOURS, {"node_index": {"type": "integer"}, "query": {"type": "string"},
                                         "node_type": {"enum": node_types},
-                                        "edge_type": ({"anyOf": [{"enum": relation_types}, {"type": "array", "minItems": 1, "maxItems": MAX_PATH,
-                                                                                            "items": {"enum": relation_types}}]}
-                                                      if edge_path else {"enum": relation_types})}, ["node_index"]))
+                                        "edge_type": {"enum": relation_types}}, ["node_index"]))
     calls.append(_answer_call({"type": "integer"}))
     calls.append(_call(FINISH, {"comment": {"type": "string"}}, []))
     return _calls(calls)
-
-
-def answer_action_schema(rows: list[int]) -> dict[str, Any]:
-    """A JSON-mode reply that can only be add_to_answer of nodes in `rows` (those the agent was
-    shown): the last call of an agent asked to answer when its steps run out."""
-    return _calls([_answer_call({"enum": list(rows)})])
 
 
 def _call(tool: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -148,27 +133,19 @@ class GraphTools:
     """The tools for one graph and one parameter set; stateless between calls (the answer list
     lives in the agent), so n agents share one instance."""
 
-    def __init__(self, g: GraphIndex, *, default_size: int = 5, max_size: int = 30, neighbour_k: int = 20,
-                 neighbour_ranking: NeighbourRanking = "bm25", type_filters: bool = True, neighbourhood: bool = True,
-                 summary_chars: int = 200, relax_filters: bool = False, answer_by_name: bool = False, relation_kinds: bool = False,
-                 edge_path: bool = False, global_search: GlobalSearch = "bm25"):
-        self.g = g
-        self.view: KBView = kb_view(g)
-        self.default_size, self.max_size, self.neighbour_k = default_size, max_size, neighbour_k
-        self.neighbour_ranking, self.type_filters, self.neighbourhood = neighbour_ranking, type_filters, neighbourhood
-        self.summary_chars = summary_chars
-        self.relax_filters, self.answer_by_name, self.relation_kinds = relax_filters, answer_by_name, relation_kinds
-        self.edge_path, self.global_search = edge_path, global_search
-        self.hybrid = HybridRetriever.over(g)  # the flat baseline's fused ranking, for the `hybrid` searches
-        self._types = {t.lower(): t for t in g.node_types()}
+    def __init__(self, graph: GraphIndex, settings: ToolParams | None = None):
+        self.g = graph
+        self.settings = settings or ToolParams()
+        self.view: KBView = kb_view(graph)
+        self.hybrid = HybridRetriever.over(graph)  # the flat baseline's fused ranking, for the `hybrid` searches
+        self._types = {t.lower(): t for t in graph.node_types()}
         self._relations = {r.lower(): c for c, r in enumerate(self.view.relation_types)}
 
     def schemas(self) -> list[dict[str, Any]]:
-        return tool_schemas(self.neighbourhood, self.default_size, self.max_size, self.neighbour_k, self.edge_path,
-                            self.global_search, self.neighbour_ranking)
+        return tool_schemas(self.settings)
 
     def action_schema(self) -> dict[str, Any]:
-        return action_schema(self.g.node_types(), self.view.relation_types, self.neighbourhood, self.edge_path)
+        return action_schema(self.g.node_types(), self.view.relation_types, self.settings.neighbourhood)
 
     # -- rendering --------------------------------------------------------------------------------
     def label(self, row: int) -> str:
@@ -192,17 +169,16 @@ class GraphTools:
         else:
             s = view.topics[row] or self.g.text(row)
         s = " ".join(s.split())
-        return cut_text(s, self.summary_chars)
+        return cut_text(s, self.settings.summary_chars)
 
     def _line(self, row: int, extra: str = "") -> str:
         s = self.summary(row)
         return f"{self.label(row)}{extra}" + (f" | {s}" if s else "")
 
     # -- tools ------------------------------------------------------------------------------------
-    def call(self, name: str, args: dict[str, Any], shown: Collection[int] | None = None, seen: list[int] | None = None) -> ToolOutput:
+    def call(self, name: str, args: dict[str, Any], shown: Collection[int] | None = None) -> ToolOutput:
         """`shown`: the nodes this agent has been shown; when given, a node_index outside it is
-        refused (a small model invents indices and plans calls on results it has not seen yet).
-        `seen`: the same nodes in the order they were shown, which answers by name resolve in."""
+        refused (a small model invents indices and plans calls on results it has not seen yet)."""
         if not isinstance(args, dict):
             raise ToolError(f"{name}: arguments must be a JSON object, got {type(args).__name__}")
         if name == GLOBAL:
@@ -210,7 +186,7 @@ class GraphTools:
             if unknown:
                 raise ToolError(f"{GLOBAL}: unknown argument(s) {sorted(unknown)}; it takes query and size")
             return self.search_in_graph(args.get("query"), args.get("size"))
-        if name == NEIGHBOURS and self.neighbourhood:
+        if name == NEIGHBOURS and self.settings.neighbourhood:
             unknown = set(args) - {"node_index", "query", "node_type", "edge_type"}
             if unknown:
                 raise ToolError(f"{NEIGHBOURS}: unknown argument(s) {sorted(unknown)}; it takes node_index, query, node_type and edge_type")
@@ -218,18 +194,18 @@ class GraphTools:
                 raise ToolError(f"{NEIGHBOURS}: node_index is required")
             return self.search_in_neighborhood(args["node_index"], args.get("query"), args.get("node_type"), args.get("edge_type"), shown=shown)
         if name == ANSWER:
-            return self.add_to_answer(args.get("answer_nodes", args.get("nodes")), shown=shown, seen=seen)
+            return self.add_to_answer(args.get("answer_nodes", args.get("nodes")), shown=shown)
         if name == FINISH:
             return ToolOutput("Finished.", finish=True)
-        names = [GLOBAL, *([NEIGHBOURS] if self.neighbourhood else []), ANSWER, FINISH]
+        names = [GLOBAL, *([NEIGHBOURS] if self.settings.neighbourhood else []), ANSWER, FINISH]
         raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(names)}")
 
     def search_in_graph(self, query: Any, size: Any = None) -> ToolOutput:
         if not isinstance(query, str) or not query.strip():
             raise ToolError(f"{GLOBAL}: query must be a non-empty string")
-        n = self.default_size if size is None else _as_int(size, "size")
-        n = max(1, min(n, self.max_size))
-        if self.global_search == "hybrid":
+        n = self.settings.search_size if size is None else _as_int(size, "size")
+        n = max(1, min(n, self.settings.max_search_size))
+        if self.settings.global_search == "hybrid":
             rows = self.hybrid.search(query, n).idx
         else:
             scores = search_scores(self.g, query)
@@ -252,30 +228,25 @@ class GraphTools:
                                shown: Collection[int] | None = None) -> ToolOutput:
         row = self._node(node_index, shown=shown)
         if isinstance(edge_type, list):
-            if not self.edge_path:
-                raise ToolError("edge_type must be one relation type, not a list")
-            path = [str(x) for x in edge_type if str(x).strip()]
-            if len(path) > 1:
-                return self._walk(row, path, query, node_type)
-            edge_type = path[0] if path else None
+            raise ToolError("edge_type must be one relation type, not a list")
         other, codes, out = self.view.incident(row)
         rel_names = self.view.relation_types
         notes, said, relaxed = [], [], []
         filters: dict[str, tuple[str, np.ndarray]] = {}  # argument -> (what it kept, mask)
-        if node_type and self.type_filters:
+        if node_type and self.settings.type_filters:
             t = self._types.get(str(node_type).strip().lower())
             if t is not None:
                 filters["node_type"] = (f"node_type={t}", self.g.types[other] == t)
-            elif not self.relax_filters:
+            elif not self.settings.relax_filters:
                 raise ToolError(f"unknown node_type {node_type!r}; node types: {', '.join(self.g.node_types())}")
             else:
                 relaxed.append("node_type")
                 said.append(f"node_type {node_type!r} is not a node type (ignored; node types: {', '.join(self.g.node_types())})")
-        if edge_type and self.type_filters:
+        if edge_type and self.settings.type_filters:
             c = self._relations.get(str(edge_type).strip().lower())
             if c is not None:
                 filters["edge_type"] = (f"edge_type={rel_names[c]}", codes == c)
-            elif not self.relax_filters:
+            elif not self.settings.relax_filters:
                 raise ToolError(f"unknown edge_type {edge_type!r}; relation types: {', '.join(rel_names)}")
             else:
                 relaxed.append("edge_type")
@@ -283,7 +254,7 @@ class GraphTools:
         keep = np.ones(len(other), dtype=bool)
         for _, mask in filters.values():
             keep &= mask
-        if self.relax_filters and len(filters) and len(other) and not keep.any():
+        if self.settings.relax_filters and len(filters) and len(other) and not keep.any():
             dropped = self._filter_to_drop(row, filters)
             if dropped is not None:
                 asked = " and ".join(w for w, _ in filters.values())
@@ -304,10 +275,10 @@ class GraphTools:
             first_rel.setdefault(o, rel_names[c])
         rows = np.fromiter(via, dtype=np.int64, count=len(via))
         q = query.strip() if isinstance(query, str) else ""
-        if q and self.neighbour_ranking != "none":
+        if q and self.settings.neighbour_ranking != "none":
             rows = self._rank_neighbours(rows, q)
-            notes.append(f'{"filtered" if self.neighbour_ranking == "substring" else "ranked"} by "{q}"')
-        shown = rows[: self.neighbour_k]
+            notes.append(f'{"filtered" if self.settings.neighbour_ranking == "substring" else "ranked"} by "{q}"')
+        shown = rows[: self.settings.neighbour_k]
         head = f"Neighbours of {self.label(row)}" + (f" ({', '.join(notes)})" if notes else "")
         note = "".join(f"\nNote: {x}." for x in said)
         if not len(shown):
@@ -319,101 +290,28 @@ class GraphTools:
         return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed, source=row,
                           rels={int(o): [first_rel[int(o)]] for o in shown})
 
-    def _walk(self, row: int, path: list[str], query: Any, node_type: Any) -> ToolOutput:
-        """(`edge_path`) The nodes at the end of a path of relation types from `row`, each hop
-        undirected as the neighbourhood is, the start left out; each shown with the node it was
-        reached through. The 2025 DGR prototype had such a tool (find_paths); a small model writes
-        a relation path in one call (as it does for SPARK and GraphRAFT) where, walking, it never
-        leaves the first node it reached (the trajectories). Ranked by how many paths reach a node,
-        then by the query."""
-        if len(path) > MAX_PATH:
-            raise ToolError(f"edge_type: at most {MAX_PATH} relation types in a path")
-        codes_of = []
-        for r in path:
-            c = self._relations.get(r.strip().lower())
-            if c is None:
-                raise ToolError(f"unknown edge_type {r!r}; relation types: {', '.join(self.view.relation_types)}")
-            codes_of.append(c)
-        rel_names = self.view.relation_types
-        frontier: dict[int, tuple[int, str]] = {row: (row, "")}  # node -> (node it came from, arrows so far)
-        reached: dict[int, int] = {}
-        for hop, c in enumerate(codes_of):
-            last = hop == len(codes_of) - 1
-            nxt: dict[int, tuple[int, str]] = {}
-            counts: dict[int, int] = {}
-            for node, (_, arrows) in frontier.items():
-                if not last and len(nxt) >= PATH_FRONTIER:
-                    break
-                other, codes, out = self.view.incident(node)
-                for o, oc, is_out in zip(other.tolist(), codes.tolist(), out.tolist()):
-                    if oc != c or o == row:
-                        continue
-                    if o not in nxt and not last and len(nxt) >= PATH_FRONTIER:
-                        break
-                    counts[o] = counts.get(o, 0) + 1
-                    nxt.setdefault(o, (node, f"{arrows} {_arrow(rel_names[c], is_out)}".strip()))
-            frontier, reached = nxt, counts
-            if not frontier:
-                break
-        names = " then ".join(rel_names[c] for c in codes_of)
-        head = f"Nodes reached from {self.label(row)} along {names}"
-        rows = list(frontier)
-        t = self._types.get(str(node_type).strip().lower()) if node_type else None
-        note = ""
-        if t is not None:
-            typed = [r for r in rows if self.g.types[r] == t]
-            if typed or not self.relax_filters or not rows:
-                rows = typed
-                head += f" (node_type={t})"
-            else:
-                note = f"\nNote: no node at the path's end is a {t}; node_type={t} dropped."
-        if not rows:
-            return ToolOutput(f"{head}: none. Try the relations one at a time with search_in_neighborhood.")
-        arr = np.array(rows, dtype=np.int64)
-        order = np.argsort(-np.array([reached[r] for r in rows]), kind="stable")
-        arr = arr[order]
-        q = query.strip() if isinstance(query, str) else ""
-        if q and self.neighbour_ranking != "none":
-            arr = self._rank_neighbours(arr, q)
-        shown = [int(r) for r in arr[: self.neighbour_k]]
-        lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
-        for r in shown:
-            via, arrows = frontier[r]
-            through = f" via [{via}] {self.view.shown_name(via)}" if via != row else ""
-            lines.append(self._line(r, f"  {arrows}{through}{self._kinds_of(r)}"))
-        return ToolOutput("\n".join(lines) + note, shown=shown, relaxed=["node_type"] if note else [], source=row, hops=len(path),
-                          rels={r: [rel_names[c] for c in codes_of] for r in shown})
-
-    def linked(self, question: str, per_name: int = 3, neighbours: bool = False) -> ToolOutput:
+    def linked(self, question: str, per_name: int = 3) -> ToolOutput:
         """(`link`) The nodes whose name the question holds (the KB's name index, as SPARK's and
         AF's linking), each with what its neighbours are by type and relation: shown before the
         first step, so a small agent starts from the right node with the edge types it can follow
         instead of disambiguating by search and copying the prompt example's edge_type. Empty text
-        when the question names no node. `neighbours` lists each node's neighbours as a
-        neighbourhood search ranked by the question shows them (its `walks`), the walk's first
-        relation taken for the agent: the trajectories show a small agent spending its steps on
-        the first hop and never taking the second."""
+        when the question names no node."""
         rows = list(dict.fromkeys(r for _, r in linked_rows(self.view, question, per_name)))
         if not rows:
             return ToolOutput("")
         lines = ["Nodes the question names, found in the graph by name:"]
-        walks = []
         for r in rows:
             other, codes, out = self.view.incident(r)
             lines.append(self._line(r))
-            if neighbours and len(other):
-                walks.append(self.search_in_neighborhood(r, query=question))
-                lines += ["  " + line for line in walks[-1].text.splitlines()]
-            else:
-                lines.append("  " + (self._neighbour_kinds(r, other, codes, out) if len(other) else "It has no neighbours."))
-        return ToolOutput("\n".join(lines), shown=rows, walks=walks)
+            lines.append("  " + (self._neighbour_kinds(r, other, codes, out) if len(other) else "It has no neighbours."))
+        return ToolOutput("\n".join(lines), shown=rows)
 
     def _kinds_of(self, row: int, most: int = 8) -> str:
         """(`relation_kinds`) the relation types a shown neighbour has, so an agent one hop short of
         the answer knows which edge_type to ask for next: the trajectories show a small model
         repeating the relation that reached the node ("children" from the child, for "the sex of
         the child of X") where the answer is one `gender` hop on."""
-        if not self.relation_kinds:
+        if not self.settings.relation_kinds:
             return ""
         _, codes, _ = self.view.incident(row)
         kinds = sorted({self.view.relation_types[c] for c in codes.tolist()})
@@ -450,8 +348,8 @@ class GraphTools:
     def _rank_neighbours(self, rows: np.ndarray, query: str) -> np.ndarray:
         if not len(rows):
             return rows
-        if self.neighbour_ranking in ("bm25", "hybrid"):
-            s = self.hybrid.scores_for(query, rows) if self.neighbour_ranking == "hybrid" else search_scores(self.g, query)[rows]
+        if self.settings.neighbour_ranking in ("bm25", "hybrid"):
+            s = self.hybrid.scores_for(query, rows) if self.settings.neighbour_ranking == "hybrid" else search_scores(self.g, query)[rows]
             return rows[np.lexsort((np.arange(len(rows)), -s))]  # best first, edge order among ties
         # The public code: names containing the query first, then summaries ranked by how many of the
         # query's words they hold; the rest dropped.
@@ -463,22 +361,19 @@ class GraphTools:
         rest = [r for n, r in sorted((t for t in rest if t[0] > 0), key=lambda t: -t[0])]
         return np.array(names + rest, dtype=np.int64)
 
-    def add_to_answer(self, answer_nodes: Any, shown: Collection[int] | None = None, seen: list[int] | None = None) -> ToolOutput:
+    def add_to_answer(self, answer_nodes: Any, shown: Collection[int] | None = None) -> ToolOutput:
         if isinstance(answer_nodes, dict):
             answer_nodes = [answer_nodes]
         if not isinstance(answer_nodes, list) or not answer_nodes:
             raise ToolError(f"{ANSWER}: answer_nodes must be a non-empty list of {{node_index, reasoning}}")
-        added, bad, unseen, reasons, by_name = [], [], [], {}, 0
+        added, bad, unseen, reasons = [], [], [], {}
         for item in answer_nodes:
             value = item.get("node_index", item.get("index", item.get("name"))) if isinstance(item, dict) else item
             try:
                 r = self._node(value)
             except ToolError:
-                r = self._shown_named(value, seen) if self.answer_by_name else None
-                if r is None:
-                    bad.append(value)
-                    continue
-                by_name += 1
+                bad.append(value)
+                continue
             if shown is not None and r not in shown:
                 unseen.append(r)
                 continue
@@ -490,21 +385,11 @@ class GraphTools:
             msg += f" Not node indexes (ignored): {bad[:10]}."
         if unseen:
             msg += f" Not in any result you were shown (ignored): {unseen[:10]}."
-        return ToolOutput(msg, added=added, reasons=reasons, by_name=by_name)
-
-    def _shown_named(self, value: Any, seen: list[int] | None) -> int | None:
-        """The node an answer names ("Ana Silva", "[812] Person: Ana Silva") among those the agent
-        was shown, earliest shown first; None when no shown node has that name."""
-        if not isinstance(value, str) or not seen:
-            return None
-        text = re.sub(r"^\s*\[\d+\]\s*", "", value)
-        text = text.split(":", 1)[1] if ":" in text and text.split(":", 1)[0].strip() in self._types.values() else text
-        key = normalise(text.split("|", 1)[0])
-        return next((r for r in seen if self.view.norm_names[r] == key), None) if key else None
+        return ToolOutput(msg, added=added, reasons=reasons)
 
 
 _LOCK = threading.Lock()
-_INDEXES: "weakref.WeakKeyDictionary[GraphIndex, BM25Index]" = weakref.WeakKeyDictionary()
+_INDEXES: weakref.WeakKeyDictionary[GraphIndex, BM25Index] = weakref.WeakKeyDictionary()
 
 
 def search_scores(g: GraphIndex, query: str) -> np.ndarray:

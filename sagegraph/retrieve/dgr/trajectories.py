@@ -11,8 +11,9 @@ selection offered (`only_finished`) looks at how the agent stopped, never at whe
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sagegraph.retrieve.dgr.agent import ActionError, read_text_actions
 from sagegraph.retrieve.timeline import cut, format_events
@@ -50,8 +51,8 @@ def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
     answer = agent.get("answer", [])
     reasons = agent.get("reasons", {})
     beyond = "; its first on a chain beyond its walk" if agent.get("fallback") and agent.get("beyond_walk") else ""
-    label = (f"answer (fallback: {FALLBACK_FROM[agent.get('fallback_from') or 'last'].format(reach=agent.get('deepest_reach'))}{beyond})" if agent.get("fallback")
-             else "answer (asked for when its steps ran out)" if agent.get("answered_on_stop") else "answer")
+    label = (f"answer (fallback: {FALLBACK_FROM[agent.get('fallback_from') or 'last'].format(reach=agent.get('deepest_reach'))}{beyond})"
+             if agent.get("fallback") else "answer")
     out.append(f"  {label}: {answer[:20]}{' ...' if len(answer) > 20 else ''}")
     out += [f"    [{r}] {reasons[str(r)]}" for r in answer if str(r) in reasons][:20]
     return out

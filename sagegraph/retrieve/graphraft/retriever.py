@@ -41,12 +41,8 @@ from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.timeline import Timeline
 
-# graphraft-2: the entity prompt's example of a non-name names no domain; graphraft-3: a question that
-# names no KB node is ranked by the motifs the model named (`unnamed`; the prompts are graphraft-2's),
-# and the defaults are `similar` with 3-hop chains: Hit@1 above hybrid in every family and hop of
-# both development KBs, where the paper's untuned `grammar` was not (docs/results.md, session 22).
-# graphraft-4: `similar` reads in fp32 (the same prompts and replies; a run key that reruns rows
-# ranked through the bf16 query vectors, session 30).
+# The defaults (`similar` with 3-hop chains, `unnamed: motifs`) are not the paper's; they are above
+# hybrid in every question group of both development KBs, where the paper's untuned `grammar` is not.
 # The paper's GraphRAFT: `selector: grammar, three_hop: false, unnamed: resolve`.
 PROMPT_VERSION = "graphraft-4"
 
@@ -59,8 +55,6 @@ class GraphRAFTParams(BaseModel):
                                "encoder, no selection call); grammar (the paper's): constrained decoding among the templates; score: exact "
                                "log-probability of every template by a local model; listed: zero-shot choice from a listed menu (a different "
                                "method); prior: no model")
-    extend_margin: float = Field(0.0, ge=0.0, le=1.0, description="similar: a template that extends another by one relation ranks above it only "
-                                                                     "where its chain reads closer by more than this (DGR's `reach_margin`); 0: by similarity alone")
     selector_encoder: str | None = Field(None, description="similar: a sentence encoder tuned on this KB's training labels (`sagegraph graphraft "
                                                            "train-selector`) instead of the graph's own; not the paper's")
     length_norm: bool = Field(True, description="score: rank by log-probability per token (Hugging Face beam search's default) instead of the sum")
@@ -209,7 +203,7 @@ class GraphRAFTRetriever(Retriever):
             sel = select(self.p.selector, self._chat(timeline) if self.p.selector not in ("prior", "similar") else None, query,
                          entity_lines(ents, self.view), offered, self.p.m, enough,
                          score=self._scorer(timeline) if self.p.selector == "score" else None, length_norm=self.p.length_norm,
-                         similarity=self._similarity(query, ents) if self.p.selector == "similar" else None, margin=self.p.extend_margin)
+                         similarity=self._similarity(query, ents) if self.p.selector == "similar" else None)
         except LLMRequestRefused:  # most often a listed menu longer than the context: the no-model order
             counters["llm_refused"] += 1
             sel = select("prior", None, query, "", offered, self.p.m, enough)

@@ -145,44 +145,12 @@ def select_score(score: Score, question: str, entities_text: str, templates: lis
     return sel
 
 
-def extended(templates: list[Template]) -> list[int | None]:
-    """For each chain template, the index of the template it extends by one relation (the same
-    entity, its first hops and middle types, ending where the extension's last hop starts), else
-    None: '2hop' extends '1hop', '3hop' extends '2hop'."""
-    at = {(t.slots, t.hops, t.mids, t.target_type): i for i, t in enumerate(templates) if t.kind in ("1hop", "2hop")}
-    return [at.get((t.slots, t.hops[:-1], t.mids[:-1], t.mids[-1])) if t.kind in ("2hop", "3hop") else None for t in templates]
-
-
-def held_to_margin(value: list[float], templates: list[Template], margin: float) -> list[float]:
-    """An extension ranks above the template it extends only where it reads closer by more than
-    `margin` (DGR's `reach_margin` for the same near tie: 'films directed by X' and 'studios of
-    films directed by X' read almost alike); otherwise it goes just below it. Shorter chains are
-    settled first, so a three-relation chain is held to its parent's settled value."""
-    if margin <= 0:
-        return value
-    out = list(value)
-    parent = extended(templates)
-    for i in sorted(range(len(templates)), key=lambda i: len(templates[i].hops)):
-        p = parent[i]
-        if p is not None and out[i] <= out[p] + margin:
-            out[i] = min(out[i], out[p] - 1e-9)
-    return out
-
-
-def select_similar(similarity: Similarity, templates: list[Template], m: int, margin: float = 0.0) -> Selection:
+def select_similar(similarity: Similarity, templates: list[Template], m: int) -> Selection:
     """Top-m by phrase similarity; the no-model order breaks ties (phrases that read the same)."""
     read = similarity(templates)
-    value = held_to_margin(read, templates, margin)
     rank = {i: r for r, i in enumerate(prior_order(templates))}
-    order = sorted(range(len(templates)), key=lambda i: (-value[i], rank[i]))
-    return Selection(order=order[:m], replies=[_read_line(read[i], value[i], templates[i]) for i in order[:10]])
-
-
-def _read_line(read: float, value: float, template: Template) -> str:
-    """The trace shows what the encoder read; a template held below its parent says so, since
-    its rank then comes from the parent's value, not its own."""
-    held = f" (held to {value:.4f})" if value != read else ""
-    return f"{read:.4f}{held} {template.phrase()}"
+    order = sorted(range(len(templates)), key=lambda i: (-read[i], rank[i]))
+    return Selection(order=order[:m], replies=[f"{read[i]:.4f} {templates[i].phrase()}" for i in order[:10]])
 
 
 def listed_prompt(templates: list[Template]) -> str:
@@ -214,11 +182,11 @@ def select_listed(chat: Chat, question: str, entities_text: str, templates: list
 
 def select(selector: Selector, chat: Chat | None, question: str, entities_text: str, templates: list[Template], m: int,
            enough: Enough = _never, score: Score | None = None, length_norm: bool = True,
-           similarity: Similarity | None = None, margin: float = 0.0) -> Selection:
+           similarity: Similarity | None = None) -> Selection:
     if not templates:
         return Selection()
     if selector == "similar" and similarity is not None:
-        return select_similar(similarity, templates, m, margin)
+        return select_similar(similarity, templates, m)
     if selector == "score" and score is not None:
         return select_score(score, question, entities_text, templates, m, length_norm)
     if selector == "prior" or chat is None:

@@ -19,28 +19,13 @@ def chain_phrase(hops: Sequence[tuple[str, str | None]]) -> str:
     return " of ".join(reversed(words))
 
 
-def masked_question(question: str, names: list[str], qualifiers: bool = False) -> str:
+def masked_question(question: str, names: list[str]) -> str:
     """The question with these entity names taken out: what a chain's phrase is read against (a
     name says which node, not which relation). GraphRAFT's `similar` selector and its training
-    labels mask alike, so a tuned encoder sees at run time what it was trained on. With
-    `qualifiers`, a parenthesis right after a name goes with it ('Dune (2021)', 'Paris (Texas)'):
-    it too says which node, and left in it reads against every chain alike."""
-    tail = r"(?:\s*\([^()]*\))?" if qualifiers else ""
+    labels mask alike, so a tuned encoder sees at run time what it was trained on."""
     for name in names:
-        question = re.sub(re.escape(name) + tail, " ", question, flags=re.IGNORECASE)
+        question = re.sub(re.escape(name), " ", question, flags=re.IGNORECASE)
     return question
-
-
-def name_window(question: str, name: str, words: int) -> str:
-    """The `words` words on each side of the name's first mention in the question, the name left
-    out: where a question says which relation leaves the named node ('the director of X', "X's
-    child"), whatever the rest of it says about the relations after. '' where the question does
-    not hold the name (a start the agent found by search)."""
-    around = words_around(question, name)
-    if around is None or not words:
-        return ""
-    before, after = around
-    return " ".join(before[-words:] + after[:words])
 
 
 def words_around(question: str, name: str) -> tuple[list[str], list[str]] | None:

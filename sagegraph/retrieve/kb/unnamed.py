@@ -3,8 +3,7 @@ and a library?"), for the methods that start from the nodes a question names (AF
 
 Such a method has nothing to start from: the names its model writes for the question are motifs,
 which resolve by vector to unrelated nodes ('funeral' -> the genre Disaster), and what it reaches
-from them answers worse than ranking the question's text (synthetic KB, descriptive questions:
-AF and GraphRAFT Hit@1 0 against hybrid's 0.3). What the model wrote is still worth reading: each
+from them answers worse than ranking the question's text. What the model wrote is still worth reading: each
 motif is a phrase one sentence of the answer's text says, so a node scores by the sum over the
 motifs of its closest sentence (`GraphIndex.sentence_scores`, SPARK's `semantic_text`).
 

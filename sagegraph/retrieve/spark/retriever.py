@@ -36,17 +36,9 @@ from sagegraph.retrieve.kb.view import kb_view
 from sagegraph.retrieve.kb.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
 from sagegraph.retrieve.timeline import Timeline
 
-# spark-2: grounding in the KB is on by default (the card's stored instances and the question's
-# linked names change the prompt; the repairs change what runs). Measured with the local model on
-# PathQuestion's test split (Hit@1 0.083 -> 0.450) and the synthetic KB (docs/results.md, "real KBs");
-# `card_examples: false, link: false, ground: false, card_similarity: true, semantic_text: false, named_last: false`
-# is the paper's SPARK, prompt as spark-1.
-# spark-4: grounding returns the end of a path the model wrote past its RETURN (return_path_end);
-# spark-5: grounding also escapes a name's apostrophe, drops names the question does not mention,
-# goes on from such an end to the plan's target, relaxes a text condition that matched nothing,
-# and the nodes the question names rank after the rest (`named_last`). The prompt is spark-4's.
-# spark-6: grounding splits a node named as one label and joined as another (node_split) and gives
-# a date compared with a year the question states that year's bound (year_bounds). The same prompt.
+# Grounding in the KB is on by default: the card's stored instances and the question's linked names
+# change the prompt, the repairs change what runs. The paper's SPARK: `card_examples: false, link:
+# false, ground: false, card_similarity: true, semantic_text: false, named_last: false`.
 PROMPT_VERSION = "spark-6"
 
 SYSTEM = """You plan how to find the answers to a question in a graph database.
