@@ -317,6 +317,34 @@ def _deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _diagnose_groups(args: argparse.Namespace) -> int:
+    from sagegraph.eval.diagnose import group_runs, group_table, markdown
+
+    rows = [row for label, per in group_runs(args.sweep_dir, args.by) for row in group_table(label, per, tuple(args.diag))]
+    print("\n".join(json.dumps(row) for row in rows) if args.json else markdown(rows) if rows else "no finished run")
+    return 0
+
+
+def _diagnose_failures(args: argparse.Namespace) -> int:
+    from sagegraph.eval.diagnose import misses
+
+    found = misses(args.sweep_dir, args.label, args.by)
+    for label, groups in found.items():
+        for group, kinds in groups.items():
+            print(f"{label}  {args.by}={group}: " + ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1])))
+    print(json.dumps({"sweep": str(args.sweep_dir), "by": args.by, "misses": found}))
+    return 0
+
+
+def _diagnose_report(args: argparse.Namespace) -> int:
+    from sagegraph.eval.diagnose import markdown, run_reports
+
+    rows, unfinished = run_reports(args.sweep_dir, args.partial)
+    print(markdown(rows) if rows else "no finished run")
+    print(json.dumps({"sweep": str(args.sweep_dir), "runs": rows, "unfinished": unfinished}))
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     """The side-by-side files for the runs of a sweep that have finished so far (the sweep writes
     and logs them itself when it ends)."""
@@ -369,7 +397,7 @@ def _add_retriever_args(p: argparse.ArgumentParser, k: int) -> None:
 COMMAND_GROUPS = (
     ("build a graph", ("build", "data")),
     ("retrieve and evaluate", ("query", "evaluate", "retrievers", "trace")),
-    ("experiments", ("sweep", "compare")),
+    ("experiments", ("sweep", "compare", "diagnose")),
     ("models", ("llm",)),
     ("operations", ("deploy",)),
 )
@@ -477,6 +505,25 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--out", type=Path, help="where comparison.csv/json and the plots go (default: the sweep directory)")
     cp.add_argument("--json", action="store_true", help="print each configuration's row as a JSON line (for scripts), not a table")
     cp.set_defaults(func=_compare)
+
+    dg = sub.add_parser("diagnose", help="what a finished KB sweep says: results per question group, why first answers missed, "
+                                          "each method's own report (0 calls; gold read only to score)")
+    dg_sub = dg.add_subparsers(dest="diagnose_command", required=True)
+    dgg = dg_sub.add_parser("groups", help="quality, cost and fallback rates per question group (a family, a hop count) and `all`")
+    dgg.add_argument("sweep_dir", type=Path)
+    dgg.add_argument("--by", default="family", help="the question field that groups (family, hops, qtype)")
+    dgg.add_argument("--diag", action="append", default=[], help="a per-question diagnostic to add as a column (e.g. seen_hit); repeatable")
+    dgg.add_argument("--json", action="store_true", help="one JSON line per row instead of a Markdown table")
+    dgg.set_defaults(func=_diagnose_groups)
+    dgf = dg_sub.add_parser("failures", help="why each first answer missed, by the first kind its method says applies, per question group")
+    dgf.add_argument("sweep_dir", type=Path)
+    dgf.add_argument("--label", action="append", required=True, help="a configuration's label (as in summary.csv); repeatable")
+    dgf.add_argument("--by", default="hops", help="the question field that groups (hops, family, qtype)")
+    dgf.set_defaults(func=_diagnose_failures)
+    dgr = dg_sub.add_parser("report", help="each run's quality and cost per question, and its method's own columns (DGR's agents, GraphRAFT's selection)")
+    dgr.add_argument("sweep_dir", type=Path)
+    dgr.add_argument("--partial", action="store_true", help="also runs not finished, over the questions they have done")
+    dgr.set_defaults(func=_diagnose_report)
 
     from sagegraph.deployments import deploy as deployments  # stdlib only at import; Prefect when it runs
 

@@ -345,6 +345,29 @@ def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
         return q, {name: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", chain_reach=0, **p).search(q, 5) for name, p in configs.items()}
 
 
+def test_gold_rank_says_where_the_fallback_ranked_the_gold_answer_from_the_replies_alone(g, tmp_path):
+    """`sagegraph dgr gold-rank`: the walk above, replayed from its replies (0 calls: the endpoint
+    is gone), its whole chain ranking read for the gold answer's position."""
+    from sagegraph.retrieve.dgr.gold_rank import gold_ranks
+
+    ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
+    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
+             _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
+             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
+             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"}))]
+    q = "Which studio produced the films Ana Silva directed?"
+    params = {"n_agents": 1, "t_max": 4, "mode": "json", "chain_reach": 0}
+    with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
+        llm = _llm(server, tmp_path)
+        ranked = [int(r) for r in get_retriever("dgr", open_resources(g, llm), **params).search(q, 5).idx]
+        asked = len(server.requests)
+        questions = [Question(id="q", text=q, gold_sources=["s1"]), Question(id="q2", text=q, gold_sources=["m2"])]
+        found = gold_ranks(g, questions, validate_params("dgr", params), llm)
+        assert len(server.requests) == asked  # replayed
+    assert found["positions"] == {"q": ranked.index(row(g, "s1")), "q2": ranked.index(row(g, "m2"))}
+    assert found["first"] == 1 and found["questions"] == 2
+
+
 def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_farthest_nodes(g, tmp_path):
     """An agent walks Ana Silva -DIRECTED-> her films -PRODUCED_BY-> the studio, then searches for
     another name and explores it, and never answers: `deepest` answers the studio (two relations

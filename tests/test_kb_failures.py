@@ -1,6 +1,10 @@
-"""benchmarks/kb_failures: each miss gets the first kind that applies, read from a trace alone."""
+"""`sagegraph diagnose failures`: each miss gets the first kind its method says applies, read from a
+trace alone."""
 
-from benchmarks.kb_failures import af_kind, gold_relations, graphraft_kind, spark_kind
+from sagegraph.eval.diagnose import gold_relations
+from sagegraph.retrieve.af.diagnostics import miss_kind as af_kind
+from sagegraph.retrieve.graphraft.diagnostics import miss_kind as graphraft_kind
+from sagegraph.retrieve.spark.diagnostics import miss_kind as spark_kind
 
 
 def test_spark_misses():

@@ -4,7 +4,7 @@ file, `all`, and a diagnostic column that leaves out questions whose trace lacks
 import json
 from pathlib import Path
 
-from benchmarks.kb_groups import runs, table_rows
+from sagegraph.eval.diagnose import group_runs, group_table
 
 
 def _sweep(tmp_path: Path) -> Path:
@@ -25,11 +25,11 @@ def _sweep(tmp_path: Path) -> Path:
 
 
 def test_groups_and_a_diagnostic_column(tmp_path):
-    [(label, per)] = runs(_sweep(tmp_path), "hops")
-    table = {r["group"]: r for r in table_rows(label, per, ("seen_hit",))}
+    [(label, per)] = group_runs(_sweep(tmp_path), "hops")
+    table = {r["group"]: r for r in group_table(label, per, ("seen_hit",))}
     assert set(table) == {"2", "3", "all"}
     assert table["2"]["questions"] == 2 and table["2"]["hit@1"] == 0.5 and table["3"]["hit@1"] == 0.0
     assert table["2"]["seen_hit"] == 0.5
     assert table["3"]["seen_hit"] == 1.0  # q2 shown; q3 left out, not scored 0
     assert table["all"]["seen_hit"] == round(2 / 3, 3)
-    assert "seen_hit" not in table_rows(label, per)[0]
+    assert "seen_hit" not in group_table(label, per)[0]

@@ -18,6 +18,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -199,6 +200,18 @@ class Retriever(ABC):
         from sagegraph.retrieve.timeline import format_events
 
         return format_events(row, lines)
+
+    @classmethod
+    def miss_kind(cls, trace: dict[str, Any], gold_type: str | None, relations: int | None) -> str:
+        """Why a question's first answer missed, read from its trace (`sagegraph diagnose
+        failures`); the gold answer's type and the gold path's length are given only to classify.
+        A method without a reading of its own says `missed`."""
+        return "missed"
+
+    @classmethod
+    def run_report(cls, run_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
+        """A method's own columns for a finished run in `sagegraph diagnose report`."""
+        return {}
 
     @classmethod
     def axes(cls) -> tuple[str, ...]:

@@ -149,6 +149,12 @@ class AFRetriever(Retriever):
     shared_axes = ()  # `alpha` here is AF's share of k, not the hybrid BM25 weight of the sweep axis
 
     @classmethod
+    def miss_kind(cls, trace: dict[str, Any], gold_type: str | None, relations: int | None) -> str:
+        from sagegraph.retrieve.af.diagnostics import miss_kind
+
+        return miss_kind(trace, gold_type, relations)
+
+    @classmethod
     def prepare(cls, graph, params: AFParams) -> list[str]:
         """`semantic_text` reads the sentence vectors of the graph's long texts (as SPARK's)."""
         built = prepare_unnamed(graph, params.unnamed)

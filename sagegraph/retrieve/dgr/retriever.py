@@ -37,6 +37,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -165,6 +166,12 @@ class DGRRetriever(Retriever):
     prompt_version = PROMPT_VERSION
     Params = DGRParams
     shared_axes = ()  # none of the sweep's shared axes (alpha, k_prime) means anything here
+
+    @classmethod
+    def run_report(cls, run_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
+        from sagegraph.retrieve.dgr.diagnostics import run_report
+
+        return run_report(run_dir, metrics)
 
     @classmethod
     def format_trace(cls, row: dict[str, Any], lines: int = 8) -> str:

@@ -82,6 +82,18 @@ class GraphRAFTRetriever(Retriever):
     shared_axes = ()
 
     @classmethod
+    def miss_kind(cls, trace: dict[str, Any], gold_type: str | None, relations: int | None) -> str:
+        from sagegraph.retrieve.graphraft.diagnostics import miss_kind
+
+        return miss_kind(trace, gold_type, relations)
+
+    @classmethod
+    def run_report(cls, run_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
+        from sagegraph.retrieve.graphraft.diagnostics import run_report
+
+        return run_report(metrics)
+
+    @classmethod
     def prepare(cls, graph, params: GraphRAFTParams) -> list[str]:
         return prepare_unnamed(graph, params.unnamed)
 

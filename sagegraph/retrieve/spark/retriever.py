@@ -142,6 +142,12 @@ class SparkRetriever(Retriever):
     Params = SparkParams
 
     @classmethod
+    def miss_kind(cls, trace: dict[str, Any], gold_type: str | None, relations: int | None) -> str:
+        from sagegraph.retrieve.spark.diagnostics import miss_kind
+
+        return miss_kind(trace, gold_type, relations)
+
+    @classmethod
     def prepare(cls, graph, params: SparkParams) -> list[str]:
         """`semantic_text` reads the sentence vectors of the graph's long texts (minutes to build on
         a large KB: 242 s for the synthetic KB's 8,000 films on two cores)."""
