@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup llm llm-serve demo demo-ottqa test docs screenshots bench clean replies encoders
+.PHONY: setup llm llm-serve demo demo-ottqa test test-quick lint docs screenshots bench clean replies encoders
 
 setup: $(BIN)/sagegraph
 
@@ -48,6 +48,18 @@ demo-ottqa: setup
 TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
+# The tests that start no server or subprocess (Prefect, FalkorDB, a loopback endpoint): the loop
+# while you work.
+test-quick: setup
+	$(BIN)/python -m pytest -q -m "not e2e" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
+# ruff (lint and format, one line length: pyproject.toml) and mypy on the library; CI runs it.
+LINTED := sagegraph tests benchmarks docs flows tasks deployments
+lint: setup
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy
 
 # The committed LLM replies (benchmarks/replies/<build>/<sweep>.jsonl.gz) into each build's reply
 # cache, so the KB sweeps replay on a fresh machine with 0 calls (build the KBs first). They were

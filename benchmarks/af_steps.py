@@ -30,12 +30,19 @@ from sagegraph.retrieve.graph_index import GraphIndex
 
 def pct(xs: list[float]) -> dict[str, float]:
     a = np.array(xs)
-    return {"p50_ms": round(float(np.percentile(a, 50)), 3), "p95_ms": round(float(np.percentile(a, 95)), 3), "mean_ms": round(float(a.mean()), 3)}
+    return {
+        "p50_ms": round(float(np.percentile(a, 50)), 3),
+        "p95_ms": round(float(np.percentile(a, 95)), 3),
+        "mean_ms": round(float(a.mean()), 3),
+    }
 
 
 def oracle_replies(questions) -> list[tuple[str, str | None, str]]:
-    return [(q.text, q.meta.get("target_type"), return_names(q.meta.get("gold_cypher") or ""))
-            for q in questions if q.meta.get("gold_cypher")]
+    return [
+        (q.text, q.meta.get("target_type"), return_names(q.meta.get("gold_cypher") or ""))
+        for q in questions
+        if q.meta.get("gold_cypher")
+    ]
 
 
 def recorded_replies(run_dir: Path) -> list[tuple[str, str | None, str]]:
@@ -52,7 +59,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--graph", type=Path, default=Path("work/kb-synth/graph"))
     ap.add_argument("--questions", type=Path, help="default: the graph's KB questions (test split)")
-    ap.add_argument("--replies", type=Path, help="a run directory of `af`: use its recorded model replies instead of the oracle's")
+    ap.add_argument(
+        "--replies", type=Path, help="a run directory of `af`: use its recorded model replies instead of the oracle's"
+    )
     ap.add_argument("--k", type=int, default=20)
     ap.add_argument("--l-max", type=int, default=100)
     args = ap.parse_args()
@@ -60,7 +69,11 @@ def main() -> None:
     if args.replies:
         items, source = recorded_replies(args.replies), f"recorded replies in {args.replies}"
     else:
-        qs = [q for q in read_questions(args.questions or default_questions(args.graph)) if q.meta.get("split", "test") == "test"]
+        qs = [
+            q
+            for q in read_questions(args.questions or default_questions(args.graph))
+            if q.meta.get("split", "test") == "test"
+        ]
         items, source = oracle_replies(qs), "ORACLE replies (gold target type and gold Cypher)"
     g.encode_queries([q for q, _, _ in items])
     af = get_retriever("af", g, reranker="none", l_max=args.l_max)
@@ -79,9 +92,25 @@ def main() -> None:
         t = time.perf_counter()
         af.steps_3_to_7(q, args.k, y_type, cypher, {}, {})
         warm.append((time.perf_counter() - t) * 1000)
-    print(json.dumps({"benchmark": "af_steps", "machine": machine(), "graph": str(args.graph), "nodes": len(g), "questions": len(items),
-                      "replies": source, "k": args.k, "l_max": args.l_max, "grounded_share": round(grounded / max(1, len(items)), 3),
-                      "load_s": round(load_s, 2), "steps_3_to_7": pct(lat), "steps_3_to_7_names_preencoded": pct(warm), "target_p50_ms": 50}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "af_steps",
+                "machine": machine(),
+                "graph": str(args.graph),
+                "nodes": len(g),
+                "questions": len(items),
+                "replies": source,
+                "k": args.k,
+                "l_max": args.l_max,
+                "grounded_share": round(grounded / max(1, len(items)), 3),
+                "load_s": round(load_s, 2),
+                "steps_3_to_7": pct(lat),
+                "steps_3_to_7_names_preencoded": pct(warm),
+                "target_p50_ms": 50,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

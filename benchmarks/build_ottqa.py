@@ -16,7 +16,6 @@ import shutil
 import time
 from pathlib import Path
 
-
 from benchmarks.edge_scaling import scaling
 from benchmarks.machine import PeakMemory, machine
 
@@ -31,10 +30,10 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="resume a previous benchmark build instead of starting fresh")
     args = ap.parse_args()
 
+    from sagegraph.config import load_config
+    from sagegraph.construct.stages import warm_up
     from sagegraph.flows.build_graph import build_graph
     from sagegraph.flows.runtime import flow_runtime
-    from sagegraph.construct.stages import warm_up
-    from sagegraph.config import load_config
 
     cfg = load_config(args.config, out=Path(args.out), max_sources=args.max_sources, metadata="heuristic")
     if cfg.out.exists() and not args.keep:

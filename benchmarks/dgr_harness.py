@@ -27,24 +27,30 @@ import numpy as np
 
 from benchmarks.machine import machine
 from sagegraph.eval.evaluate import default_questions, read_questions
-from sagegraph.runfiles import read_traces
 from sagegraph.retrieve.dgr.agent import AgentRun, read_text_actions
 from sagegraph.retrieve.dgr.tools import GraphTools
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.registry import get_retriever
+from sagegraph.runfiles import read_traces
 
 
 def pct(xs: list[float]) -> dict[str, float]:
     a = np.array(xs) if xs else np.zeros(1)
-    return {"n": len(xs), "p50_ms": round(float(np.percentile(a, 50)), 3), "p95_ms": round(float(np.percentile(a, 95)), 3),
-            "max_ms": round(float(a.max()), 3)}
+    return {
+        "n": len(xs),
+        "p50_ms": round(float(np.percentile(a, 50)), 3),
+        "p95_ms": round(float(np.percentile(a, 95)), 3),
+        "max_ms": round(float(a.max()), 3),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--graph", type=Path, default=Path("work/kb-synth/graph"))
     ap.add_argument("--questions", type=int, default=100, help="test questions to script calls from")
-    ap.add_argument("--rank-questions", type=int, default=20, help="questions naming a node whose fallback chain ranking is timed")
+    ap.add_argument(
+        "--rank-questions", type=int, default=20, help="questions naming a node whose fallback chain ranking is timed"
+    )
     ap.add_argument("--run", type=Path, help="a dgr run directory: also summarise its recorded tool times")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -67,13 +73,31 @@ def main() -> None:
         timed("search_in_graph", tools.call, "search_in_graph", {"query": q.text, "size": 5})
         top = timed("search_in_graph", tools.call, "search_in_graph", {"query": q.text, "size": 30}).shown
         for r in top[:3]:
-            out = timed("search_in_neighborhood", tools.call, "search_in_neighborhood", {"node_index": r, "query": q.text})
+            out = timed(
+                "search_in_neighborhood", tools.call, "search_in_neighborhood", {"node_index": r, "query": q.text}
+            )
             commonest = Counter(g.types[o] for o in out.shown).most_common(1)
             if commonest:
-                timed("search_in_neighborhood", tools.call, "search_in_neighborhood", {"node_index": r, "query": q.text, "node_type": commonest[0][0]})
+                timed(
+                    "search_in_neighborhood",
+                    tools.call,
+                    "search_in_neighborhood",
+                    {"node_index": r, "query": q.text, "node_type": commonest[0][0]},
+                )
         if top:
-            timed("add_to_answer", tools.call, "add_to_answer", {"answer_nodes": [{"node_index": r, "reasoning": "fits"} for r in top[:5]]})
-        reply = json.dumps({"calls": [{"tool": "search_in_neighborhood", "args": {"node_index": top[0] if top else 0, "query": q.text}}]})
+            timed(
+                "add_to_answer",
+                tools.call,
+                "add_to_answer",
+                {"answer_nodes": [{"node_index": r, "reasoning": "fits"} for r in top[:5]]},
+            )
+        reply = json.dumps(
+            {
+                "calls": [
+                    {"tool": "search_in_neighborhood", "args": {"node_index": top[0] if top else 0, "query": q.text}}
+                ]
+            }
+        )
         timed("read_actions", read_text_actions, reply)
     # The fallback's chain ranking (`fallback: chain`) for an agent that walked nowhere: the KB's
     # chains of up to three relations from the nodes the question names, read against it, with
@@ -92,11 +116,25 @@ def main() -> None:
             dgr.rank_chains(q.text, AgentRun(agent=0, sample=0), named)
             rank_ms[key].append((time.perf_counter() - t) * 1000)
     every = [x for k, v in times.items() if k != "read_actions" for x in v]
-    out = {"benchmark": "dgr_harness", "machine": machine(), "graph": str(args.graph), "nodes": len(g), "questions": len(qs),
-           "load_s": round(load_s, 2), "tool_call": pct(every), **{k: pct(v) for k, v in sorted(times.items())}, "target_p50_ms": 20.0,
-           "chain_rank": {f"chain_order_{k}": pct(v) for k, v in rank_ms.items()}}
+    out = {
+        "benchmark": "dgr_harness",
+        "machine": machine(),
+        "graph": str(args.graph),
+        "nodes": len(g),
+        "questions": len(qs),
+        "load_s": round(load_s, 2),
+        "tool_call": pct(every),
+        **{k: pct(v) for k, v in sorted(times.items())},
+        "target_p50_ms": 20.0,
+        "chain_rank": {f"chain_order_{k}": pct(v) for k, v in rank_ms.items()},
+    }
     if args.run:
-        recorded = [ms for row in read_traces(args.run / "traces.jsonl") for a in row.get("agents") or [] for ms in a.get("tool_ms", [])]
+        recorded = [
+            ms
+            for row in read_traces(args.run / "traces.jsonl")
+            for a in row.get("agents") or []
+            for ms in a.get("tool_ms", [])
+        ]
         out["recorded_tool_call"] = pct(recorded)
     print(json.dumps(out))
 

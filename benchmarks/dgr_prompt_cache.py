@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import machine
-from sagegraph.runfiles import read_traces
 from sagegraph.local_model import MODEL_ALIAS, default_model_path, serve_command
+from sagegraph.runfiles import read_traces
 
 FLUSH = [{"role": "user", "content": "Name three colours."}]
 
@@ -96,10 +96,23 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=30)
     on, off = np.mean(result["on"]), np.mean(result["off"])
-    print(json.dumps({"benchmark": "dgr_prompt_cache", "machine": machine(), "model": MODEL_ALIAS, "run": str(args.run_dir),
-                      "trajectories": len(reqs), "steps": sum(len(t) for t in reqs), "reply_tokens": 32,
-                      "seconds_per_step_cache_on": round(float(on), 2), "seconds_per_step_cache_off": round(float(off), 2),
-                      "off_over_on": round(float(off / on), 2), "prompt_tokens_per_step": tokens}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "dgr_prompt_cache",
+                "machine": machine(),
+                "model": MODEL_ALIAS,
+                "run": str(args.run_dir),
+                "trajectories": len(reqs),
+                "steps": sum(len(t) for t in reqs),
+                "reply_tokens": 32,
+                "seconds_per_step_cache_on": round(float(on), 2),
+                "seconds_per_step_cache_off": round(float(off), 2),
+                "off_over_on": round(float(off / on), 2),
+                "prompt_tokens_per_step": tokens,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

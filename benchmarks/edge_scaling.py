@@ -93,9 +93,15 @@ def scaling(graph_dir: Path, cfg, repeats: int, seed: int = 0, threads: int | No
     for side, (sub, _) in sides.items():
         seconds = [r[0] for r in runs[side]]
         by_modality = Counter(n.modality for n in sub)
-        out[side] = {"sources": len({n.source_id for n in sub}), "nodes": len(sub), "nodes_by_modality": dict(sorted(by_modality.items())),
-                     "seconds": statistics.median(seconds), "seconds_all": [round(x, 3) for x in seconds],
-                     "candidates": runs[side][-1][1], "edges": runs[side][-1][2]}
+        out[side] = {
+            "sources": len({n.source_id for n in sub}),
+            "nodes": len(sub),
+            "nodes_by_modality": dict(sorted(by_modality.items())),
+            "seconds": statistics.median(seconds),
+            "seconds_all": [round(x, 3) for x in seconds],
+            "candidates": runs[side][-1][1],
+            "edges": runs[side][-1][2],
+        }
     q, f = out["quarter"], out["full"]
     ratio = f["seconds"] / max(q["seconds"], 1e-9)  # a tiny graph's quarter can take ~0 s
     paired = [fs / max(qs, 1e-9) for qs, fs in zip(q["seconds_all"], f["seconds_all"])]
@@ -122,7 +128,17 @@ def main() -> None:
     from sagegraph.config import load_config
 
     cfg = load_config(args.config, metadata="heuristic")
-    print(json.dumps({"benchmark": "edge_scaling", "machine": machine(), "graph": args.graph, "repeats": args.repeats, **scaling(Path(args.graph), cfg, args.repeats, threads=args.threads)}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "edge_scaling",
+                "machine": machine(),
+                "graph": args.graph,
+                "repeats": args.repeats,
+                **scaling(Path(args.graph), cfg, args.repeats, threads=args.threads),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

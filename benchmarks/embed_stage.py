@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import PeakMemory, machine
-from sagegraph.construct import stages
 from sagegraph.config import load_config
+from sagegraph.construct import stages
 from sagegraph.model import read_nodes
 
 
@@ -102,10 +102,16 @@ def main() -> None:
     runs, vectors = {}, {}
     with PeakMemory() as mem:
         for precision in args.precisions.split(","):
-            cfg = load_config(args.config, out=Path(args.out) / precision, max_sources=args.max_sources, metadata="heuristic")
+            cfg = load_config(
+                args.config, out=Path(args.out) / precision, max_sources=args.max_sources, metadata="heuristic"
+            )
             if args.data:
                 cfg.corpus.path = args.data
-            cfg.embedding.device, cfg.embedding.precision, cfg.embedding.batch_size = args.device, precision, args.batch_size
+            cfg.embedding.device, cfg.embedding.precision, cfg.embedding.batch_size = (
+                args.device,
+                precision,
+                args.batch_size,
+            )
             if cfg.out.exists():
                 shutil.rmtree(cfg.out)  # empty embedding cache: every text is encoded
             runs[precision], vectors[precision] = run_stages(cfg)

@@ -18,12 +18,18 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import machine
-from sagegraph.construct.chunking import adjacent_similarities, cut_can_survive, percentile_threshold, segment, window_texts
-from sagegraph.index.sentences import split_sentences
 from sagegraph.config import CorpusConfig
+from sagegraph.construct.chunking import (
+    adjacent_similarities,
+    cut_can_survive,
+    percentile_threshold,
+    segment,
+    window_texts,
+)
 from sagegraph.corpus.jsonl import ErrorPolicy
 from sagegraph.corpus.ottqa import PASSAGES, load_records, parse_passage
 from sagegraph.embed import SentenceTransformerEncoder, _cpu_has_bf16
+from sagegraph.index.sentences import split_sentences
 
 
 def _chunks(docs: list[list[str]], vecs: np.ndarray, spans: list[tuple[int, int]]) -> list[list[str]]:
@@ -53,8 +59,14 @@ def main() -> None:
             docs.append(sents)
         if len(docs) >= args.docs:
             break
-    result: dict = {"benchmark": "encode_precision", "machine": machine(), "cpu_native_bf16": _cpu_has_bf16(), "threads": args.threads,
-                    "docs": len(docs), "windows": len(windows)}
+    result: dict = {
+        "benchmark": "encode_precision",
+        "machine": machine(),
+        "cpu_native_bf16": _cpu_has_bf16(),
+        "threads": args.threads,
+        "docs": len(docs),
+        "windows": len(windows),
+    }
     vecs = {}
     for precision in ("fp32", "bf16"):
         enc = SentenceTransformerEncoder(device="cpu", precision=precision)
@@ -63,7 +75,11 @@ def main() -> None:
         t0 = time.perf_counter()
         vecs[precision] = enc.encode(windows)
         sec = time.perf_counter() - t0
-        result[precision] = {"seconds": round(sec, 2), "windows_per_s": round(len(windows) / sec, 1), "tokens_per_s": round(tokens / sec)}
+        result[precision] = {
+            "seconds": round(sec, 2),
+            "windows_per_s": round(len(windows) / sec, 1),
+            "tokens_per_s": round(tokens / sec),
+        }
     a, b = vecs["fp32"], vecs["bf16"]
     cos = (a * b).sum(1)
     same = [x == y for x, y in zip(_chunks(docs, a, spans), _chunks(docs, b, spans))]
@@ -71,12 +87,18 @@ def main() -> None:
     top_a = np.argsort(-(a @ a.T), axis=1)[:, 1 : k + 1]
     top_b = np.argsort(-(b @ b.T), axis=1)[:, 1 : k + 1]
     overlap = np.mean([len(set(x) & set(y)) / k for x, y in zip(top_a, top_b)])
-    result.update({
-        "speedup_bf16": round(result["fp32"]["seconds"] / result["bf16"]["seconds"], 2),
-        "cosine_fp32_bf16": {"min": round(float(cos.min()), 6), "p01": round(float(np.percentile(cos, 1)), 6), "mean": round(float(cos.mean()), 6)},
-        "docs_chunked_identically": round(float(np.mean(same)), 4),
-        "top10_neighbour_overlap": round(float(overlap), 4),
-    })
+    result.update(
+        {
+            "speedup_bf16": round(result["fp32"]["seconds"] / result["bf16"]["seconds"], 2),
+            "cosine_fp32_bf16": {
+                "min": round(float(cos.min()), 6),
+                "p01": round(float(np.percentile(cos, 1)), 6),
+                "mean": round(float(cos.mean()), 6),
+            },
+            "docs_chunked_identically": round(float(np.mean(same)), 4),
+            "top10_neighbour_overlap": round(float(overlap), 4),
+        }
+    )
     print(json.dumps(result))
 
 

@@ -10,7 +10,8 @@ recorded and counted, not raised, so this counts them), each method falls back a
 and the store is unchanged (its node and edge counts before and after). Not a quality figure: a
 test of the harness on every question, not only the tests' hand-made ones. One JSON line.
 
-    .venv/bin/python -m benchmarks.hostile_replies --graph work/kb-synth/graph --questions data/kb-synth/questions-test.jsonl
+    .venv/bin/python -m benchmarks.hostile_replies --graph work/kb-synth/graph --questions
+    data/kb-synth/questions-test.jsonl
     .venv/bin/python -m benchmarks.hostile_replies --graph work/kb-pathquestion/graph --split test
 """
 
@@ -36,15 +37,35 @@ from sagegraph.retrieve.resources import open_resources
 # Each LLM method at its default and at the paper's settings (the README's rows).
 CONFIGS: list[tuple[str, dict[str, Any]]] = [
     ("spark", {}),
-    ("spark", {"card_examples": False, "link": False, "ground": False, "card_similarity": True, "semantic_text": False, "named_last": False}),
+    (
+        "spark",
+        {
+            "card_examples": False,
+            "link": False,
+            "ground": False,
+            "card_similarity": True,
+            "semantic_text": False,
+            "named_last": False,
+        },
+    ),
     ("af", {"reranker": "none"}),
     ("af", {"reranker": "none", "ground": False, "unnamed": "resolve"}),
     ("graphraft", {}),
     ("graphraft", {"selector": "grammar", "three_hop": False, "unnamed": "resolve"}),
     ("graphraft", {"selector": "listed", "three_hop": False}),
     ("dgr", {"n_agents": 1, "t_max": 10}),
-    ("dgr", {"n_agents": 1, "t_max": 10, "link": False, "relation_kinds": False, "relax_filters": False, "read_before_finish": False,
-             "fallback": "last"}),
+    (
+        "dgr",
+        {
+            "n_agents": 1,
+            "t_max": 10,
+            "link": False,
+            "relation_kinds": False,
+            "relax_filters": False,
+            "read_before_finish": False,
+            "fallback": "last",
+        },
+    ),
 ]
 
 
@@ -62,25 +83,83 @@ def hostile_replies(rng: random.Random) -> list[tuple[int, Any]]:
         (200, completion("I cannot help with that. {{{ [ ")),
         (200, completion('{"cypher": "MATCH (n) DETACH DELETE n"}')),
         (200, completion('{"cypher": "LOAD CSV FROM \'file:///etc/passwd\' AS row RETURN row"}')),
-        (200, completion('{"cypher": "CALL dbms.security.createUser(\'x\', \'y\', false)"}')),
+        (200, completion("{\"cypher\": \"CALL dbms.security.createUser('x', 'y', false)\"}")),
         (200, completion("MATCH (p:Person {name: 'O'Neill'}) LOAD CSV FROM 'rows.csv' AS r RETURN r")),
         (200, completion('{"cypher": "MATCH (a)-[*1..12]-(b) RETURN a, b"}')),
-        (200, completion('{"cypher": "MATCH (x:Nope)-[:NOT_A_RELATION]->(y) RETURN y.id AS id", "target_type": "Nope"}')),
-        (200, completion(json.dumps({"calls": [
-            {"tool": "search_in_neighborhood", "args": {"node_index": big, "edge_type": "[:X]->", "node_type": None}},
-            {"tool": "add_to_answer", "args": {"answer_nodes": [{"node_index": -5}, {"node_index": "abc"}, {"node_index": big}]}},
-            {"tool": "drop_database", "args": {}},
-            {"tool": "search_in_graph", "args": {"query": "", "size": -3}}]}))),
-        (200, completion(json.dumps({"choices": [999, -1, "a", None], "choice": big, "conditions": [{"field": "x\u0000", "op": "DROP"}],
-                                     "plan": None, "answer": [{"node_index": big}]}))),
+        (
+            200,
+            completion('{"cypher": "MATCH (x:Nope)-[:NOT_A_RELATION]->(y) RETURN y.id AS id", "target_type": "Nope"}'),
+        ),
+        (
+            200,
+            completion(
+                json.dumps(
+                    {
+                        "calls": [
+                            {
+                                "tool": "search_in_neighborhood",
+                                "args": {"node_index": big, "edge_type": "[:X]->", "node_type": None},
+                            },
+                            {
+                                "tool": "add_to_answer",
+                                "args": {
+                                    "answer_nodes": [{"node_index": -5}, {"node_index": "abc"}, {"node_index": big}]
+                                },
+                            },
+                            {"tool": "drop_database", "args": {}},
+                            {"tool": "search_in_graph", "args": {"query": "", "size": -3}},
+                        ]
+                    }
+                )
+            ),
+        ),
+        (
+            200,
+            completion(
+                json.dumps(
+                    {
+                        "choices": [999, -1, "a", None],
+                        "choice": big,
+                        "conditions": [{"field": "x\u0000", "op": "DROP"}],
+                        "plan": None,
+                        "answer": [{"node_index": big}],
+                    }
+                )
+            ),
+        ),
         (200, _cut('{"calls": [{"tool": "search_in_graph", "args": {"query": "a')),
-        (200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [],
-               "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}}),
-        (200, completion("", tool_calls=[{"name": "search_in_graph", "arguments": "{not json"},
-                                         {"name": "nonexistent", "arguments": "{}"},
-                                         {"name": "add_to_answer", "arguments": json.dumps({"answer_nodes": "all of them"})}])),
+        (
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1},
+            },
+        ),
+        (
+            200,
+            completion(
+                "",
+                tool_calls=[
+                    {"name": "search_in_graph", "arguments": "{not json"},
+                    {"name": "nonexistent", "arguments": "{}"},
+                    {"name": "add_to_answer", "arguments": json.dumps({"answer_nodes": "all of them"})},
+                ],
+            ),
+        ),
         (200, completion("x" * 200_000)),
-        (400, {"error": {"message": "This model's maximum context length is 4096 tokens", "type": "invalid_request_error"}}),
+        (
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 4096 tokens",
+                    "type": "invalid_request_error",
+                }
+            },
+        ),
     ]
 
 
@@ -98,10 +177,20 @@ def run_configs(res, questions, out_dir: Path, timeout_s: float) -> list[dict[st
         cfg = EvalConfig(name, 20, params)
         t0 = time.perf_counter()
         metrics = evaluate_one(res, cfg, questions, out_dir / cfg.key(), timeout_s=timeout_s)
-        rates = {k: round(v, 3) for k, v in metrics.items() if k.startswith("rate_") and isinstance(v, (int, float)) and v}
-        rows.append({"config": cfg.label(), "questions": metrics["questions"], "errors": failed_questions(metrics),
-                     "timeouts": metrics.get("timeouts", 0), "seconds": round(time.perf_counter() - t0, 1),
-                     "llm_calls_per_query": metrics.get("llm_calls_per_query"), "rates": rates})
+        rates = {
+            k: round(v, 3) for k, v in metrics.items() if k.startswith("rate_") and isinstance(v, (int, float)) and v
+        }
+        rows.append(
+            {
+                "config": cfg.label(),
+                "questions": metrics["questions"],
+                "errors": failed_questions(metrics),
+                "timeouts": metrics.get("timeouts", 0),
+                "seconds": round(time.perf_counter() - t0, 1),
+                "llm_calls_per_query": metrics.get("llm_calls_per_query"),
+                "rates": rates,
+            }
+        )
     return rows
 
 
@@ -111,18 +200,33 @@ def main() -> None:
     ap.add_argument("--questions", type=Path)
     ap.add_argument("--split", help="only questions of this split")
     ap.add_argument("--limit", type=int, help="the first N questions (after --split)")
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds a question may take (a timeout is counted apart)")
+    ap.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds a question may take (a timeout is counted apart)"
+    )
     args = ap.parse_args()
     g = GraphIndex(args.graph)
     questions = read_questions(args.questions or default_questions(args.graph))
     if args.split:
         questions = [q for q in questions if q.meta.get("split") == args.split]
     questions = questions[: args.limit] if args.limit else questions
-    out: dict[str, Any] = {"benchmark": "hostile_replies", "machine": machine(), "graph": str(args.graph), "questions": len(questions),
-                           "model": "hostile loopback (not a model: every reply broken or hostile)", "configurations": []}
+    out: dict[str, Any] = {
+        "benchmark": "hostile_replies",
+        "machine": machine(),
+        "graph": str(args.graph),
+        "questions": len(questions),
+        "model": "hostile loopback (not a model: every reply broken or hostile)",
+        "configurations": [],
+    }
     with FakeOpenAI(responder) as server, tempfile.TemporaryDirectory() as tmp:
-        llm = LLMConfig(base_url=server.base_url, model="hostile", max_retries=1, cache_dir=Path(tmp) / "cache", timeout_s=30,
-                        price_input_per_mtok=0, price_output_per_mtok=0)
+        llm = LLMConfig(
+            base_url=server.base_url,
+            model="hostile",
+            max_retries=1,
+            cache_dir=Path(tmp) / "cache",
+            timeout_s=30,
+            price_input_per_mtok=0,
+            price_output_per_mtok=0,
+        )
         res = open_resources(g, llm)
         try:
             before = (res.store.count_nodes(), res.store.count_edges())

@@ -3,13 +3,15 @@
 1. Throughput: N SPARK questions at concurrency C against a loopback endpoint that answers every
    request after a fixed delay (default 300 ms). Ideal wall time is N x delay / C; the target is
    within 1.3x of it. The endpoint answers with plans built from the synthetic questions' gold
-   Cypher (the oracle), served from its own process, because the point is to run real plans through the store, not to score
+   Cypher (the oracle), served from its own process, because the point is to run real plans through the store,
+   not to score
    them: no quality number comes out of this benchmark.
 2. Non-LLM time per query: the same questions again at concurrency 1 with every reply already in
    the cache (replay mode), so a query's latency is plan parsing, the read-only Cypher run and the
    hybrid ranking and fill. Target: p50 <= 20 ms on the default synthetic KB.
 
-    .venv/bin/python -m benchmarks.llm_throughput [--graph work/kb-synth/graph] [--questions data/kb-synth/questions.jsonl]
+    .venv/bin/python -m benchmarks.llm_throughput [--graph work/kb-synth/graph] [--questions
+    data/kb-synth/questions.jsonl]
         [--n 500] [--concurrency 16] [--delay 0.3]
 
 Prints one JSON line.
@@ -21,8 +23,8 @@ import argparse
 import contextlib
 import json
 import multiprocessing
-import threading
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -81,30 +83,56 @@ def main() -> None:
     _ = g.bm25, g.dense  # index loading is not query time
     cfg = EvalConfig("spark", k=20, prompt="spark-1")
     with tempfile.TemporaryDirectory() as tmp, endpoint_process(qs, args.delay) as (base_url, served):
-        llm = LLMConfig(base_url=base_url, model="loopback-fixed-delay", concurrency=args.concurrency, cache_dir=Path(tmp) / "cache",
-                        price_input_per_mtok=0, price_output_per_mtok=0)
+        llm = LLMConfig(
+            base_url=base_url,
+            model="loopback-fixed-delay",
+            concurrency=args.concurrency,
+            cache_dir=Path(tmp) / "cache",
+            price_input_per_mtok=0,
+            price_output_per_mtok=0,
+        )
         res = open_resources(g, llm)
         try:
             res.store.introspect()  # the store is opened, the schema card built and the openai
-            _ = res.llm.client       # package imported (2.4 s, once per process) before the clock starts
+            _ = res.llm.client  # package imported (2.4 s, once per process) before the clock starts
             t0 = time.perf_counter()
             live = evaluate_one(res, cfg, qs, Path(tmp) / "live", concurrency=args.concurrency)
             wall = time.perf_counter() - t0
             requests = served()
             llm.cache_mode = "replay"
             cached = evaluate_one(res, cfg, qs, Path(tmp) / "cached", concurrency=1)
-            lat = np.array([json.loads(line)["latency_ms"] for line in (Path(tmp) / "cached" / "per_query.jsonl").read_text().splitlines()])
+            lat = np.array(
+                [
+                    json.loads(line)["latency_ms"]
+                    for line in (Path(tmp) / "cached" / "per_query.jsonl").read_text().splitlines()
+                ]
+            )
         finally:
             res.close()
     ideal = len(qs) * args.delay / args.concurrency
     out = {
-        "benchmark": "llm_throughput", "machine": machine(), "graph": str(args.graph), "nodes": len(g), "questions": len(qs),
+        "benchmark": "llm_throughput",
+        "machine": machine(),
+        "graph": str(args.graph),
+        "nodes": len(g),
+        "questions": len(qs),
         "endpoint": f"loopback, fixed {args.delay * 1000:.0f} ms per request (oracle plans: not a quality measurement)",
-        "concurrency": args.concurrency, "requests": requests, "wall_s": round(wall, 2), "ideal_s": round(ideal, 2),
-        "ratio_to_ideal": round(wall / ideal, 3), "target_ratio": 1.3, "throughput_ok": wall <= 1.3 * ideal,
-        "non_llm_ms": {"p50": round(float(np.percentile(lat, 50)), 2), "p95": round(float(np.percentile(lat, 95)), 2), "mean": round(float(lat.mean()), 2)},
-        "non_llm_target_p50_ms": 20, "non_llm_ok": float(np.percentile(lat, 50)) <= 20,
-        "replay_new_calls": int(cached["llm_calls"] - cached["llm_cached"]), "fallback_rate": live.get("rate_fallback"),
+        "concurrency": args.concurrency,
+        "requests": requests,
+        "wall_s": round(wall, 2),
+        "ideal_s": round(ideal, 2),
+        "ratio_to_ideal": round(wall / ideal, 3),
+        "target_ratio": 1.3,
+        "throughput_ok": wall <= 1.3 * ideal,
+        "non_llm_ms": {
+            "p50": round(float(np.percentile(lat, 50)), 2),
+            "p95": round(float(np.percentile(lat, 95)), 2),
+            "mean": round(float(lat.mean()), 2),
+        },
+        "non_llm_target_p50_ms": 20,
+        "non_llm_ok": float(np.percentile(lat, 50)) <= 20,
+        "replay_new_calls": int(cached["llm_calls"] - cached["llm_cached"]),
+        "fallback_rate": live.get("rate_fallback"),
     }
     print(json.dumps(out))
 

@@ -27,7 +27,13 @@ def machine() -> dict:
             gpu = torch.cuda.get_device_name(0)
     except Exception:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1), "gpu": gpu, "python": platform.python_version()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "gpu": gpu,
+        "python": platform.python_version(),
+    }
 
 
 class PeakMemory:

@@ -24,7 +24,11 @@ from sagegraph.retrieve.graph_index import GraphIndex
 
 def pct(xs: list[float]) -> dict[str, float]:
     a = np.array(xs)
-    return {"p50_ms": round(float(np.percentile(a, 50)), 3), "p95_ms": round(float(np.percentile(a, 95)), 3), "mean_ms": round(float(a.mean()), 3)}
+    return {
+        "p50_ms": round(float(np.percentile(a, 50)), 3),
+        "p95_ms": round(float(np.percentile(a, 95)), 3),
+        "mean_ms": round(float(a.mean()), 3),
+    }
 
 
 def main() -> None:
@@ -40,8 +44,17 @@ def main() -> None:
     g.encode_queries(qs)
     encode_ms = (time.perf_counter() - t0) * 1000 / len(qs)
     _ = g.bm25, g.dense, g.adjacency  # index loading is not query latency
-    out: dict = {"benchmark": "query_latency", "machine": machine(), "graph": str(args.graph), "nodes": len(g), "questions": len(qs),
-                 "k": args.k, "k_prime": args.k_prime, "query_encode_ms_batched": round(encode_ms, 3), "retrievers": {}}
+    out: dict = {
+        "benchmark": "query_latency",
+        "machine": machine(),
+        "graph": str(args.graph),
+        "nodes": len(g),
+        "questions": len(qs),
+        "k": args.k,
+        "k_prime": args.k_prime,
+        "query_encode_ms_batched": round(encode_ms, 3),
+        "retrievers": {},
+    }
     for name in ("bm25", "dense", "hybrid"):
         r = get_retriever(name, g)
         r.search(qs[0], args.k)

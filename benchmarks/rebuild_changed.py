@@ -35,10 +35,10 @@ def _passages(n: int) -> list[dict]:
 
 
 def _build(cfg_path: Path) -> tuple[dict, float]:
-    from sagegraph.flows.build_graph import build_graph
-    from sagegraph.flows.runtime import flow_runtime
     from sagegraph.config import load_config
     from sagegraph.construct.stages import warm_up
+    from sagegraph.flows.build_graph import build_graph
+    from sagegraph.flows.runtime import flow_runtime
 
     cfg = load_config(cfg_path)
     t0 = time.perf_counter()
@@ -51,8 +51,17 @@ def _config(root: Path, name: str, docs: Path) -> Path:
     import yaml
 
     path = root / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"name": name, "out": str((root / name).resolve()), "corpus": {"kind": "generic", "documents": str(docs.resolve())},
-                                    "metadata": {"mode": "heuristic"}, "runner": {"n_workers": 2}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "out": str((root / name).resolve()),
+                "corpus": {"kind": "generic", "documents": str(docs.resolve())},
+                "metadata": {"mode": "heuristic"},
+                "runner": {"n_workers": 2},
+            }
+        )
+    )
     return path
 
 
@@ -72,7 +81,7 @@ def main() -> None:
     cfg = _config(root, "living", living)
     first, first_s = _build(cfg)
     with living.open("a", encoding="utf-8") as f:
-        f.write("".join(json.dumps(p) + "\n" for p in passages[args.docs:]))
+        f.write("".join(json.dumps(p) + "\n" for p in passages[args.docs :]))
     rebuilt, rebuilt_s = _build(cfg)
     same, same_s = _build(cfg)
     shutil.copy(living, grown)
@@ -85,18 +94,35 @@ def main() -> None:
     scratch, scratch_s = _build(_config(root, "scratch", grown))
 
     def row(r: dict, s: float) -> dict:
-        return {"seconds": s, "stage_seconds": r["stage_seconds"], "encode_seconds": r["encode_seconds"], "nodes": r["counts"]["nodes"],
-                "edges": r["edges"], "resumed_batches": r["resumed_batches"], "changes": (r.get("changes") or {}).get("counts"),
-                "up_to_date": bool(r.get("up_to_date")),
-                "store": {k: (r.get("store") or {}).get(k) for k in ("mode", "seconds", "rows_written", "difference")}}
+        return {
+            "seconds": s,
+            "stage_seconds": r["stage_seconds"],
+            "encode_seconds": r["encode_seconds"],
+            "nodes": r["counts"]["nodes"],
+            "edges": r["edges"],
+            "resumed_batches": r["resumed_batches"],
+            "changes": (r.get("changes") or {}).get("counts"),
+            "up_to_date": bool(r.get("up_to_date")),
+            "store": {k: (r.get("store") or {}).get(k) for k in ("mode", "seconds", "rows_written", "difference")},
+        }
 
-    print(json.dumps({
-        "benchmark": "rebuild_changed", "machine": machine(), "docs": args.docs, "added": args.added,
-        "first_build": row(first, first_s), "rebuild_after_adding": row(rebuilt, rebuilt_s), "rebuild_unchanged": row(same, same_s),
-        "rebuild_after_editing_one": row(edited, edited_s),
-        "scratch_build_of_the_grown_corpus": row(scratch, scratch_s),
-        "rebuild_over_scratch": round(rebuilt_s / scratch_s, 3), "same_graph": rebuilt["counts"] == scratch["counts"] and rebuilt["edges"] == scratch["edges"],
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "rebuild_changed",
+                "machine": machine(),
+                "docs": args.docs,
+                "added": args.added,
+                "first_build": row(first, first_s),
+                "rebuild_after_adding": row(rebuilt, rebuilt_s),
+                "rebuild_unchanged": row(same, same_s),
+                "rebuild_after_editing_one": row(edited, edited_s),
+                "scratch_build_of_the_grown_corpus": row(scratch, scratch_s),
+                "rebuild_over_scratch": round(rebuilt_s / scratch_s, 3),
+                "same_graph": rebuilt["counts"] == scratch["counts"] and rebuilt["edges"] == scratch["edges"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -34,9 +34,13 @@ def _drop(kb: Path, share: float) -> int:
     nodes = [json.loads(line) for line in (kb / "nodes.jsonl").open(encoding="utf-8")]
     random.seed(0)
     gone = {n["id"] for n in random.sample(nodes, int(len(nodes) * share))}
-    (kb / "nodes.jsonl").write_text("".join(json.dumps(n) + "\n" for n in nodes if n["id"] not in gone), encoding="utf-8")
+    (kb / "nodes.jsonl").write_text(
+        "".join(json.dumps(n) + "\n" for n in nodes if n["id"] not in gone), encoding="utf-8"
+    )
     edges = [json.loads(line) for line in (kb / "edges.jsonl").open(encoding="utf-8")]
-    (kb / "edges.jsonl").write_text("".join(json.dumps(e) + "\n" for e in edges if e["src"] not in gone and e["dst"] not in gone), encoding="utf-8")
+    (kb / "edges.jsonl").write_text(
+        "".join(json.dumps(e) + "\n" for e in edges if e["src"] not in gone and e["dst"] not in gone), encoding="utf-8"
+    )
     return len(gone)
 
 
@@ -47,7 +51,11 @@ def _load_whole(store_dir: Path, gen: Path, batch: int) -> float:
 
     with open_store("falkordb", store_dir, "scratch-whole") as s:
         t0 = time.perf_counter()
-        nodes, vectors, edges = read_nodes(gen / "nodes.parquet"), np.load(gen / "vectors" / "content.npy"), pq.read_table(gen / "edges.parquet")
+        nodes, vectors, edges = (
+            read_nodes(gen / "nodes.parquet"),
+            np.load(gen / "vectors" / "content.npy"),
+            pq.read_table(gen / "edges.parquet"),
+        )
         s.ensure_indexes(None)
         s.load_nodes(nodes, vectors, batch, create=True)
         s.load_edge_table(edges, batch, create=True)
@@ -62,8 +70,14 @@ def _store_equals_generation(store_dir: Path, key: str, gen: Path) -> bool:
 
     with open_store("falkordb", store_dir, key) as s:
         ids = sorted(r["id"] for r in s.read("MATCH (n) RETURN n.id AS id", max_rows=10**7, timeout_ms=600_000))
-        edges = sorted((r["a"], r["t"], r["b"], round(r["w"], 6), r["m"]) for r in s.read(
-            "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m", max_rows=10**7, timeout_ms=600_000))
+        edges = sorted(
+            (r["a"], r["t"], r["b"], round(r["w"], 6), r["m"])
+            for r in s.read(
+                "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m",
+                max_rows=10**7,
+                timeout_ms=600_000,
+            )
+        )
     table = pq.read_table(gen / "edges.parquet").to_pylist()
     want = sorted((e["src"], e["type"], e["dst"], round(e["weight"], 6), e["metadata"] or "{}") for e in table)
     return ids == sorted(pq.read_table(gen / "nodes.parquet").column("id").to_pylist()) and edges == want
@@ -75,9 +89,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kb", default="data/kb-synth")
     ap.add_argument("--drop", type=float, default=0.01)
-    ap.add_argument("--cache", default=None, help="an embedding cache dir to start from (OUT/cache of an earlier build)")
+    ap.add_argument(
+        "--cache", default=None, help="an embedding cache dir to start from (OUT/cache of an earlier build)"
+    )
     ap.add_argument("--out", default="work/bench-rebuild-kb")
-    ap.add_argument("--update", default="difference", choices=["difference", "whole", "auto"], help="store.update of the build")
+    ap.add_argument(
+        "--update", default="difference", choices=["difference", "whole", "auto"], help="store.update of the build"
+    )
     args = ap.parse_args()
     root = Path(args.out).resolve()
     if root.exists():
@@ -87,22 +105,51 @@ def main() -> None:
     if args.cache:
         shutil.copytree(args.cache, root / "out" / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
     cfg = root / "kb.yaml"
-    cfg.write_text(yaml.safe_dump({"name": "bench-kb", "out": str(root / "out"), "corpus": {"kind": "kb", "path": str(kb)},
-                                   "store": {"update": args.update}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "name": "bench-kb",
+                "out": str(root / "out"),
+                "corpus": {"kind": "kb", "path": str(kb)},
+                "store": {"update": args.update},
+            }
+        )
+    )
     first, first_s = _build(cfg)
     dropped = _drop(kb, args.drop)
     second, second_s = _build(cfg)
     store = second["store"]
     gen = Path(second["graph"]).resolve()
     whole_s = _load_whole(Path(store["path"]), gen, 1000)
-    print(json.dumps({
-        "benchmark": "rebuild_kb_changed", "machine": machine(), "kb": args.kb, "dropped_objects": dropped, "embedding_cache": bool(args.cache), "update": args.update,
-        "first_build": {"seconds": first_s, "store_seconds": round(first["store"]["seconds"], 1), "nodes": first["counts"]["nodes"], "edges": first["edges"]},
-        "rebuild": {"seconds": second_s, "stage_seconds": second["stage_seconds"], "changes": (second.get("changes") or {}).get("counts"),
-                    "store": {k: store.get(k) for k in ("mode", "seconds", "rows_written", "difference", "nodes", "edges")}},
-        "store_whole_seconds": round(whole_s, 1), "store_difference_over_whole": round(store["seconds"] / whole_s, 3),
-        "store_equals_generation": _store_equals_generation(Path(store["path"]), store["graph"], gen),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "rebuild_kb_changed",
+                "machine": machine(),
+                "kb": args.kb,
+                "dropped_objects": dropped,
+                "embedding_cache": bool(args.cache),
+                "update": args.update,
+                "first_build": {
+                    "seconds": first_s,
+                    "store_seconds": round(first["store"]["seconds"], 1),
+                    "nodes": first["counts"]["nodes"],
+                    "edges": first["edges"],
+                },
+                "rebuild": {
+                    "seconds": second_s,
+                    "stage_seconds": second["stage_seconds"],
+                    "changes": (second.get("changes") or {}).get("counts"),
+                    "store": {
+                        k: store.get(k) for k in ("mode", "seconds", "rows_written", "difference", "nodes", "edges")
+                    },
+                },
+                "store_whole_seconds": round(whole_s, 1),
+                "store_difference_over_whole": round(store["seconds"] / whole_s, 3),
+                "store_equals_generation": _store_equals_generation(Path(store["path"]), store["graph"], gen),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

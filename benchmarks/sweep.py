@@ -26,10 +26,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("work/sweeps/bench"))
     args = ap.parse_args()
 
-    from sagegraph.flows.runtime import dask_runner, prefect_api
-    from sagegraph.flows.sweep import sweep
     from sagegraph.config import RunnerConfig
     from sagegraph.eval.sweep import configurations, load_sweep
+    from sagegraph.flows.runtime import dask_runner, prefect_api
+    from sagegraph.flows.sweep import sweep
 
     cfg = load_sweep(args.sweep)
     cfg.out = args.out.resolve()
@@ -42,9 +42,27 @@ def main() -> None:
     with prefect_api(cfg.out):
         result = sweep.with_options(task_runner=dask_runner(RunnerConfig()))(cfg)
     wall = time.perf_counter() - t0
-    metrics = json.loads((Path(cfg.out) / "runs" / next(iter(sorted(p.name for p in (Path(cfg.out) / "runs").iterdir()))) / "metrics.json").read_text())
-    print(json.dumps({"benchmark": "sweep", "machine": machine(), "configurations": n, "questions": metrics["questions"],
-                      "seconds": round(wall, 1), "flow_seconds": result["seconds"], "figure4": result["figure4"]}))
+    metrics = json.loads(
+        (
+            Path(cfg.out)
+            / "runs"
+            / next(iter(sorted(p.name for p in (Path(cfg.out) / "runs").iterdir())))
+            / "metrics.json"
+        ).read_text()
+    )
+    print(
+        json.dumps(
+            {
+                "benchmark": "sweep",
+                "machine": machine(),
+                "configurations": n,
+                "questions": metrics["questions"],
+                "seconds": round(wall, 1),
+                "flow_seconds": result["seconds"],
+                "figure4": result["figure4"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

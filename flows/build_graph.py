@@ -9,10 +9,18 @@ from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
 
+from sagegraph.config import BuildConfig
 from sagegraph.construct.artifacts import write_json
 from sagegraph.construct.changes import ChangeSet, store_written, work_lines
-from sagegraph.construct.stages import graph_changes, modalities_of, preflight, present_pairs, publish_graph, resolve_corpus, up_to_date
-from sagegraph.config import BuildConfig
+from sagegraph.construct.stages import (
+    graph_changes,
+    modalities_of,
+    preflight,
+    present_pairs,
+    publish_graph,
+    resolve_corpus,
+    up_to_date,
+)
 from sagegraph.runlock import hold
 from sagegraph.tasks import build as T
 
@@ -34,21 +42,33 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
         result["changes"] = changes.as_dict() if changes is not None else None
         result["corpus_version"] = cfg.corpus_version
         if changes is not None:
-            write_json(cfg.out / "stats" / "changes.json", {**changes.as_dict(), "corpus_version": cfg.corpus_version,
-                                                             "work": result["work"], "stage_seconds": result["stage_seconds"]})
+            write_json(
+                cfg.out / "stats" / "changes.json",
+                {
+                    **changes.as_dict(),
+                    "corpus_version": cfg.corpus_version,
+                    "work": result["work"],
+                    "stage_seconds": result["stage_seconds"],
+                },
+            )
             _report(cfg, changes, result["stage_seconds"], result["work"])
             get_run_logger().info("%s", "; ".join(f"{k}: {v}" for k, v in work_lines(result["work"])))
         return result
 
 
-def _report(cfg: BuildConfig, changes: ChangeSet, stage_seconds: dict[str, float], work: dict[str, Any] | None = None) -> None:
+def _report(
+    cfg: BuildConfig, changes: ChangeSet, stage_seconds: dict[str, float], work: dict[str, Any] | None = None
+) -> None:
     """The change set, what the build redid and the seconds per stage as a Markdown artifact in the
     Prefect UI."""
     from prefect.artifacts import create_markdown_artifact
 
     key = "".join(c if c.isalnum() else "-" for c in f"build-{cfg.name}".lower())
-    create_markdown_artifact(markdown=f"## {cfg.name}: {changes.line()}\n\n{changes.markdown(stage_seconds, work)}", key=key,
-                             description=f"what changed in the corpus of {cfg.out} and the seconds per stage")
+    create_markdown_artifact(
+        markdown=f"## {cfg.name}: {changes.line()}\n\n{changes.markdown(stage_seconds, work)}",
+        key=key,
+        description=f"what changed in the corpus of {cfg.out} and the seconds per stage",
+    )
 
 
 def _build(cfg: BuildConfig) -> dict[str, Any]:
@@ -97,10 +117,22 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     t = lap("publish", t)
     task_seconds.update(load_store=round(store["seconds"], 2), stats=round(stats["seconds"], 2))
     llm = [m.get("llm", {}) for m in meta_results]
-    llm_usage = {k: round(sum(u.get(k, 0) for u in llm), 6) for k in ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "fallbacks", "retries")} if cfg.metadata.mode == "llm" else None
+    llm_usage = (
+        {
+            k: round(sum(u.get(k, 0) for u in llm), 6)
+            for k in ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "fallbacks", "retries")
+        }
+        if cfg.metadata.mode == "llm"
+        else None
+    )
     encode_seconds = round(sum(r.get("encode_seconds", 0.0) for r in chunk_results + vec_results), 2)
-    work = {"graph": graph_delta, "encoded": sum(r.get("encoded", 0) for r in chunk_results + vec_results), "encode_seconds": encode_seconds,
-            "llm_metadata": llm_usage, "store": store_written(store)}
+    work = {
+        "graph": graph_delta,
+        "encoded": sum(r.get("encoded", 0) for r in chunk_results + vec_results),
+        "encode_seconds": encode_seconds,
+        "llm_metadata": llm_usage,
+        "store": store_written(store),
+    }
     return {
         "graph": str(cfg.out / "graph"),
         "stats": stats["path"],

@@ -8,11 +8,11 @@ from typing import Any
 
 from prefect import flow
 
+from sagegraph.config import RunnerConfig, load_config
+from sagegraph.eval.sweep import load_sweep
 from sagegraph.flows.build_graph import build_graph
 from sagegraph.flows.runtime import apply_env_defaults, dask_runner
 from sagegraph.flows.sweep import ensure_graph, sweep
-from sagegraph.config import RunnerConfig, load_config
-from sagegraph.eval.sweep import load_sweep
 
 
 @flow(name="rebuild-graph")

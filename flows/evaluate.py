@@ -15,5 +15,7 @@ from sagegraph.tasks import evaluate as T
 def evaluate(graph_dir: str, questions: str, cfg: dict[str, Any], out: str) -> dict[str, Any]:
     Path(out).mkdir(parents=True, exist_ok=True)
     qvec = T.prepare(graph_dir, questions, out, [cfg])
-    result = T.evaluate_configs(graph_dir, questions, qvec, [EvalConfig.from_record(cfg).record()], str(Path(out) / "runs"))
+    result = T.evaluate_configs(
+        graph_dir, questions, qvec, [EvalConfig.from_record(cfg).record()], str(Path(out) / "runs")
+    )
     return result[0]

@@ -35,7 +35,9 @@ def template_path() -> Path:
 
 def seed_home(home: Path) -> bool:
     """Put a copy of the empty migrated database in `home` when it has none; True if it did."""
-    if (Path(home) / DB).exists() or any(k.startswith(("PREFECT_SERVER_DATABASE_", "PREFECT_API_DATABASE_")) for k in os.environ):
+    if (Path(home) / DB).exists() or any(
+        k.startswith(("PREFECT_SERVER_DATABASE_", "PREFECT_API_DATABASE_")) for k in os.environ
+    ):
         return False
     try:
         template = template_path()
@@ -53,8 +55,15 @@ def _make_template(template: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="prefect-db-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
         env.update(PREFECT_HOME=tmp, DO_NOT_TRACK="true", PREFECT_SERVER_ANALYTICS_ENABLED="false")
-        subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env, check=True,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
+            env=env,
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=300,
+        )
         staged = template.with_name(f".{template.name}.{os.getpid()}")
         src, dst = sqlite3.connect(Path(tmp) / DB), sqlite3.connect(staged)
         try:

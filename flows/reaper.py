@@ -20,7 +20,6 @@ import time
 
 import psutil
 
-
 TOKEN_VAR = "SAGEGRAPH_RUN_TOKEN"
 
 

@@ -8,9 +8,10 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from sagegraph.config import RunnerConfig
 
@@ -60,8 +61,13 @@ def reaped() -> Iterator[None]:
     token = uuid.uuid4().hex
     before = os.environ.get(TOKEN_VAR)
     os.environ[TOKEN_VAR] = token  # inherited by every helper started in the block
-    watcher = subprocess.Popen([sys.executable, "-m", "sagegraph.flows.reaper", str(os.getpid()), token], start_new_session=True,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "sagegraph.flows.reaper", str(os.getpid()), token],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         yield
     finally:
@@ -88,8 +94,10 @@ def require_prefect_api(url: str, timeout_s: float = 10.0) -> None:
     try:
         httpx.get(url.rstrip("/") + "/health", timeout=timeout_s).raise_for_status()
     except httpx.HTTPError as exc:
-        raise InfraError(f"PREFECT_API_URL={url} does not answer ({type(exc).__name__}: {exc}); start that server, "
-                         "or unset PREFECT_API_URL to run with a temporary one") from None
+        raise InfraError(
+            f"PREFECT_API_URL={url} does not answer ({type(exc).__name__}: {exc}); start that server, "
+            "or unset PREFECT_API_URL to run with a temporary one"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -137,7 +145,12 @@ def _local_cluster_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
     # One torch thread per worker thread: 2 processes x 1 thread beat 1 x 2 on a 2-core CPU.
     os.environ["SAGEGRAPH_TORCH_THREADS"] = str(cfg.threads_per_worker)
     os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads_per_worker))
-    return {"n_workers": cfg.n_workers, "threads_per_worker": cfg.threads_per_worker, "processes": True, "dashboard_address": None}
+    return {
+        "n_workers": cfg.n_workers,
+        "threads_per_worker": cfg.threads_per_worker,
+        "processes": True,
+        "dashboard_address": None,
+    }
 
 
 def dask_runner(cfg: RunnerConfig):
@@ -165,7 +178,9 @@ def _local_cluster(cfg: RunnerConfig, warm: Callable[[], Any] | None):
 
 
 @contextlib.contextmanager
-def flow_runtime(work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | None = None) -> Iterator[tuple[str | None, Any]]:
+def flow_runtime(
+    work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | None = None
+) -> Iterator[tuple[str | None, Any]]:
     """(API address, Dask task runner) for one run, the API server and the Dask cluster started side
     by side rather than one after the other.
 
@@ -178,7 +193,9 @@ def flow_runtime(work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | No
         yield from _flow_runtime(work_dir, cfg, warm)
 
 
-def _flow_runtime(work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | None) -> Iterator[tuple[str | None, Any]]:
+def _flow_runtime(
+    work_dir: Path, cfg: RunnerConfig, warm: Callable[[], Any] | None
+) -> Iterator[tuple[str | None, Any]]:
     from prefect_dask import DaskTaskRunner
 
     if cfg.dask_address:

@@ -12,18 +12,27 @@ from typing import Any
 from prefect import flow, get_run_logger, unmapped
 from prefect.futures import as_completed
 
-from sagegraph.construct.variants import base_config_of, label
 from sagegraph.config import BuildConfig
-from sagegraph.eval.runner import EvalConfig, failed_questions
+from sagegraph.construct.variants import base_config_of, label
 from sagegraph.eval.compare import compare_files, ordered
-from sagegraph.eval.sweep import SweepConfig, configurations, figure4, graph_dir_of, graph_to_build, groups, llm_settings, plot_figure4, sweep_questions
+from sagegraph.eval.runner import EvalConfig, failed_questions
+from sagegraph.eval.sweep import (
+    SweepConfig,
+    configurations,
+    figure4,
+    graph_dir_of,
+    graph_to_build,
+    groups,
+    llm_settings,
+    plot_figure4,
+    sweep_questions,
+)
 from sagegraph.eval.sweep_report import brief_table, plain_lines, variant_summary, write_summary
 from sagegraph.llm import resolved_base_url
 from sagegraph.runlock import hold
-from sagegraph.tracking import SweepTracker, default_tracking_uri, view_columns
 from sagegraph.tasks import build as TB
 from sagegraph.tasks import evaluate as T
-
+from sagegraph.tracking import SweepTracker, default_tracking_uri, view_columns
 
 _UNCHECKED: Any = object()
 
@@ -76,12 +85,29 @@ def _sweep(cfg: SweepConfig) -> dict[str, Any]:
     cfgs = configurations(cfg)
     llm = llm_settings(cfg)
     llm_dict = llm.model_dump(mode="json") if llm else None
-    params: dict[str, Any] = {"graph": graph, "questions": questions, "configurations": len(cfgs), "concurrency": cfg.concurrency}
+    params: dict[str, Any] = {
+        "graph": graph,
+        "questions": questions,
+        "configurations": len(cfgs),
+        "concurrency": cfg.concurrency,
+    }
     if cfg.sample:
         params["sample"] = cfg.sample.model_dump()
     if llm:
-        params.update({"llm.model": llm.model, "llm.base_url": resolved_base_url(llm) or "(openai default)", "llm.cache_mode": llm.cache_mode})
-    tracker = SweepTracker(cfg.mlflow.tracking_uri or default_tracking_uri(out), cfg.mlflow.experiment, out / "mlflow_parent.json", cfg.name, params=params)
+        params.update(
+            {
+                "llm.model": llm.model,
+                "llm.base_url": resolved_base_url(llm) or "(openai default)",
+                "llm.cache_mode": llm.cache_mode,
+            }
+        )
+    tracker = SweepTracker(
+        cfg.mlflow.tracking_uri or default_tracking_uri(out),
+        cfg.mlflow.experiment,
+        out / "mlflow_parent.json",
+        cfg.name,
+        params=params,
+    )
     try:
         return _run(cfg, tracker, graph, questions, cfgs, llm_dict, t0)
     except BaseException as exc:
@@ -89,37 +115,77 @@ def _sweep(cfg: SweepConfig) -> dict[str, Any]:
         raise
 
 
-def _run(cfg: SweepConfig, tracker: SweepTracker, graph: Path, questions: Path, cfgs: list[EvalConfig], llm_dict: dict[str, Any] | None,
-         t0: float) -> dict[str, Any]:
+def _run(
+    cfg: SweepConfig,
+    tracker: SweepTracker,
+    graph: Path,
+    questions: Path,
+    cfgs: list[EvalConfig],
+    llm_dict: dict[str, Any] | None,
+    t0: float,
+) -> dict[str, Any]:
     log = get_run_logger()
     out = Path(cfg.out)
-    qvec = T.prepare(str(graph), str(questions), str(out), [c.record() for c in cfgs])  # BM25 is built before variants link it
+    qvec = T.prepare(
+        str(graph), str(questions), str(out), [c.record() for c in cfgs]
+    )  # BM25 is built before variants link it
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
     log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
-    futures = T.evaluate_configs.map([str(graphs[grp[0].edges]) for grp in grouped], unmapped(str(questions)), unmapped(qvec), [[c.record() for c in grp] for grp in grouped],
-                                     unmapped(str(out / "runs")), unmapped(llm_dict), unmapped(cfg.concurrency), unmapped(cfg.timeout_s))
+    futures = T.evaluate_configs.map(
+        [str(graphs[grp[0].edges]) for grp in grouped],
+        unmapped(str(questions)),
+        unmapped(qvec),
+        [[c.record() for c in grp] for grp in grouped],
+        unmapped(str(out / "runs")),
+        unmapped(llm_dict),
+        unmapped(cfg.concurrency),
+        unmapped(cfg.timeout_s),
+    )
 
     def outcome(future):
         return lambda: [(EvalConfig.from_record(r["config"]), r["metrics"]) for r in future.result()]
 
-    results = tracker.log_as_finished((outcome(f) for f in as_completed(futures)), out / "runs", llm=llm_dict, traces=cfg.mlflow_traces)
-    rows = [row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)]
+    results = tracker.log_as_finished(
+        (outcome(f) for f in as_completed(futures)), out / "runs", llm=llm_dict, traces=cfg.mlflow_traces
+    )
+    rows = [
+        row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)
+    ]
     rows = [r for r in rows if r["edges"] or not cfg.edges] or rows
     (out / "figure4.json").write_text(json.dumps(rows, indent=1))
     plot = plot_figure4(rows, out / "recall_at_k.png")
     table = write_summary(out / "summary.csv", results)
     files = [table, *([plot] if plot else []), out / "figure4.json", graph.parent / "stats" / "graph_stats.json"]
-    files += compare_files(ordered(results), out / "runs", out)  # several retrievers: side by side, CIs against the default baseline
+    files += compare_files(
+        ordered(results), out / "runs", out
+    )  # several retrievers: side by side, CIs against the default baseline
     if cfg.edges:
         files.append(out / "edge_variants.json")
         (out / "edge_variants.json").write_text(json.dumps(variant_summary(graphs), indent=1))
-    gains = {f"bl_graph_gain@{r['k']}" + (f"/{r['edges']}" if r["edges"] else ""): r["gain"] for r in rows if r.get("gain") is not None}
+    gains = {
+        f"bl_graph_gain@{r['k']}" + (f"/{r['edges']}" if r["edges"] else ""): r["gain"]
+        for r in rows
+        if r.get("gain") is not None
+    }
     tracker.log_summary(files, gains)
     view = tracker.share_view(view_columns(results, cfg.plot_totals))
     tracker.finish()
     errored = {c.label(): failed_questions(m) for c, m in ordered(results) if failed_questions(m)}
     asked = max((int(m.get("questions", 0)) for _, m in results), default=0)
-    return {"configurations": len(results), "summary": str(table), "table": brief_table(results), "errors": errored, "plot": str(plot) if plot else None, "figure4": rows,
-            "lines": plain_lines(rows, graph, asked), "seconds": round(time.perf_counter() - t0, 1),
-            "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": cfg.mlflow.experiment, "parent_run_id": tracker.parent_id, "view": view}}
+    return {
+        "configurations": len(results),
+        "summary": str(table),
+        "table": brief_table(results),
+        "errors": errored,
+        "plot": str(plot) if plot else None,
+        "figure4": rows,
+        "lines": plain_lines(rows, graph, asked),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "mlflow": {
+            "tracking_uri": tracker.tracking_uri,
+            "experiment": cfg.mlflow.experiment,
+            "parent_run_id": tracker.parent_id,
+            "view": view,
+        },
+    }

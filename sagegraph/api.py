@@ -8,7 +8,8 @@
 
 No Prefect server or Dask cluster is involved: the graph's indexes load in this process, once, and
 the graph store (for the Cypher-writing retrievers) starts on first use. One `Graph` serves
-concurrent `retrieve` calls from threads, each retriever made once per name and parameters. An LLM retriever needs `llm=` (an `LLMConfig`, or a profile file such as
+concurrent `retrieve` calls from threads, each retriever made once per name and parameters. An LLM retriever
+needs `llm=` (an `LLMConfig`, or a profile file such as
 conf/llm_local.yaml), and its replies are cached beside the graph like a sweep's.
 """
 
@@ -50,7 +51,9 @@ def graph_dir(path: str | Path) -> Path:
     for candidate in (path / "graph", path):
         if (candidate / "nodes.parquet").exists():
             return candidate
-    raise SageGraphError(f"{path}: no built graph here (no nodes.parquet in it or in its graph/); run `sagegraph build` first")
+    raise SageGraphError(
+        f"{path}: no built graph here (no nodes.parquet in it or in its graph/); run `sagegraph build` first"
+    )
 
 
 class Graph:
@@ -78,9 +81,19 @@ class Graph:
             raise SageGraphError(f"k must be at least 1, got {k}")
         found = self._retriever(retriever, params).search(question, k)
         g = self.index
-        return [Hit(node_id=str(g.ids[i]), score=float(score), text=g.text(int(i)), title=g.title(int(i)) or "", source_id=str(g.source_ids[i]),
-                    type=str(g.types[i]), found_by=how, trace=found.trace if rank == 0 else {})
-                for rank, (i, score, how) in enumerate(zip(found.idx, found.scores, found.found_by, strict=True))]
+        return [
+            Hit(
+                node_id=str(g.ids[i]),
+                score=float(score),
+                text=g.text(int(i)),
+                title=g.title(int(i)) or "",
+                source_id=str(g.source_ids[i]),
+                type=str(g.types[i]),
+                found_by=how,
+                trace=found.trace if rank == 0 else {},
+            )
+            for rank, (i, score, how) in enumerate(zip(found.idx, found.scores, found.found_by, strict=True))
+        ]
 
     def _retriever(self, name: str, params: dict[str, Any]) -> Retriever:
         """One retriever per name and parameters, made on first use (an LLM retriever reads the

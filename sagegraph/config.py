@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, overload
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -26,12 +26,18 @@ class _Strict(BaseModel):
 
 class CorpusConfig(_Strict):
     kind: Literal["ottqa", "generic", "kb"] = "ottqa"
-    path: Path | None = Field(None, description="OTT-QA dir or KB dir; defaults to ../shared/data/ottqa-dev when it exists")
+    path: Path | None = Field(
+        None, description="OTT-QA dir or KB dir; defaults to ../shared/data/ottqa-dev when it exists"
+    )
     documents: Path | None = Field(None, description="generic: JSONL documents {id, text, title?}")
     tables: Path | None = Field(None, description="generic: a dir of CSV files or a JSONL of {id, title, header, rows}")
     questions: Path | None = None
     on_error: Literal["raise", "skip"] = "raise"
-    on_duplicate: Literal["error", "last"] = Field("error", description="a second record under an id already read: an error naming both lines, or the last one wins (counted)")
+    on_duplicate: Literal["error", "last"] = Field(
+        "error",
+        description="a second record under an id already read: an error naming both lines, or the last one wins "
+        "(counted)",
+    )
 
     def resolved_path(self) -> Path:
         if self.path is not None:
@@ -39,13 +45,18 @@ class CorpusConfig(_Strict):
         if self.kind == "ottqa" and SHARED_OTTQA.exists():
             return SHARED_OTTQA
         raise ConfigError(
-            "corpus.path: not set and ../shared/data/ottqa-dev is absent; run `sagegraph data fetch ottqa DIR` and set corpus.path to DIR"
+            "corpus.path: not set and ../shared/data/ottqa-dev is absent; run `sagegraph data fetch ottqa DIR` "
+            "and set corpus.path to DIR"
         )
 
 
 class ChunkingConfig(_Strict):
-    percentile: float = Field(20.0, ge=0, le=100, description="cut where window similarity <= this percentile (SAGE: 20)")
-    scope: Literal["document", "corpus"] = Field("document", description="percentile over each document's similarities or the whole batch's")
+    percentile: float = Field(
+        20.0, ge=0, le=100, description="cut where window similarity <= this percentile (SAGE: 20)"
+    )
+    scope: Literal["document", "corpus"] = Field(
+        "document", description="percentile over each document's similarities or the whole batch's"
+    )
     min_chunk_chars: int = Field(200, ge=0, description="pieces shorter than this merge into their neighbour")
     max_chunk_chars: int = Field(2000, ge=100, description="longer pieces are cut at their weakest boundary")
 
@@ -59,7 +70,9 @@ class LLMConfig(_Strict):
     """Endpoint and key follow the openai client's conventions: `base_url` when set, else the
     OPENAI_BASE_URL variable, else api.openai.com; the key from the variable `api_key_env` names."""
 
-    base_url: str | None = Field(None, description="any OpenAI-compatible endpoint; None = OPENAI_BASE_URL, else the openai default")
+    base_url: str | None = Field(
+        None, description="any OpenAI-compatible endpoint; None = OPENAI_BASE_URL, else the openai default"
+    )
     model: str = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.0
@@ -67,11 +80,21 @@ class LLMConfig(_Strict):
     timeout_s: float = 60.0
     max_retries: int = 6
     concurrency: int = Field(4, ge=1, description="requests in flight at once to this endpoint, per process")
-    requests_per_minute: int | None = Field(None, ge=1, description="pace requests to this many per minute (None: no pacing)")
-    tokens_per_minute: int | None = Field(None, ge=1, description="pace by estimated prompt tokens per minute (None: no pacing)")
-    cache_mode: Literal["live", "replay"] = Field("live", description="replay: a request without a cached reply is an error (reproducing a published run)")
+    requests_per_minute: int | None = Field(
+        None, ge=1, description="pace requests to this many per minute (None: no pacing)"
+    )
+    tokens_per_minute: int | None = Field(
+        None, ge=1, description="pace by estimated prompt tokens per minute (None: no pacing)"
+    )
+    cache_mode: Literal["live", "replay"] = Field(
+        "live", description="replay: a request without a cached reply is an error (reproducing a published run)"
+    )
     send_seed: bool = Field(True, description="send the sample index as `seed` when sampling at temperature > 0")
-    reask_cut: bool = Field(False, description="a live run asks again for a recorded reply cut at the token limit, replacing it (default: served as recorded, still counted as cut)")
+    reask_cut: bool = Field(
+        False,
+        description="a live run asks again for a recorded reply cut at the token limit, replacing it (default: "
+        "served as recorded, still counted as cut)",
+    )
     cache_dir: Path | None = Field(None, description="defaults to <out>/cache/llm")
     price_input_per_mtok: float = Field(0.15, description="USD per 1M prompt tokens (gpt-4o-mini list price)")
     price_output_per_mtok: float = Field(0.60, description="USD per 1M completion tokens")
@@ -105,13 +128,21 @@ class EmbeddingConfig(_Strict):
 
 
 class EdgeConfig(_Strict):
-    percentile: float = Field(95.0, ge=0, lt=100, description="keep a similarity edge above this percentile of its signal")
+    percentile: float = Field(
+        95.0, ge=0, lt=100, description="keep a similarity edge above this percentile of its signal"
+    )
     logic: Literal["or", "and"] = "or"
     top_m: int = Field(20, ge=1, description="ANN candidates per node and signal")
-    entity_max_df: int = Field(50, ge=2, description="entities on more nodes than this are too generic to propose pairs")
-    ann: Literal["auto", "flat", "hnsw", "cluster"] = Field("auto", description="candidate search: auto = flat when a side is small, else cluster")
+    entity_max_df: int = Field(
+        50, ge=2, description="entities on more nodes than this are too generic to propose pairs"
+    )
+    ann: Literal["auto", "flat", "hnsw", "cluster"] = Field(
+        "auto", description="candidate search: auto = flat when a side is small, else cluster"
+    )
     hnsw_m: int = 32
-    flat_below: int = Field(5000, ge=1, description="auto: exact search when the querying or the searched side has fewer nodes than this")
+    flat_below: int = Field(
+        5000, ge=1, description="auto: exact search when the querying or the searched side has fewer nodes than this"
+    )
     cluster_size: int = Field(256, ge=8, description="cluster search: base nodes per k-means cluster")
     cluster_probes: int = Field(16, ge=1, description="cluster search: nearest clusters scored per query")
 
@@ -120,19 +151,31 @@ class StoreConfig(_Strict):
     backend: Literal["falkordb", "falkordb-server", "neo4j", "none"] = "falkordb"
     graph: str = "sagegraph"
     path: Path | None = Field(None, description="falkordb: data dir; defaults to <out>/store")
-    url: str | None = Field(None, description="falkordb-server: redis://host:port; with a password, set $FALKORDB_URL instead (configs and manifests are shared)")
+    url: str | None = Field(
+        None,
+        description="falkordb-server: redis://host:port; with a password, set $FALKORDB_URL instead (configs "
+        "and manifests are shared)",
+    )
 
     @field_validator("url")
     @classmethod
     def _no_credentials(cls, v: str | None) -> str | None:
         if v and "@" in v.split("//", 1)[-1]:
-            raise ValueError("store.url holds credentials, which would be copied into every manifest and run; put the URL in $FALKORDB_URL")
+            raise ValueError(
+                "store.url holds credentials, which would be copied into every manifest and run; put the URL in "
+                "$FALKORDB_URL"
+            )
         return v
+
     batch_size: int = 1000
     update: Literal["auto", "whole", "difference"] = Field(
-        "auto", description="how a rebuild writes the store: the difference from the published graph, or the graph whole; "
-        "auto: the difference where the store holds one graph (Neo4j: one transaction, no reload seen by readers), whole beside "
-        "the published one where it holds several (FalkorDB: measured faster, since GRAPH.COPY rebuilds the vector index)")
+        "auto",
+        description="how a rebuild writes the store: the difference from the published graph, or the graph whole; "
+        "auto: the difference where the store holds one graph (Neo4j: one transaction, no reload seen by "
+        "readers), whole beside "
+        "the published one where it holds several (FalkorDB: measured faster, since GRAPH.COPY rebuilds the "
+        "vector index)",
+    )
 
 
 class RunnerConfig(_Strict):
@@ -156,10 +199,16 @@ class BuildConfig(_Strict):
     runner: RunnerConfig = RunnerConfig()
     max_sources: int | None = Field(None, ge=1)
     subset: Literal["prefix", "around_questions"] = Field(
-        "prefix", description="how max_sources picks an OTT-QA subset: the first tables and the passages they link, or the "
-        "questions' tables, the passages those tables link, then random distractors (keeps the neighbourhoods the graph is for)")
-    corpus_version: str = Field("", description="set by every build from the corpus contents (`construct.changes`): empty while they are "
-                                "what this config's first ingest read, else their digest; a value written here is replaced")
+        "prefix",
+        description="how max_sources picks an OTT-QA subset: the first tables and the passages they link, or the "
+        "questions' tables, the passages those tables link, then random distractors (keeps the neighbourhoods "
+        "the graph is for)",
+    )
+    corpus_version: str = Field(
+        "",
+        description="set by every build from the corpus contents (`construct.changes`): empty while they are "
+        "what this config's first ingest read, else their digest; a value written here is replaced",
+    )
 
     @field_validator("name")
     @classmethod
@@ -169,14 +218,19 @@ class BuildConfig(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _generic_inputs(self) -> "BuildConfig":
+    def _generic_inputs(self) -> BuildConfig:
         if self.corpus.kind == "generic" and not (self.corpus.documents or self.corpus.tables):
             raise ValueError("corpus.kind 'generic' needs corpus.documents and/or corpus.tables")
         return self
 
     def stage_fingerprint(self, *sections: str) -> str:
         """A hash of the config sections a stage depends on: change them and that stage reruns."""
-        payload = {s: json.loads(getattr(self, s).model_dump_json()) if hasattr(getattr(self, s), "model_dump_json") else getattr(self, s) for s in sections}
+        payload = {
+            s: json.loads(getattr(self, s).model_dump_json())
+            if hasattr(getattr(self, s), "model_dump_json")
+            else getattr(self, s)
+            for s in sections
+        }
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -201,6 +255,12 @@ def project_dir(config_path: Path) -> Path:
     return base.parent if base.name == "conf" else base
 
 
+@overload
+def resolve_path(base: Path, value: Path) -> Path: ...
+@overload
+def resolve_path(base: Path, value: None) -> None: ...
+@overload
+def resolve_path(base: Path, value: Path | None) -> Path | None: ...
 def resolve_path(base: Path, value: Path | None) -> Path | None:
     if value is None:
         return None
@@ -213,7 +273,9 @@ def read_yaml_mapping(path: str | Path, what: str = "config") -> dict:
     error): every config reader (build, sweep, LLM profile) goes through here."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: {what} file not found" if not path.exists() else f"{path}: a folder, not a {what} file")
+        raise ConfigError(
+            f"{path}: {what} file not found" if not path.exists() else f"{path}: a folder, not a {what} file"
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -221,7 +283,10 @@ def read_yaml_mapping(path: str | Path, what: str = "config") -> dict:
         where = f":{mark.line + 1}" if mark else ""
         raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
     if data is None:  # an empty file is more often a mistake than a wish for every default
-        raise ConfigError(f"{path}: the {what} file is empty (write at least the settings that differ from the defaults, e.g. corpus:)")
+        raise ConfigError(
+            f"{path}: the {what} file is empty (write at least the settings that differ from the defaults, e.g. "
+            "corpus:)"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
@@ -252,7 +317,9 @@ def load_config(path: str | Path, **overrides) -> BuildConfig:
     return apply_overrides(cfg, **overrides)
 
 
-def apply_overrides(cfg: BuildConfig, *, out: Path | None = None, max_sources: int | None = None, metadata: str | None = None) -> BuildConfig:
+def apply_overrides(
+    cfg: BuildConfig, *, out: Path | None = None, max_sources: int | None = None, metadata: str | None = None
+) -> BuildConfig:
     if out is not None:
         cfg.out = Path(out).resolve()
     if max_sources is not None:

@@ -12,9 +12,9 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from collections.abc import Callable
-from typing import Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,7 +26,9 @@ MINILM = "all-MiniLM-L6-v2"
 
 class Encoder(Protocol):
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int: ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -89,14 +91,16 @@ def _model_path(name: str) -> str:
 class SentenceTransformerEncoder:
     """Lazy: the model loads on first encode, so importing and pickling (Dask) stay cheap."""
 
-    def __init__(self, name: str = MINILM, device: str = "auto", batch_size: int | None = None, precision: str = "auto"):
+    def __init__(
+        self, name: str = MINILM, device: str = "auto", batch_size: int | None = None, precision: str = "auto"
+    ):
         self.model_name = name
         self.device = pick_device(device)
         self.precision = resolve_precision(precision, self.device)
         self.name = cache_name(name, self.precision)
         self.batch_size = batch_size or (256 if self.device == "cuda" else 16)
-        self._model = None
-        self._tokenize = None
+        self._model: Any = None  # loaded on first use (`model`), not pickled to workers
+        self._tokenize: Any = None
         self.encode_seconds = 0.0
         self.encoded = 0
 
@@ -140,7 +144,10 @@ class SentenceTransformerEncoder:
         out = []
         with torch.inference_mode():
             for i in range(0, len(texts), self.batch_size):
-                features = {k: v.to(self.device, non_blocking=True) for k, v in self._tokenize(texts[i : i + self.batch_size]).items()}
+                features = {
+                    k: v.to(self.device, non_blocking=True)
+                    for k, v in self._tokenize(texts[i : i + self.batch_size]).items()
+                }
                 out.append(self._model(features)["sentence_embedding"].float())
         return torch.nn.functional.normalize(torch.cat(out), dim=1)
 
@@ -155,7 +162,11 @@ class SentenceTransformerEncoder:
         with self._numerics():
             if self._tokenize is None:
                 vecs = model.encode(
-                    ordered, batch_size=self.batch_size, normalize_embeddings=True, convert_to_tensor=True, show_progress_bar=False
+                    ordered,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_tensor=True,
+                    show_progress_bar=False,
                 )
             else:
                 vecs = self._forward(ordered)
@@ -167,8 +178,13 @@ class SentenceTransformerEncoder:
         return out
 
 
-def encode_reporting(encode: Callable[[Sequence[str]], np.ndarray], report: Callable[[str], None] | None, label: str,
-                     batch_size: int = 64, every_s: float = 10.0) -> Callable[[Sequence[str]], np.ndarray]:
+def encode_reporting(
+    encode: Callable[[Sequence[str]], np.ndarray],
+    report: Callable[[str], None] | None,
+    label: str,
+    batch_size: int = 64,
+    every_s: float = 10.0,
+) -> Callable[[Sequence[str]], np.ndarray]:
     """`encode` that says how far it is, at most every `every_s` seconds: one call over a build
     batch's windows ran for minutes on 2 cores without a line. Texts are sorted by length and
     encoded in slices of whole batches, so the model sees the batches one call would have made
@@ -186,7 +202,8 @@ def encode_reporting(encode: Callable[[Sequence[str]], np.ndarray], report: Call
         for i in range(0, len(texts), size):
             part = order[i : i + size]
             parts.append(encode([texts[j] for j in part]))
-            tick(len(part))
+            if tick is not None:
+                tick(len(part))
         vecs = np.concatenate(parts)
         out = np.empty_like(vecs)
         out[order] = vecs
@@ -266,7 +283,7 @@ class CachedEncoder:
         return getattr(self.inner, "encoded", 0)
 
     def _key(self, text: str) -> str:
-        return hashlib.sha1(f"{self.name}\x1f{text}".encode("utf-8")).hexdigest()
+        return hashlib.sha1(f"{self.name}\x1f{text}".encode()).hexdigest()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         keys = [self._key(t) for t in texts]
@@ -281,12 +298,14 @@ class CachedEncoder:
         self.hits += sum(1 for k in keys if k in found)
         missing = [k for k in unique if k not in found]
         if missing:
-            first_text = {}
+            first_text: dict[str, str] = {}
             for k, t in zip(keys, texts):
                 first_text.setdefault(k, t)
             vecs = self.inner.encode([first_text[k] for k in missing])
             with db:
-                db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(missing, vecs)])
+                db.executemany(
+                    "INSERT OR REPLACE INTO emb VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(missing, vecs)]
+                )
             found.update(zip(missing, vecs))
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -294,7 +313,11 @@ class CachedEncoder:
 
 
 def make_encoder(
-    model: str = MINILM, device: str = "auto", batch_size: int | None = None, cache_path: Path | None = None, precision: str = "auto"
+    model: str = MINILM,
+    device: str = "auto",
+    batch_size: int | None = None,
+    cache_path: Path | None = None,
+    precision: str = "auto",
 ) -> Encoder:
-    enc: Encoder = SentenceTransformerEncoder(model, device=device, batch_size=batch_size, precision=precision)
+    enc = SentenceTransformerEncoder(model, device=device, batch_size=batch_size, precision=precision)
     return CachedEncoder(enc, cache_path) if cache_path is not None else enc

@@ -19,7 +19,7 @@ class Adjacency:
     type_names: list[str]
 
     @classmethod
-    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray, types: list[str]) -> "Adjacency":
+    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray, types: list[str]) -> Adjacency:
         """Undirected: every edge is listed under both endpoints."""
         names = sorted(set(types))
         code = {t: i for i, t in enumerate(names)}

@@ -32,9 +32,10 @@ import sqlite3
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from sagegraph.config import LLMConfig
 from sagegraph.errors import LLMError, LLMUnavailable, ReplayMiss, ReplyRejected
@@ -78,8 +79,17 @@ class Usage:
     imported: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, prompt: int, completion: int, cost: float, cached: bool, seconds: float = 0.0, retries: int = 0,
-            finish: str = "stop", imported: bool = False) -> None:
+    def add(
+        self,
+        prompt: int,
+        completion: int,
+        cost: float,
+        cached: bool,
+        seconds: float = 0.0,
+        retries: int = 0,
+        finish: str | None = "stop",
+        imported: bool = False,
+    ) -> None:
         with self._lock:
             self.calls += 1
             self.imported += int(imported)
@@ -97,7 +107,9 @@ class Usage:
                 self.llm_seconds += seconds
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.__dict__.items() if not k.startswith("_")}
+        return {
+            k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.__dict__.items() if not k.startswith("_")
+        }
 
 
 # The usage of the question being answered in this thread (`usage_scope`), beside the client's total.
@@ -156,7 +168,11 @@ class ReplyCache:
         self.path = Path(path)
         # `request`: what the key is the hash of, so an exported reply can be checked to answer
         # only the request it recorded (`eval.replies.import_replies`).
-        self.file = SQLiteFile(path, "CREATE TABLE IF NOT EXISTS reply (key TEXT PRIMARY KEY, text TEXT, prompt INT, completion INT, created REAL, extra TEXT, request TEXT)")
+        self.file = SQLiteFile(
+            path,
+            "CREATE TABLE IF NOT EXISTS reply (key TEXT PRIMARY KEY, text TEXT, prompt INT, completion INT, "
+            "created REAL, extra TEXT, request TEXT)",
+        )
         self._migrated = False
 
     def _db(self) -> sqlite3.Connection:
@@ -176,8 +192,17 @@ class ReplyCache:
         if not row:
             return None
         extra = json.loads(row[3]) if row[3] else {}
-        return Reply(row[0], row[1], row[2], True, extra.get("tool_calls", []), extra.get("seconds", 0.0), key, extra.get("finish_reason", "stop"),
-                     imported=bool(extra.get("imported")))
+        return Reply(
+            row[0],
+            row[1],
+            row[2],
+            True,
+            extra.get("tool_calls", []),
+            extra.get("seconds", 0.0),
+            key,
+            extra.get("finish_reason", "stop"),
+            imported=bool(extra.get("imported")),
+        )
 
     def inflight(self, key: str):
         """A cross-process lock for requests whose keys share a 3-hex-digit bucket (4,096 files at
@@ -193,9 +218,19 @@ class ReplyCache:
         if not reply.whole:
             extra["finish_reason"] = reply.finish_reason
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra, request) VALUES (?,?,?,?,?,?,?)",
-                       (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time(), json.dumps(extra),
-                        json.dumps(request, sort_keys=True) if request is not None else None))
+            db.execute(
+                "INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra, request) VALUES "
+                "(?,?,?,?,?,?,?)",
+                (
+                    key,
+                    reply.text,
+                    reply.prompt_tokens,
+                    reply.completion_tokens,
+                    time.time(),
+                    json.dumps(extra),
+                    json.dumps(request, sort_keys=True) if request is not None else None,
+                ),
+            )
 
     def mark(self, key: str, finish_reason: str) -> bool:
         """Record a cached reply as not whole (`finish_reason`); False when the key is not cached."""
@@ -213,12 +248,18 @@ class ReplyCache:
         db = self._db()
         columns = "key, text, prompt, completion, created, extra, request"
         if keys is None:
-            cur = db.execute(f"SELECT {columns} FROM reply")
+            cur: Iterable[Any] = db.execute(f"SELECT {columns} FROM reply")
         else:
             cur = (r for k in keys for r in db.execute(f"SELECT {columns} FROM reply WHERE key=?", (k,)))
         for key, text, prompt, completion, created, extra, request in cur:
-            row = {"key": key, "text": text, "prompt_tokens": prompt, "completion_tokens": completion, "created": created,
-                   "extra": json.loads(extra) if extra else {}}
+            row = {
+                "key": key,
+                "text": text,
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "created": created,
+                "extra": json.loads(extra) if extra else {},
+            }
             if request:
                 row["request"] = json.loads(request)
             yield row
@@ -232,9 +273,19 @@ class ReplyCache:
             for row in rows:
                 if not replace and db.execute("SELECT 1 FROM reply WHERE key=?", (row["key"],)).fetchone():
                     continue
-                db.execute("INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra, request) VALUES (?,?,?,?,?,?,?)",
-                           (row["key"], row["text"], row["prompt_tokens"], row["completion_tokens"], row.get("created") or time.time(),
-                            json.dumps(row.get("extra") or {}), json.dumps(row["request"], sort_keys=True) if row.get("request") else None))
+                db.execute(
+                    "INSERT OR REPLACE INTO reply (key, text, prompt, completion, created, extra, request) "
+                    "VALUES (?,?,?,?,?,?,?)",
+                    (
+                        row["key"],
+                        row["text"],
+                        row["prompt_tokens"],
+                        row["completion_tokens"],
+                        row.get("created") or time.time(),
+                        json.dumps(row.get("extra") or {}),
+                        json.dumps(row["request"], sort_keys=True) if row.get("request") else None,
+                    ),
+                )
                 written += 1
         return written
 
@@ -248,7 +299,10 @@ def require_credentials(cfg: LLMConfig) -> str | None:
     """The API key, or None for a keyless local endpoint; checked before a build starts any work."""
     key = os.environ.get(cfg.api_key_env)
     if not key and resolved_base_url(cfg) is None:
-        raise LLMUnavailable(f"no API key: set {cfg.api_key_env} (or llm.base_url / OPENAI_BASE_URL for a local OpenAI-compatible server)")
+        raise LLMUnavailable(
+            f"no API key: set {cfg.api_key_env} (or llm.base_url / OPENAI_BASE_URL for a local "
+            "OpenAI-compatible server)"
+        )
     return key
 
 
@@ -261,7 +315,7 @@ class _Pacer:
     """Process-wide per endpoint: at most `concurrency` requests in flight, and, when set, at most
     `rpm` requests and `tpm` (estimated prompt) tokens in any 60 seconds."""
 
-    _all: dict[tuple, "_Pacer"] = {}
+    _all: dict[tuple, _Pacer] = {}
     _all_lock = threading.Lock()
 
     def __init__(self, concurrency: int, rpm: int | None, tpm: int | None):
@@ -271,7 +325,7 @@ class _Pacer:
         self.lock = threading.Lock()
 
     @classmethod
-    def of(cls, cfg: LLMConfig) -> "_Pacer":
+    def of(cls, cfg: LLMConfig) -> _Pacer:
         key = (resolved_base_url(cfg), cfg.model, cfg.concurrency, cfg.requests_per_minute, cfg.tokens_per_minute)
         with cls._all_lock:
             if key not in cls._all:
@@ -287,7 +341,9 @@ class _Pacer:
                 while self.window and now - self.window[0][0] >= 60.0:
                     self.window.popleft()
                 used = sum(t for _, t in self.window)
-                if (not self.rpm or len(self.window) < self.rpm) and (not self.tpm or not self.window or used + tokens <= self.tpm):
+                if (not self.rpm or len(self.window) < self.rpm) and (
+                    not self.tpm or not self.window or used + tokens <= self.tpm
+                ):
                     self.window.append((now, tokens))
                     return
                 wait = 60.0 - (now - self.window[0][0]) + 0.01
@@ -299,7 +355,9 @@ _REFUSED = ("BadRequestError", "UnprocessableEntityError", "ConflictError")
 
 
 class LLMClient:
-    def __init__(self, cfg: LLMConfig, cache_path: Path, client: Any = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self, cfg: LLMConfig, cache_path: Path, client: Any = None, sleep: Callable[[float], None] = time.sleep
+    ):
         self.cfg = cfg
         self.cache = ReplyCache(cache_path)
         self.usage = Usage()
@@ -323,10 +381,14 @@ class LLMClient:
 
             key = require_credentials(self.cfg)
             # Retries are ours (with logging and Retry-After), so the SDK's own are off.
-            self._client = OpenAI(base_url=self.base_url, api_key=key or "unused", timeout=self.cfg.timeout_s, max_retries=0)
+            self._client = OpenAI(
+                base_url=self.base_url, api_key=key or "unused", timeout=self.cfg.timeout_s, max_retries=0
+            )
         return self._client
 
-    def request(self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0) -> dict[str, Any]:
+    def request(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0
+    ) -> dict[str, Any]:
         """Everything a reply answers, as recorded beside it; its hash is the reply's key. Fields at
         their default are left out, so keys written before they existed stay valid."""
         payload: dict[str, Any] = {"v": CACHE_VERSION, "model": self.cfg.model, "messages": messages, "params": params}
@@ -338,7 +400,9 @@ class LLMClient:
             payload["sample"] = sample
         return payload
 
-    def cache_key(self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0) -> str:
+    def cache_key(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None = None, sample: int = 0
+    ) -> str:
         return request_key(self.request(messages, params, tools, sample))
 
     def discredit(self, key: str | None) -> None:
@@ -351,28 +415,46 @@ class LLMClient:
     def cost(self, prompt: int, completion: int) -> float:
         return (prompt * self.cfg.price_input_per_mtok + completion * self.cfg.price_output_per_mtok) / 1e6
 
-    def complete(self, messages: list[dict[str, str]], *, json_mode: bool = False, accept: Callable[[str], Any] | None = None) -> Reply:
+    def complete(
+        self, messages: list[dict[str, str]], *, json_mode: bool = False, accept: Callable[[str], Any] | None = None
+    ) -> Reply:
         """One chat completion (text out); `accept(text)` raising means 'do not cache this reply'."""
         return self.chat(messages, response_format={"type": "json_object"} if json_mode else None, accept=accept)
 
-    def chat(self, messages: list[dict[str, Any]], *, tools: list[dict] | None = None, tool_choice: Any = None,
-             response_format: dict | None = None, sample: int = 0, max_tokens: int | None = None,
-             temperature: float | None = None, accept: Callable[[str], Any] | None = None) -> Reply:
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict] | None = None,
+        tool_choice: Any = None,
+        response_format: dict | None = None,
+        sample: int = 0,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        accept: Callable[[str], Any] | None = None,
+    ) -> Reply:
         """`temperature` overrides the configured one for this call (a method that samples n
         agents needs > 0 even where the endpoint's default is greedy)."""
-        params: dict[str, Any] = {"temperature": self.cfg.temperature if temperature is None else temperature,
-                                  "max_tokens": max_tokens or self.cfg.max_tokens}
+        params: dict[str, Any] = {
+            "temperature": self.cfg.temperature if temperature is None else temperature,
+            "max_tokens": max_tokens or self.cfg.max_tokens,
+        }
         if response_format:
             params["response_format"] = response_format
         if tools and tool_choice is not None:
             params["tool_choice"] = tool_choice
         request = self.request(messages, params, tools, sample)
         key = request_key(request)
-        return self._once(key, lambda: self._fetch(key, request, messages, params, tools, sample, accept),
-                          f"no recorded reply for this request to {self.cfg.model} (key {key[:12]}); "
-                          "import the run's replies (`sagegraph llm import`) or set llm.cache_mode: live")
+        return self._once(
+            key,
+            lambda: self._fetch(key, request, messages, params, tools, sample, accept),
+            f"no recorded reply for this request to {self.cfg.model} (key {key[:12]}); "
+            "import the run's replies (`sagegraph llm import`) or set llm.cache_mode: live",
+        )
 
-    def local(self, messages: list[dict[str, Any]], params: dict[str, Any], run: Callable[[], tuple[str, int, int]]) -> Reply:
+    def local(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], run: Callable[[], tuple[str, int, int]]
+    ) -> Reply:
         """A computation by a model in this process (GraphRAFT's candidate scoring), cached and
         counted like a call: `run()` gives (text, prompt tokens, completion tokens); `params` must
         name what makes the result (the model file, the candidates)."""
@@ -382,12 +464,21 @@ class LLMClient:
         def make() -> Reply:
             t0 = time.perf_counter()
             text, prompt, completion = run()
-            reply = Reply(text=text, prompt_tokens=prompt, completion_tokens=completion, cached=False, seconds=time.perf_counter() - t0, key=key)
+            reply = Reply(
+                text=text,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                cached=False,
+                seconds=time.perf_counter() - t0,
+                key=key,
+            )
             self._count(reply, 0.0)
             self.cache.put(key, reply, request)
             return reply
 
-        return self._once(key, make, f"no recorded local result for this request (key {key[:12]}); set llm.cache_mode: live")
+        return self._once(
+            key, make, f"no recorded local result for this request (key {key[:12]}); set llm.cache_mode: live"
+        )
 
     def _once(self, key: str, make: Callable[[], Reply], missing: str) -> Reply:
         """The reply under `key`: recorded, else made by `make` (which caches it), unless replaying."""
@@ -406,8 +497,15 @@ class LLMClient:
         """A paid reply into the client's usage and the current question's."""
         for u in (self.usage, _SCOPE.get()):
             if u is not None:
-                u.add(reply.prompt_tokens, reply.completion_tokens, cost, cached=False, seconds=reply.seconds, retries=retries,
-                      finish=reply.finish_reason)
+                u.add(
+                    reply.prompt_tokens,
+                    reply.completion_tokens,
+                    cost,
+                    cached=False,
+                    seconds=reply.seconds,
+                    retries=retries,
+                    finish=reply.finish_reason,
+                )
 
     def _cached(self, key: str) -> Reply | None:
         """The recorded reply, marked as it came. A reply cut at the token limit is served again as
@@ -425,8 +523,15 @@ class LLMClient:
         if hit is not None:
             for u in (self.usage, _SCOPE.get()):
                 if u is not None:
-                    u.add(hit.prompt_tokens, hit.completion_tokens, 0.0, cached=True, seconds=hit.seconds, finish=hit.finish_reason,
-                          imported=hit.imported)
+                    u.add(
+                        hit.prompt_tokens,
+                        hit.completion_tokens,
+                        0.0,
+                        cached=True,
+                        seconds=hit.seconds,
+                        finish=hit.finish_reason,
+                        imported=hit.imported,
+                    )
         return hit
 
     def _ask_again(self, hit: Reply) -> bool:
@@ -434,15 +539,31 @@ class LLMClient:
             return False
         return hit.finish_reason in (EMPTY, REFUSED, STOPPED) or self.cfg.reask_cut
 
-    def _fetch(self, key: str, request: dict[str, Any], messages: list[dict[str, Any]], params: dict[str, Any], tools: list[dict] | None,
-               sample: int, accept: Callable[[str], Any] | None) -> Reply:
-        params = {**params, "tools": tools} if tools else dict(params)  # `request` holds the caller's: never changed here
+    def _fetch(
+        self,
+        key: str,
+        request: dict[str, Any],
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        tools: list[dict] | None,
+        sample: int,
+        accept: Callable[[str], Any] | None,
+    ) -> Reply:
+        params = (
+            {**params, "tools": tools} if tools else dict(params)
+        )  # `request` holds the caller's: never changed here
         if sample and params.get("temperature", 0) > 0 and self.cfg.send_seed:
             params["seed"] = sample
         try:
             reply, retries = self._call(messages, params)
         except LLMRequestRefused as exc:
-            self.cache.put(key, Reply(text=str(exc), prompt_tokens=0, completion_tokens=0, cached=False, key=key, finish_reason=REFUSED), request)
+            self.cache.put(
+                key,
+                Reply(
+                    text=str(exc), prompt_tokens=0, completion_tokens=0, cached=False, key=key, finish_reason=REFUSED
+                ),
+                request,
+            )
             exc.key = key
             raise
         reply.key = key
@@ -496,10 +617,18 @@ class LLMClient:
                     # A proxy's error page with status 200, a body of another API: the endpoint
                     # is at fault, not the model. Retried, then the run stops with one line.
                     if attempt == self.cfg.max_retries:
-                        failure = LLMUnavailable(f"LLM endpoint {self.base_url or 'the OpenAI API'} answered {attempt + 1} times with something "
-                                                 f"that is not a chat completion: {exc}")
+                        failure = LLMUnavailable(
+                            f"LLM endpoint {self.base_url or 'the OpenAI API'} answered {attempt + 1} times "
+                            "with something "
+                            f"that is not a chat completion: {exc}"
+                        )
                     else:
-                        log.warning("LLM endpoint answered with no chat completion (%s), retry %d/%d", exc, attempt + 1, self.cfg.max_retries)
+                        log.warning(
+                            "LLM endpoint answered with no chat completion (%s), retry %d/%d",
+                            exc,
+                            attempt + 1,
+                            self.cfg.max_retries,
+                        )
                         self._sleep(retry_wait(None, delay))
                         delay *= 2
                         continue
@@ -544,14 +673,26 @@ def read_completion(resp: Any, messages: list[dict[str, Any]], seconds: float) -
     usage = getattr(resp, "usage", None)
     msg = getattr(choices[0], "message", None) if choices else None
     if msg is None:
-        return Reply(text="", prompt_tokens=getattr(usage, "prompt_tokens", None) or estimate_tokens(json.dumps(messages)),
-                     completion_tokens=getattr(usage, "completion_tokens", None) or 0, cached=False, seconds=seconds, finish_reason=EMPTY)
+        return Reply(
+            text="",
+            prompt_tokens=getattr(usage, "prompt_tokens", None) or estimate_tokens(json.dumps(messages)),
+            completion_tokens=getattr(usage, "completion_tokens", None) or 0,
+            cached=False,
+            seconds=seconds,
+            finish_reason=EMPTY,
+        )
     text = getattr(msg, "content", None) or ""
     calls = []
     for c in getattr(msg, "tool_calls", None) or []:
         fn = getattr(c, "function", None)
         if fn is not None and getattr(fn, "name", None):
-            calls.append({"id": getattr(c, "id", None) or "", "name": fn.name, "arguments": getattr(fn, "arguments", None) or "{}"})
+            calls.append(
+                {
+                    "id": getattr(c, "id", None) or "",
+                    "name": fn.name,
+                    "arguments": getattr(fn, "arguments", None) or "{}",
+                }
+            )
     return Reply(
         text=text if isinstance(text, str) else str(text),
         prompt_tokens=getattr(usage, "prompt_tokens", None) or estimate_tokens(json.dumps(messages)),

@@ -91,7 +91,9 @@ def assemble(parts: list[Path], out: Path, size: int = MODEL_SIZE, sha256: str =
             if total != size:
                 raise ModelFileInvalid(f"{out}: assembled {total:,} bytes, expected {size:,}; refusing the file")
             if digest.hexdigest() != sha256:
-                raise ModelFileInvalid(f"{out}: sha256 {digest.hexdigest()} is not the expected {sha256}; refusing the file")
+                raise ModelFileInvalid(
+                    f"{out}: sha256 {digest.hexdigest()} is not the expected {sha256}; refusing the file"
+                )
             os.chmod(tmp.name, 0o644)
             os.replace(tmp.name, out)
         finally:
@@ -124,9 +126,16 @@ def fetch_model(out: Path | None = None, python: str = sys.executable) -> Path:
     return out
 
 
-def serve_command(model: Path, host: str = "127.0.0.1", port: int = 8080, n_ctx: int = 8192,
-                  threads: int | None = None, python: str = sys.executable, cache_bytes: int = 128 << 20,
-                  prompt_cache: bool = True) -> list[str]:
+def serve_command(
+    model: Path,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    n_ctx: int = 8192,
+    threads: int | None = None,
+    python: str = sys.executable,
+    cache_bytes: int = 128 << 20,
+    prompt_cache: bool = True,
+) -> list[str]:
     """llama-cpp-python's server on loopback. The server keeps the previous prompt's KV state and
     reuses its longest common prefix, which is what makes a growing agent history affordable;
     `--cache true` adds an in-RAM cache of earlier prompts' states on top, so alternating prompts
@@ -138,8 +147,23 @@ def serve_command(model: Path, host: str = "127.0.0.1", port: int = 8080, n_ctx:
     reusing a prefix saves an agent whose history is resent every step)."""
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ConfigError(f"llm serve binds loopback only (got host {host!r}): the server has no authentication")
-    cmd = [python, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL_ALIAS,
-           "--host", host, "--port", str(port), "--n_ctx", str(n_ctx), "--logits_all", "false"]
+    cmd = [
+        python,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--model_alias",
+        MODEL_ALIAS,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--logits_all",
+        "false",
+    ]
     if prompt_cache:
         cmd += ["--cache", "true", "--cache_type", "ram", "--cache_size", str(cache_bytes)]
     if threads:
@@ -150,8 +174,22 @@ def serve_command(model: Path, host: str = "127.0.0.1", port: int = 8080, n_ctx:
 # llama-cpp-python's server reads its settings from the environment too (pydantic-settings, names
 # matched case-insensitively), and there they win over the command line: a stray HOST=0.0.0.0
 # bound an unauthenticated model server to every interface while we printed 127.0.0.1.
-_SERVER_ENV_FALLBACK = {"host", "port", "config_file", "model", "model_alias", "ssl_keyfile", "ssl_certfile", "api_key",
-                        "interrupt_requests", "root_path", "n_ctx", "cache", "cache_type", "cache_size"}
+_SERVER_ENV_FALLBACK = {
+    "host",
+    "port",
+    "config_file",
+    "model",
+    "model_alias",
+    "ssl_keyfile",
+    "ssl_certfile",
+    "api_key",
+    "interrupt_requests",
+    "root_path",
+    "n_ctx",
+    "cache",
+    "cache_type",
+    "cache_size",
+}
 
 
 def server_settings_names() -> set[str]:
@@ -220,7 +258,7 @@ class SequenceScorer:
         full = self._closed(messages=[*messages, {"role": "assistant", "content": reply}]).prompt
         if not full.startswith(prompt):
             raise ConfigError(f"{self.model}: its chat template does not render a reply after the prompt; cannot score")
-        return prompt, full[len(prompt):]
+        return prompt, full[len(prompt) :]
 
     def score(self, messages: list[dict[str, str]], replies: list[str]) -> tuple[list[tuple[float, int]], int]:
         """Per reply (sum of token log-probabilities, tokens), and the prompt's token count."""
@@ -236,13 +274,15 @@ class SequenceScorer:
             last = np.asarray(llm.scores[n - 1], dtype=np.float64)
             out = []
             for reply in replies:
-                ct = llm.tokenize(self.reply_text(messages, reply, prompt)[1].encode("utf-8"), add_bos=False, special=True)
+                ct = llm.tokenize(
+                    self.reply_text(messages, reply, prompt)[1].encode("utf-8"), add_bos=False, special=True
+                )
                 if n + len(ct) > llm.n_ctx():
                     out.append((float("-inf"), len(ct)))
                     continue
                 llm.n_tokens = n  # back to the prompt's cached state
                 llm.eval(ct)
-                rows = np.vstack([last[None, :], np.asarray(llm.scores[n:n + len(ct) - 1], dtype=np.float64)])
+                rows = np.vstack([last[None, :], np.asarray(llm.scores[n : n + len(ct) - 1], dtype=np.float64)])
                 rows -= rows.max(axis=1, keepdims=True)
                 logp = rows[np.arange(len(ct)), ct] - np.log(np.exp(rows).sum(axis=1))
                 out.append((float(logp.sum()), len(ct)))

@@ -7,26 +7,38 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 # (status, body) or (status, body, headers); a str or bytes body is sent as it is (an HTML error
 # page from a proxy), a dict as JSON.
 Responder = Callable[[dict], tuple]
 
 
-def completion(content: str, prompt_tokens: int = 100, completion_tokens: int = 50, tool_calls: list[dict] | None = None) -> dict:
+def completion(
+    content: str, prompt_tokens: int = 100, completion_tokens: int = 50, tool_calls: list[dict] | None = None
+) -> dict:
     message: dict = {"role": "assistant", "content": content}
     if tool_calls:
-        message["tool_calls"] = [{"id": c.get("id", f"call_{i}"), "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                                 for i, c in enumerate(tool_calls)]
+        message["tool_calls"] = [
+            {
+                "id": c.get("id", f"call_{i}"),
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for i, c in enumerate(tool_calls)
+        ]
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
         "created": 0,
         "model": "test-model",
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
@@ -46,7 +58,9 @@ class FakeOpenAI:
                 headers = {"retry-after": "0"} if status == 429 else {}
                 headers.update(extra[0] if extra else {})
                 raw = isinstance(payload, (str, bytes))
-                data = payload.encode() if isinstance(payload, str) else payload if raw else json.dumps(payload).encode()
+                data = (
+                    payload.encode() if isinstance(payload, str) else payload if raw else json.dumps(payload).encode()
+                )
                 self.send_response(status)
                 self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))

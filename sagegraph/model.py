@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,7 +30,18 @@ SIMILAR_PREFIX = "SIMILAR_"
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 # Store properties of every node that are sagegraph's own: a KB field of one of these names is
 # stored as `field_<name>` so it cannot overwrite them (a field named `text` replaced the node's text).
-RESERVED_PROPERTIES = {"id", "modality", "type", "text", "topic", "source_id", "metadata", "embedding", "entities", "position"}
+RESERVED_PROPERTIES = {
+    "id",
+    "modality",
+    "type",
+    "text",
+    "topic",
+    "source_id",
+    "metadata",
+    "embedding",
+    "entities",
+    "position",
+}
 
 
 def safe_label(name: str) -> str:

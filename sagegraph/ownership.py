@@ -53,7 +53,9 @@ def claim(directory: Path, what: str = "out") -> Path:
     is marked now; any other raises NotOurs, touching nothing."""
     directory = Path(directory).expanduser()
     if (why := refused_place(directory)) is not None:
-        raise NotOurs(f"{directory}: refusing it as the {what} folder: {why}; name a folder of its own (e.g. work/graph)")
+        raise NotOurs(
+            f"{directory}: refusing it as the {what} folder: {why}; name a folder of its own (e.g. work/graph)"
+        )
     if directory.exists() and not directory.is_dir():
         raise NotOurs(f"{directory}: the {what} folder is a file; name a folder")
     if not directory.is_dir() or (directory / MARKER).is_file():
@@ -61,8 +63,10 @@ def claim(directory: Path, what: str = "out") -> Path:
     entries = sorted(p.name for p in directory.iterdir())
     if entries and not made_by_sagegraph(directory):
         shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-        raise NotOurs(f"{directory}: the {what} folder holds files sagegraph did not write ({shown}) and no {MARKER} marker; "
-                      "sagegraph replaces and deletes what is in its folders, so it only uses a new or empty one: name another")
+        raise NotOurs(
+            f"{directory}: the {what} folder holds files sagegraph did not write ({shown}) and no {MARKER} marker; "
+            "sagegraph replaces and deletes what is in its folders, so it only uses a new or empty one: name another"
+        )
     if entries:
         log.info("%s: made by an earlier sagegraph; marked as sagegraph's (%s)", directory, MARKER)
     mark(directory, what)
@@ -75,8 +79,12 @@ def mark(directory: Path, what: str = "out") -> None:
     marker = directory / MARKER
     if not directory.is_dir() or marker.is_file():
         return
-    note = {"made_by": "sagegraph", "what": what, "pid": os.getpid(),
-            "marked_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    note = {
+        "made_by": "sagegraph",
+        "what": what,
+        "pid": os.getpid(),
+        "marked_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
     tmp = directory / f".{MARKER}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(note) + "\n", encoding="utf-8")
     os.replace(tmp, marker)

@@ -63,7 +63,9 @@ class Progress:
         return line + (f", about {duration(pace * left)} left" if left > 0 else ", done")
 
 
-def ticker(label: str, total: int, unit: str, report: Callable[[str], None] | None, every_s: float = 10.0) -> Callable[[int], None] | None:
+def ticker(
+    label: str, total: int, unit: str, report: Callable[[str], None] | None, every_s: float = 10.0
+) -> Callable[..., None] | None:
     """`tick(n)`: n more items done; hands `report` the progress line when one is due. Safe to call
     from worker threads (LLM replies come in on a pool). None when nothing is to be reported."""
     if report is None or total == 0:

@@ -78,7 +78,11 @@ def _commands(p: argparse.ArgumentParser, prefix: str = "sagegraph") -> list[str
                 out += ["| argument | meaning |", "|---|---|"]
                 for a in options:
                     flags = ", ".join(f"`{s}`" for s in a.option_strings) or f"`{a.dest}`"
-                    default = f" (default: `{a.default}`)" if a.option_strings and a.default not in (None, False, argparse.SUPPRESS) else ""
+                    default = (
+                        f" (default: `{a.default}`)"
+                        if a.option_strings and a.default not in (None, False, argparse.SUPPRESS)
+                        else ""
+                    )
                     out.append(f"| {flags} | {_cell(a.help or '')}{_cell(default)} |")
                 out.append("")
             out += _commands(sub, f"{prefix} {name}")
@@ -86,17 +90,28 @@ def _commands(p: argparse.ArgumentParser, prefix: str = "sagegraph") -> list[str
 
 
 def render() -> str:
-    lines = ["# Reference", "",
-             "Generated from the code by `make docs` (`python -m sagegraph.reference`); a test keeps it equal to the code.",
-             "Back to the [README](../README.md).", "", "## Commands", ""]
+    lines = [
+        "# Reference",
+        "",
+        "Generated from the code by `make docs` (`python -m sagegraph.reference`); a test keeps it equal to the code.",
+        "Back to the [README](../README.md).",
+        "",
+        "## Commands",
+        "",
+    ]
     lines += _commands(parser())
     lines += ["## Build config (`sagegraph build CONFIG`)", "", "YAML; unknown keys are refused with their path.", ""]
     lines += _table(model_rows(BuildConfig))
     lines += ["## Sweep file (`sagegraph sweep FILE`)", ""]
     lines += _table(model_rows(SweepConfig))
-    lines += ["### A grid block (`grid:` entries)", "",
-              "Besides these keys a block takes any parameter of one of its retrievers (a list is an axis) and a retriever's own"
-              " grid keys (SAGE: `total_k`, `seed_share`); a key no retriever of the block takes is refused.", ""]
+    lines += [
+        "### A grid block (`grid:` entries)",
+        "",
+        "Besides these keys a block takes any parameter of one of its retrievers (a list is an axis) and a "
+        "retriever's own"
+        " grid keys (SAGE: `total_k`, `seed_share`); a key no retriever of the block takes is refused.",
+        "",
+    ]
     lines += _table(model_rows(GridBlock))
     lines += ["## Retriever parameters (`-p KEY=VALUE`, or a sweep block's `params`)", ""]
     for name in retriever_names():

@@ -10,8 +10,9 @@ import glob
 import json
 import os
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 from sagegraph.errors import SageGraphError
 from sagegraph.processes import running
@@ -21,7 +22,8 @@ from sagegraph.processes import running
 def replaced(path: Path, suffix: str = "") -> Iterator[Path]:
     """A temporary path beside `path` to write, renamed onto `path` when the block ends without
     error: readers and a resumed run see the old file or the new one, never half of one (a killed
-    writer leaves at most its hidden temporary, which the file's next writer removes). The name is this process's and thread's own, so
+    writer leaves at most its hidden temporary, which the file's next writer removes). The name is this
+    process's and thread's own, so
     two writers of one file at once each publish a whole file instead of renaming each other's
     half-written one. `suffix` ends the temporary name for writers that add their own (numpy's
     `.npz`). `atomicwrites`, the library for this, is archived; its author points to `os.replace`."""
@@ -42,7 +44,7 @@ def clear_dead_temporaries(path: Path) -> None:
     this process's included, are left to it; so is a name not ours."""
     prefix = f".{Path(path).name}."
     for f in Path(path).parent.glob(f"{glob.escape(prefix)}*.tmp*"):
-        pid = f.name[len(prefix):].split("-", 1)[0]
+        pid = f.name[len(prefix) :].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not running(int(pid)):
             f.unlink(missing_ok=True)
 
@@ -158,4 +160,7 @@ def find_trace(run_dir: Path, qid: str) -> dict[str, Any]:
             return row
     if not rows:
         raise SageGraphError(f"{run_dir}: no traced question here (traces.jsonl missing or empty)")
-    raise SageGraphError(f"{run_dir}: no trace for question {qid!r} (traced: {', '.join(str(r['qid']) for r in rows[:8])}{', ...' if len(rows) > 8 else ''})")
+    raise SageGraphError(
+        f"{run_dir}: no trace for question {qid!r} (traced: "
+        f"{', '.join(str(r['qid']) for r in rows[:8])}{', ...' if len(rows) > 8 else ''})"
+    )

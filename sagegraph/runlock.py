@@ -34,7 +34,9 @@ class DirectoryLocked(SageGraphError):
 
 
 def _holder_note() -> str:
-    return json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv)[:300], "since": time.strftime("%Y-%m-%d %H:%M:%S")})
+    return json.dumps(
+        {"pid": os.getpid(), "command": " ".join(sys.argv)[:300], "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+    )
 
 
 def _read_note(fd: int) -> dict:
@@ -65,11 +67,20 @@ def hold(directory: Path, what: str = "run", owned: bool = True) -> Iterator[Non
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             note = _read_note(fd)
-            who = f"pid {note.get('pid', '?')}" + (f" ({note['command']}, since {note.get('since')})" if note.get("command") else "")
-            raise DirectoryLocked(f"{directory}: another {what} is writing here: {who}; wait for it to finish or stop it") from None
+            who = f"pid {note.get('pid', '?')}" + (
+                f" ({note['command']}, since {note.get('since')})" if note.get("command") else ""
+            )
+            raise DirectoryLocked(
+                f"{directory}: another {what} is writing here: {who}; wait for it to finish or stop it"
+            ) from None
         old = _read_note(fd)
         if old.get("pid") and old["pid"] != os.getpid() and not running(int(old["pid"])):
-            log.warning("%s: taking over the lock of pid %s (%s), which is no longer running", directory, old["pid"], old.get("command", "?"))
+            log.warning(
+                "%s: taking over the lock of pid %s (%s), which is no longer running",
+                directory,
+                old["pid"],
+                old.get("command", "?"),
+            )
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, _holder_note().encode("utf-8"))

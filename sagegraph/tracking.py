@@ -12,13 +12,14 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from sagegraph.construct.variants import parse_label
 from sagegraph.errors import InfraError
-from sagegraph.runfiles import read_traces, write_text_whole
 from sagegraph.eval.runner import EvalConfig, run_dir
+from sagegraph.runfiles import read_traces, write_text_whole
 
 
 def mlflow_key(name: str) -> str:
@@ -53,8 +54,17 @@ def artifact_location(tracking_uri: str) -> str | None:
 # columns, so this is how a sweep's metrics are in view when its runs open.
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 VIEW_KEY = "sagegraph"
-_VIEW_METRICS = ("hit@1", "hit@5", "mrr", "recall@{k}", "errors", "llm_calls_per_query", "llm_work_prompt_tokens_per_query",
-                 "llm_work_completion_tokens_per_query", "latency_p50_ms")  # work: what the answers cost, paid now or replayed
+_VIEW_METRICS = (
+    "hit@1",
+    "hit@5",
+    "mrr",
+    "recall@{k}",
+    "errors",
+    "llm_calls_per_query",
+    "llm_work_prompt_tokens_per_query",
+    "llm_work_completion_tokens_per_query",
+    "latency_p50_ms",
+)  # work: what the answers cost, paid now or replayed
 
 
 def view_columns(results: Iterable[tuple[EvalConfig, dict[str, Any]]], totals: Iterable[int] = ()) -> list[str]:
@@ -63,7 +73,12 @@ def view_columns(results: Iterable[tuple[EvalConfig, dict[str, Any]]], totals: I
     at each k the sweep plots (or that its configurations return)."""
     results = list(results)
     ks = sorted({int(k) for k in totals} or {c.total for c, _ in results})
-    logged = {mlflow_key(k) for _, m in results for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    logged = {
+        mlflow_key(k)
+        for _, m in results
+        for k, v in m.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     metrics = [mlflow_key(n.format(k=k)) for n in _VIEW_METRICS for k in (ks if "{k}" in n else [0])]
     params = ["retriever", "k", *sorted({f"params.{p}" for c, _ in results for p in c.params})]
     return [f"params.`{p}`" for p in params] + [f"metrics.`{m}`" for m in dict.fromkeys(metrics) if m in logged]
@@ -90,17 +105,28 @@ def tracking_store(tracking_uri: str) -> Iterator[None]:
         yield
     except (MlflowException, SQLAlchemyError) as exc:
         reason = " ".join(str(exc).split())[:300]
-        raise InfraError(f"MLflow tracking store {tracking_uri} failed: {reason}; finished runs are kept, rerun to log them") from None
+        raise InfraError(
+            f"MLflow tracking store {tracking_uri} failed: {reason}; finished runs are kept, rerun to log them"
+        ) from None
     finally:
         quiet.setLevel(level)
 
 
 class SweepTracker:
-    def __init__(self, tracking_uri: str, experiment: str, state_path: Path, sweep_name: str, params: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment: str,
+        state_path: Path,
+        sweep_name: str,
+        params: dict[str, Any] | None = None,
+    ):
         with tracking_store(tracking_uri):
             self._open(tracking_uri, experiment, state_path, sweep_name, params)
 
-    def _open(self, tracking_uri: str, experiment: str, state_path: Path, sweep_name: str, params: dict[str, Any] | None) -> None:
+    def _open(
+        self, tracking_uri: str, experiment: str, state_path: Path, sweep_name: str, params: dict[str, Any] | None
+    ) -> None:
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         from mlflow.tracking import MlflowClient
 
@@ -108,17 +134,24 @@ class SweepTracker:
         self.tracking_uri = tracking_uri
         exp = self.client.get_experiment_by_name(experiment)
         if exp is None:
-            self.experiment_id = self.client.create_experiment(experiment, artifact_location=artifact_location(tracking_uri), tags=dict([EXPERIMENT_KIND]))
+            self.experiment_id = self.client.create_experiment(
+                experiment, artifact_location=artifact_location(tracking_uri), tags=dict([EXPERIMENT_KIND])
+            )
         else:
             self.experiment_id = exp.experiment_id
-            if not str(exp.tags.get(EXPERIMENT_KIND[0], "")).startswith(EXPERIMENT_KIND[1]):  # unset or inferred as GenAI
+            if not str(exp.tags.get(EXPERIMENT_KIND[0], "")).startswith(
+                EXPERIMENT_KIND[1]
+            ):  # unset or inferred as GenAI
                 self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
         self.state_path = Path(state_path)
-        self.parent_id = self._reopen_parent()
-        if self.parent_id is None:
+        reopened = self._reopen_parent()
+        self.parent_id: str = reopened or ""
+        if reopened is None:
             run = self.client.create_run(self.experiment_id, run_name=sweep_name, tags={"sagegraph.kind": "sweep"})
             self.parent_id = run.info.run_id
-            write_text_whole(self.state_path, json.dumps({"parent_run_id": self.parent_id, "tracking_uri": tracking_uri}))
+            write_text_whole(
+                self.state_path, json.dumps({"parent_run_id": self.parent_id, "tracking_uri": tracking_uri})
+            )
             for k, v in (params or {}).items():
                 self.client.log_param(self.parent_id, k, str(v)[:500])
 
@@ -140,27 +173,68 @@ class SweepTracker:
     def finished_children(self) -> set[str]:
         """'<config key>:<inputs stamp>' of every finished child: a configuration rerun on another
         graph or question set is logged again."""
-        runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'FINISHED'", max_results=5000)
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'FINISHED'",
+            max_results=5000,
+        )
         return {f"{r.data.tags.get('sagegraph.config_key')}:{r.data.tags.get('sagegraph.inputs')}" for r in runs}
 
-    def log_child(self, cfg: EvalConfig, metrics: dict[str, Any], run_dir: Path, llm: dict[str, Any] | None = None, traces: bool = True) -> str:
+    def log_child(
+        self,
+        cfg: EvalConfig,
+        metrics: dict[str, Any],
+        run_dir: Path,
+        llm: dict[str, Any] | None = None,
+        traces: bool = True,
+    ) -> str:
         from mlflow.entities import Metric, Param
 
         run = self.client.create_run(
             self.experiment_id,
             run_name=cfg.label(),
-            tags={"mlflow.parentRunId": self.parent_id, "sagegraph.config_key": cfg.key(), "sagegraph.retriever": cfg.retriever, "sagegraph.inputs": str(metrics.get("inputs"))},
+            tags={
+                "mlflow.parentRunId": self.parent_id,
+                "sagegraph.config_key": cfg.key(),
+                "sagegraph.retriever": cfg.retriever,
+                "sagegraph.inputs": str(metrics.get("inputs")),
+            },
         )
         rid = run.info.run_id
-        params = {"retriever": cfg.retriever, "k": cfg.k, "edges": cfg.edges, "prompt": cfg.prompt, "total_k": cfg.total}
+        params = {
+            "retriever": cfg.retriever,
+            "k": cfg.k,
+            "edges": cfg.edges,
+            "prompt": cfg.prompt,
+            "total_k": cfg.total,
+        }
         params.update({f"params.{k}": v for k, v in cfg.params.items()})  # filterable per retriever parameter
         params.update({f"edges.{k}": v for k, v in parse_label(cfg.edges).items()})  # filterable per setting
         if llm and metrics.get("llm_calls"):
-            params.update({f"llm.{k}": llm.get(k) for k in ("model", "base_url", "temperature", "max_tokens") if llm.get(k) is not None})
-        flat = {**metrics, **{f"{f}={v}/{m}": val for f, values in (metrics.get("by_group") or {}).items() for v, ms in values.items()
-                              for m, val in ms.items()}}
-        numeric = {mlflow_key(k): float(v) for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        self.client.log_batch(rid, metrics=[Metric(k, v, 0, 0) for k, v in numeric.items()], params=[Param(k, str(v)) for k, v in params.items()])
+            params.update(
+                {
+                    f"llm.{k}": llm.get(k)
+                    for k in ("model", "base_url", "temperature", "max_tokens")
+                    if llm.get(k) is not None
+                }
+            )
+        flat = {
+            **metrics,
+            **{
+                f"{f}={v}/{m}": val
+                for f, values in (metrics.get("by_group") or {}).items()
+                for v, ms in values.items()
+                for m, val in ms.items()
+            },
+        }
+        numeric = {
+            mlflow_key(k): float(v) for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+        self.client.log_batch(
+            rid,
+            metrics=[Metric(k, v, 0, 0) for k, v in numeric.items()],
+            params=[Param(k, str(v)) for k, v in params.items()],
+        )
         for name in ("per_query.csv", "run.trec", "metrics.json", "config.json", "traces.jsonl"):
             if (run_dir / name).exists():
                 self.client.log_artifact(rid, str(run_dir / name))
@@ -204,14 +278,22 @@ class SweepTracker:
         """The parent run of a sweep that stopped: KILLED when interrupted, else FAILED, with the
         reason as a tag (`sagegraph.failure`), so the MLflow UI does not show it RUNNING forever.
         A resumed sweep reopens this same run."""
-        killed = isinstance(exc, (KeyboardInterrupt, SystemExit)) or type(exc).__name__ in ("CancelledError", "TerminationSignal")
+        killed = isinstance(exc, (KeyboardInterrupt, SystemExit)) or type(exc).__name__ in (
+            "CancelledError",
+            "TerminationSignal",
+        )
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
         with contextlib.suppress(Exception):  # the reason must not hide the failure it reports
             self.client.set_tag(self.parent_id, "sagegraph.failure", f"{type(exc).__name__}: {reason}")
             self.client.set_terminated(self.parent_id, "KILLED" if killed else "FAILED")
 
-    def log_as_finished(self, finished: Iterable[Callable[[], list[tuple[EvalConfig, dict[str, Any]]]]], runs: Path,
-                        llm: dict[str, Any] | None = None, traces: bool = True) -> list[tuple[EvalConfig, dict[str, Any]]]:
+    def log_as_finished(
+        self,
+        finished: Iterable[Callable[[], list[tuple[EvalConfig, dict[str, Any]]]]],
+        runs: Path,
+        llm: dict[str, Any] | None = None,
+        traces: bool = True,
+    ) -> list[tuple[EvalConfig, dict[str, Any]]]:
         """Each group's configurations logged as a child run as soon as the group finishes (not
         at the end of the sweep: a sweep that stopped used to leave only its parent run). A group
         that raised does not stop the others from being logged; the first such error is raised
@@ -262,16 +344,32 @@ def log_trace(client, experiment_id: str, run_id: str, cfg: EvalConfig, row: dic
     events = row["events"]
     start = row.get("started_at") or min(e["start"] for e in events)
     end = max([start + (row.get("latency_ms") or 0) / 1000] + [e["start"] + e.get("seconds", 0) for e in events])
-    summary = {k: row[k] for k in ("plan", "cypher_executed", "cypher_rows", "fallback", "target", "edge_constrained") if k in row}
-    root = client.start_trace(f"{cfg.retriever} {row['qid']}", span_type="RETRIEVER", inputs={"question": row.get("question")},
-                              attributes={"sagegraph.counters": row.get("counters", {}), "sagegraph.config": cfg.label()},
-                              tags={"sagegraph.qid": str(row["qid"]), "sagegraph.config_key": cfg.key()},
-                              experiment_id=experiment_id, run_id=run_id, start_time_ns=_ns(start))
+    summary: dict[str, Any] = {
+        k: row[k]
+        for k in ("plan", "cypher_executed", "cypher_rows", "fallback", "target", "edge_constrained")
+        if k in row
+    }
+    root = client.start_trace(
+        f"{cfg.retriever} {row['qid']}",
+        span_type="RETRIEVER",
+        inputs={"question": row.get("question")},
+        attributes={"sagegraph.counters": row.get("counters", {}), "sagegraph.config": cfg.label()},
+        tags={"sagegraph.qid": str(row["qid"]), "sagegraph.config_key": cfg.key()},
+        experiment_id=experiment_id,
+        run_id=run_id,
+        start_time_ns=_ns(start),
+    )
     tid = root.trace_id
     groups: dict[str, str] = {}
     for g in dict.fromkeys(e["group"] for e in events if e.get("group")):
         members = [e for e in events if e.get("group") == g]
-        span = client.start_span(g, trace_id=tid, parent_id=root.span_id, span_type="AGENT", start_time_ns=_ns(min(e["start"] for e in members)))
+        span = client.start_span(
+            g,
+            trace_id=tid,
+            parent_id=root.span_id,
+            span_type="AGENT",
+            start_time_ns=_ns(min(e["start"] for e in members)),
+        )
         groups[g] = span.span_id
         client.end_span(tid, span.span_id, end_time_ns=_ns(max(e["start"] + e.get("seconds", 0) for e in members)))
     for e in events:
@@ -280,16 +378,34 @@ def log_trace(client, experiment_id: str, run_id: str, cfg: EvalConfig, row: dic
         outputs: Any = e.get("outputs")
         if e["kind"] == "llm":
             tok = e.get("tokens") or {}
-            attrs = {"mlflow.chat.tokenUsage": {"input_tokens": tok.get("input", 0), "output_tokens": tok.get("output", 0),
-                                                 "total_tokens": tok.get("input", 0) + tok.get("output", 0)},
-                     "sagegraph.cached": bool(e.get("cached")), "sagegraph.cache_key": e.get("key", "")}
+            attrs = {
+                "mlflow.chat.tokenUsage": {
+                    "input_tokens": tok.get("input", 0),
+                    "output_tokens": tok.get("output", 0),
+                    "total_tokens": tok.get("input", 0) + tok.get("output", 0),
+                },
+                "sagegraph.cached": bool(e.get("cached")),
+                "sagegraph.cache_key": e.get("key", ""),
+            }
             if model:
                 attrs["mlflow.llm.model"] = model
             inputs = {"messages": inputs} if isinstance(inputs, list) else inputs
             outputs = {"content": outputs, **({"tool_calls": e["tool_calls"]} if e.get("tool_calls") else {})}
-        span = client.start_span(e["name"], trace_id=tid, parent_id=groups.get(e.get("group", ""), root.span_id),
-                                 span_type=_SPAN_TYPES.get(e["kind"], "UNKNOWN"), inputs=inputs, attributes=attrs, start_time_ns=_ns(e["start"]))
-        client.end_span(tid, span.span_id, outputs=outputs if not e.get("error") else {"error": e["error"]},
-                        status="ERROR" if e.get("error") else "OK", end_time_ns=_ns(e["start"] + e.get("seconds", 0)))
+        span = client.start_span(
+            e["name"],
+            trace_id=tid,
+            parent_id=groups.get(e.get("group", ""), root.span_id),
+            span_type=_SPAN_TYPES.get(e["kind"], "UNKNOWN"),
+            inputs=inputs,
+            attributes=attrs,
+            start_time_ns=_ns(e["start"]),
+        )
+        client.end_span(
+            tid,
+            span.span_id,
+            outputs=outputs if not e.get("error") else {"error": e["error"]},
+            status="ERROR" if e.get("error") else "OK",
+            end_time_ns=_ns(e["start"] + e.get("seconds", 0)),
+        )
     client.end_trace(tid, outputs={"top": row.get("top", []), **summary}, end_time_ns=_ns(end))
     return tid

@@ -7,11 +7,11 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from sagegraph.construct import stages as S
 from sagegraph.config import BuildConfig
+from sagegraph.construct import stages
 
 # Results are small dicts of paths; resuming is done by the stages' own files, not Prefect caching.
-_opts = dict(cache_policy=NO_CACHE, persist_result=False)
+_opts: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
 
 def _log(stage: str, res: dict[str, Any], name: str = "") -> None:
@@ -23,71 +23,83 @@ def _log(stage: str, res: dict[str, Any], name: str = "") -> None:
 
 @task(name="ingest", **_opts)
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
-    res = S.ingest(cfg)
-    get_run_logger().info("ingest: %s in %d batches; skipped records: %s", res["counts"], len(res["batches"]), res["skipped_records"] or "none")
+    res = stages.ingest(cfg)
+    get_run_logger().info(
+        "ingest: %s in %d batches; skipped records: %s",
+        res["counts"],
+        len(res["batches"]),
+        res["skipped_records"] or "none",
+    )
     return res
 
 
 @task(name="chunk", **_opts)
 def chunk(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
-    res = S.chunk_batch(cfg, batch_path, report=get_run_logger().info)
+    res = stages.chunk_batch(cfg, batch_path, report=get_run_logger().info)
     _log("chunk", res, batch_path.rsplit("/", 1)[-1])
     return res
 
 
 @task(name="estimate-llm-cost", **_opts)
 def estimate_cost(cfg: BuildConfig, chunks: list[dict[str, Any]]) -> dict[str, Any]:
-    est = S.estimate_metadata_cost(cfg, [c["path"] for c in chunks])
-    get_run_logger().info("LLM metadata estimate: %d calls, ~%d prompt + ~%d completion tokens, ~$%.2f with %s (cached replies cost nothing)",
-                          est["calls"], est["prompt_tokens"], est["completion_tokens"], est["estimated_usd"], est["model"])
+    est = stages.estimate_metadata_cost(cfg, [c["path"] for c in chunks])
+    get_run_logger().info(
+        "LLM metadata estimate: %d calls, ~%d prompt + ~%d completion tokens, ~$%.2f with %s (cached replies "
+        "cost nothing)",
+        est["calls"],
+        est["prompt_tokens"],
+        est["completion_tokens"],
+        est["estimated_usd"],
+        est["model"],
+    )
     return est
 
 
 @task(name="metadata", **_opts)
 def metadata(cfg: BuildConfig, chunk_result: dict[str, Any]) -> dict[str, Any]:
-    res = S.metadata_batch(cfg, chunk_result["path"], report=get_run_logger().info)
+    res = stages.metadata_batch(cfg, chunk_result["path"], report=get_run_logger().info)
     _log("metadata", res, chunk_result["path"].rsplit("/", 1)[-1])
     return res
 
 
 @task(name="embed", **_opts)
 def embed(cfg: BuildConfig, metadata_result: dict[str, Any]) -> dict[str, Any]:
-    res = S.embed_batch(cfg, metadata_result["path"], report=get_run_logger().info)
+    res = stages.embed_batch(cfg, metadata_result["path"], report=get_run_logger().info)
     _log("embed", res, metadata_result["path"].rsplit("/", 1)[-1])
     return res
 
 
 @task(name="assemble", **_opts)
 def assemble(cfg: BuildConfig, metas: list[dict[str, Any]], vecs: list[dict[str, Any]]) -> dict[str, Any]:
-    res = S.assemble(cfg, [m["path"] for m in metas], [v["path"] for v in vecs])
+    res = stages.assemble(cfg, [m["path"] for m in metas], [v["path"] for v in vecs])
     _log("assemble", res)
     return res
 
 
 @task(name="edges", **_opts)
 def edges(cfg: BuildConfig, pair: tuple[str, str]) -> dict[str, Any]:
-    res = S.edges_for_pair(cfg, tuple(pair))
+    res = stages.edges_for_pair(cfg, (pair[0], pair[1]))
     _log("edges", res, "-".join(pair))
     return res
 
 
 @task(name="finalize-edges", **_opts)
 def finalize_edges(cfg: BuildConfig, pair_results: list[dict[str, Any]], kb_edges: str) -> dict[str, Any]:
-    res = S.finalize_edges(cfg, [p["path"] for p in pair_results], kb_edges)
+    res = stages.finalize_edges(cfg, [p["path"] for p in pair_results], kb_edges)
     _log("finalize-edges", res)
     return res
 
 
 @task(name="load-store", **_opts)
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
-    res = S.load_store(cfg)
+    res = stages.load_store(cfg)
     _log("load-store", res, res.get("backend", ""))
     return res
 
 
 @task(name="graph-stats", **_opts)
 def graph_stats(cfg: BuildConfig, pair_results: list[dict[str, Any]]) -> dict[str, Any]:
-    res = S.graph_stats(cfg, [p["stats"] for p in pair_results])
+    res = stages.graph_stats(cfg, [p["stats"] for p in pair_results])
     _log("graph-stats", res)
     return res
 

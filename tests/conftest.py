@@ -37,7 +37,9 @@ def graph_dir(ottqa_dir, tmp_path_factory) -> Path:
     from tests.fixtures import run_all, write_config
 
     tmp = tmp_path_factory.mktemp("graph")
-    cfg = load_config(write_config(tmp / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp / "out", store={"backend": "none"}))
+    cfg = load_config(
+        write_config(tmp / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp / "out", store={"backend": "none"})
+    )
     run_all(cfg)
     return cfg.out / "graph"
 
@@ -55,8 +57,16 @@ def synth_kb(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("synthkb")
     write_synth_kb(root / "data", size=600, seed=3, per_family=12)
     cfg_path = root / "c.yaml"
-    cfg_path.write_text(json.dumps({"name": "kb", "out": str(root / "out"), "corpus": {"kind": "kb", "path": str(root / "data")},
-                                    "runner": {"n_workers": 1, "batch_size": 300}}))
+    cfg_path.write_text(
+        json.dumps(
+            {
+                "name": "kb",
+                "out": str(root / "out"),
+                "corpus": {"kind": "kb", "path": str(root / "data")},
+                "runner": {"n_workers": 1, "batch_size": 300},
+            }
+        )
+    )
     cfg = load_config(cfg_path)
     run_all(cfg)
     return {"root": root, "graph": cfg.out / "graph", "questions": load_questions(root / "data" / "questions.jsonl")}
@@ -77,8 +87,25 @@ def falkordb_server(tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     folder = tmp_path_factory.mktemp("falkordb-server")
-    proc = subprocess.Popen([__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
-                             "--appendonly", "no", "--loadmodule", __falkordb_module__], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            __redis_executable__,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(folder),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--loadmodule",
+            __falkordb_module__,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:

@@ -6,10 +6,50 @@ import json
 from pathlib import Path
 
 TOPICS = {
-    "football": ("Team", "Stadium", "City", ["Riverton Rovers", "Hillside United", "Lakeside Athletic", "Northgate Rangers", "Southport Mariners", "Eastbrook Wanderers", "Westfield Town"]),
-    "rivers": ("River", "Country", "Length", ["Amarin River", "Belvo River", "Corrano River", "Delmar River", "Estuva River", "Faron River"]),
-    "films": ("Film", "Director", "Year", ["The Silent Harbor", "Crimson Valley", "Glass Mountains", "Midnight Orchard", "The Paper Crown", "Winter Lanterns", "Golden Dunes", "Hollow Bells", "Quiet Thunder", "Iron Meadow", "Velvet Sky"]),
-    "composers": ("Composer", "Nationality", "Born", ["Aldo Venturi", "Brigit Halvorsen", "Casimir Dubois", "Dagny Ekberg", "Emil Rautavaara", "Fenna Oostdijk"]),
+    "football": (
+        "Team",
+        "Stadium",
+        "City",
+        [
+            "Riverton Rovers",
+            "Hillside United",
+            "Lakeside Athletic",
+            "Northgate Rangers",
+            "Southport Mariners",
+            "Eastbrook Wanderers",
+            "Westfield Town",
+        ],
+    ),
+    "rivers": (
+        "River",
+        "Country",
+        "Length",
+        ["Amarin River", "Belvo River", "Corrano River", "Delmar River", "Estuva River", "Faron River"],
+    ),
+    "films": (
+        "Film",
+        "Director",
+        "Year",
+        [
+            "The Silent Harbor",
+            "Crimson Valley",
+            "Glass Mountains",
+            "Midnight Orchard",
+            "The Paper Crown",
+            "Winter Lanterns",
+            "Golden Dunes",
+            "Hollow Bells",
+            "Quiet Thunder",
+            "Iron Meadow",
+            "Velvet Sky",
+        ],
+    ),
+    "composers": (
+        "Composer",
+        "Nationality",
+        "Born",
+        ["Aldo Venturi", "Brigit Halvorsen", "Casimir Dubois", "Dagny Ekberg", "Emil Rautavaara", "Fenna Oostdijk"],
+    ),
 }
 
 SENTENCE_BANK = {
@@ -56,28 +96,38 @@ def make_ottqa(root: Path, n_questions: int = 12) -> Path:
         rows = []
         for r, ent in enumerate(entities):
             link = "/wiki/" + ent.replace(" ", "_")
-            rows.append([[ent, [link]], [f"{c2} {r + 1}", []], [str(1900 + 7 * r) if c3 in ("Year", "Born") else f"Place {r}", []]])
+            rows.append(
+                [
+                    [ent, [link]],
+                    [f"{c2} {r + 1}", []],
+                    [str(1900 + 7 * r) if c3 in ("Year", "Born") else f"Place {r}", []],
+                ]
+            )
             bank = SENTENCE_BANK[topic]
             n = 2 + (r % len(bank))
             passages[link] = " ".join(s.format(e=ent) for s in bank[:n])
-        tables.append({
-            "uid": uid,
-            "title": f"List of {topic}",
-            "url": f"https://example.org/wiki/List_of_{topic}",
-            "header": [[c1, []], [c2, []], [c3, []]],
-            "data": rows,
-            "section_title": f"{topic.title()} overview",
-            "section_text": f"This section lists notable {topic}.",
-            "intro": f"A list of {topic}.",
-        })
+        tables.append(
+            {
+                "uid": uid,
+                "title": f"List of {topic}",
+                "url": f"https://example.org/wiki/List_of_{topic}",
+                "header": [[c1, []], [c2, []], [c3, []]],
+                "data": rows,
+                "section_title": f"{topic.title()} overview",
+                "section_text": f"This section lists notable {topic}.",
+                "intro": f"A list of {topic}.",
+            }
+        )
         for r, ent in enumerate(entities[:3]):
-            questions.append({
-                "question_id": f"q{t_idx}{r}",
-                "question": f"What is known about {ent} listed among the {topic}?",
-                "table_id": uid,
-                "answer-text": ent,
-                "answer-node": [[ent, [r, 0], "/wiki/" + ent.replace(" ", "_"), "passage"]],
-            })
+            questions.append(
+                {
+                    "question_id": f"q{t_idx}{r}",
+                    "question": f"What is known about {ent} listed among the {topic}?",
+                    "table_id": uid,
+                    "answer-text": ent,
+                    "answer-node": [[ent, [r, 0], "/wiki/" + ent.replace(" ", "_"), "passage"]],
+                }
+            )
     with (root / "tables.jsonl").open("w", encoding="utf-8") as fh:
         for t in tables:
             fh.write(json.dumps(t) + "\n")
@@ -94,9 +144,30 @@ def make_kb(root: Path) -> Path:
     """A tiny STaRK-like SKB: papers, authors, fields with typed relations."""
     root.mkdir(parents=True, exist_ok=True)
     nodes = [
-        {"id": "p1", "type": "Paper", "fields": {"title": "Graph retrieval for question answering", "abstract": "We expand seed passages over a chunk graph to improve recall."}},
-        {"id": "p2", "type": "Paper", "fields": {"title": "Dense passage retrieval at scale", "abstract": "Dual encoders retrieve passages by embedding similarity."}},
-        {"id": "p3", "type": "Paper", "fields": {"title": "Knowledge graph question answering with Cypher", "abstract": "An LLM writes graph queries over a typed schema."}},
+        {
+            "id": "p1",
+            "type": "Paper",
+            "fields": {
+                "title": "Graph retrieval for question answering",
+                "abstract": "We expand seed passages over a chunk graph to improve recall.",
+            },
+        },
+        {
+            "id": "p2",
+            "type": "Paper",
+            "fields": {
+                "title": "Dense passage retrieval at scale",
+                "abstract": "Dual encoders retrieve passages by embedding similarity.",
+            },
+        },
+        {
+            "id": "p3",
+            "type": "Paper",
+            "fields": {
+                "title": "Knowledge graph question answering with Cypher",
+                "abstract": "An LLM writes graph queries over a typed schema.",
+            },
+        },
         {"id": "a1", "type": "Author", "fields": {"name": "Ada Lindqvist", "affiliation": "University of Uppsala"}},
         {"id": "a2", "type": "Author", "fields": {"name": "Bruno Castellano", "affiliation": "Politecnico di Milano"}},
         {"id": "f1", "type": "FieldOfStudy", "fields": {"name": "Information retrieval"}},
@@ -117,7 +188,13 @@ def make_kb(root: Path) -> Path:
 def write_config(path: Path, corpus: dict, out: Path, **sections) -> Path:
     import yaml
 
-    cfg = {"name": "test", "out": str(out), "corpus": corpus, "runner": {"n_workers": 2, "batch_size": 10}, "edges": {"top_m": 5}}
+    cfg = {
+        "name": "test",
+        "out": str(out),
+        "corpus": corpus,
+        "runner": {"n_workers": 2, "batch_size": 10},
+        "edges": {"top_m": 5},
+    }
     for key, value in sections.items():
         cfg.setdefault(key, {}).update(value) if isinstance(value, dict) else cfg.__setitem__(key, value)
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
@@ -139,8 +216,18 @@ def run_all(cfg):
     store = stages.load_store(cfg)
     stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
     stages.publish_graph(cfg)
-    return {"ingest": ing, "chunks": chunks, "metas": metas, "vecs": vecs, "pairs": pairs, "final": fin, "store": store, "stats": stats,
-            "changes": changes, "cfg": cfg}
+    return {
+        "ingest": ing,
+        "chunks": chunks,
+        "metas": metas,
+        "vecs": vecs,
+        "pairs": pairs,
+        "final": fin,
+        "store": store,
+        "stats": stats,
+        "changes": changes,
+        "cfg": cfg,
+    }
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,4 +240,11 @@ def sagegraph(*args, cwd=ROOT, timeout=600):
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    return subprocess.run([sys.executable, "-m", "sagegraph.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "sagegraph.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

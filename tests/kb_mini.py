@@ -25,11 +25,32 @@ class HashEncoder:
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
 
 
-PEOPLE = [("p1", "Ana Silva", ["A. Silva"], 1960), ("p2", "Ana Silvas", [], 1970), ("p3", "Ben Cho", [], 1980), ("p4", "Cara Diaz", [], 1990)]
-MOVIES = [("m1", "Harbour Lights", 1995, "1995-03-01"), ("m2", "Desert Song", 2003, "2003-07-01"), ("m3", "Night Train", 2010, "2010-01-01"),
-          ("m4", "Paper Moon", 1999, "1999-12-31"), ("m5", "Red Orchard", 2015, "2015-05-05"), ("m6", "Blue Orchard", 2016, "2016-06-06")]
-RELS = [("p1", "DIRECTED", "m1"), ("p1", "DIRECTED", "m2"), ("p2", "DIRECTED", "m3"), ("p3", "ACTED_IN", "m1"), ("p3", "ACTED_IN", "m3"),
-        ("p3", "ACTED_IN", "m4"), ("p4", "ACTED_IN", "m2"), ("m1", "PRODUCED_BY", "s1"), ("m4", "PRODUCED_BY", "s1"), ("p4", "DIRECTED", "m5")]
+PEOPLE = [
+    ("p1", "Ana Silva", ["A. Silva"], 1960),
+    ("p2", "Ana Silvas", [], 1970),
+    ("p3", "Ben Cho", [], 1980),
+    ("p4", "Cara Diaz", [], 1990),
+]
+MOVIES = [
+    ("m1", "Harbour Lights", 1995, "1995-03-01"),
+    ("m2", "Desert Song", 2003, "2003-07-01"),
+    ("m3", "Night Train", 2010, "2010-01-01"),
+    ("m4", "Paper Moon", 1999, "1999-12-31"),
+    ("m5", "Red Orchard", 2015, "2015-05-05"),
+    ("m6", "Blue Orchard", 2016, "2016-06-06"),
+]
+RELS = [
+    ("p1", "DIRECTED", "m1"),
+    ("p1", "DIRECTED", "m2"),
+    ("p2", "DIRECTED", "m3"),
+    ("p3", "ACTED_IN", "m1"),
+    ("p3", "ACTED_IN", "m3"),
+    ("p3", "ACTED_IN", "m4"),
+    ("p4", "ACTED_IN", "m2"),
+    ("m1", "PRODUCED_BY", "s1"),
+    ("m4", "PRODUCED_BY", "s1"),
+    ("p4", "DIRECTED", "m5"),
+]
 
 
 def mini_records():
@@ -39,9 +60,27 @@ def mini_records():
         f = {"name": name, "aliases": aliases, "birth_year": born}
         nodes.append(Node(f"n{nid}", "entity", "Person", f"name: {name}", nid, name, 0, {"fields": f}))
     for nid, title, year, date in MOVIES:
-        f = {"title": title, "year": year, "release_date": date, "description": f"{title} is a film about {'orchards' if 'Orchard' in title else 'trains and harbours'}."}
-        nodes.append(Node(f"n{nid}", "entity", "Movie", f"title: {title}\ndescription: {f['description']}", nid, title, 0, {"fields": f}))
-    nodes.append(Node("ns1", "entity", "Studio", "name: Northlight", "s1", "Northlight", 0, {"fields": {"name": "Northlight"}}))
+        f = {
+            "title": title,
+            "year": year,
+            "release_date": date,
+            "description": f"{title} is a film about {'orchards' if 'Orchard' in title else 'trains and harbours'}.",
+        }
+        nodes.append(
+            Node(
+                f"n{nid}",
+                "entity",
+                "Movie",
+                f"title: {title}\ndescription: {f['description']}",
+                nid,
+                title,
+                0,
+                {"fields": f},
+            )
+        )
+    nodes.append(
+        Node("ns1", "entity", "Studio", "name: Northlight", "s1", "Northlight", 0, {"fields": {"name": "Northlight"}})
+    )
     edges = [Edge(f"n{a}", f"n{b}", r) for a, r, b in RELS] + [Edge("nm5", "nm6", "SIMILAR_DESCRIPTION", 0.9)]
     return nodes, edges
 
@@ -61,12 +100,27 @@ def build_mini(d, records=None):
 # A second, unrelated KB (genealogy and places, lower-case relation names stored child -> parent,
 # as PathQuestion stores them): prompts built on it must show its own names and types, never the
 # film KB's.
-FAMILY = [("h1", "Håkon Ørsted", "Human"), ("h2", "Ingrid Ørsted", "Human"), ("h3", "Jonas Berg", "Human"),
-          ("c1", "Tromsø", "Town"), ("c2", "Bergen", "Town"), ("r1", "The Fjord Guild", "Guild")]
-FAMILY_RELS = [("h2", "child_of", "h1"), ("h3", "child_of", "h1"), ("h1", "born_in", "c1"), ("h2", "born_in", "c2"),
-               ("h3", "born_in", "c2"), ("h1", "member_of", "r1")]
+FAMILY = [
+    ("h1", "Håkon Ørsted", "Human"),
+    ("h2", "Ingrid Ørsted", "Human"),
+    ("h3", "Jonas Berg", "Human"),
+    ("c1", "Tromsø", "Town"),
+    ("c2", "Bergen", "Town"),
+    ("r1", "The Fjord Guild", "Guild"),
+]
+FAMILY_RELS = [
+    ("h2", "child_of", "h1"),
+    ("h3", "child_of", "h1"),
+    ("h1", "born_in", "c1"),
+    ("h2", "born_in", "c2"),
+    ("h3", "born_in", "c2"),
+    ("h1", "member_of", "r1"),
+]
 
 
 def family_records():
-    nodes = [Node(f"n{nid}", "entity", label, f"name: {name}", nid, name, 0, {"fields": {"name": name}}) for nid, name, label in FAMILY]
+    nodes = [
+        Node(f"n{nid}", "entity", label, f"name: {name}", nid, name, 0, {"fields": {"name": name}})
+        for nid, name, label in FAMILY
+    ]
     return nodes, [Edge(f"n{a}", f"n{b}", r) for a, r, b in FAMILY_RELS]

@@ -14,9 +14,10 @@ from sagegraph.corpus.records import Question
 from sagegraph.eval.metrics import stage_diagnostics
 from sagegraph.llm import LLMRequestRefused, Reply
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.af.retriever import parse_target_type
 from sagegraph.retrieve.af.ground import ground, symbol_candidates
 from sagegraph.retrieve.af.parse import parse_cypher
+from sagegraph.retrieve.af.retriever import parse_target_type
+from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.kb.rerank import (
     Reranker,
     binary_insertion,
@@ -24,7 +25,6 @@ from sagegraph.retrieve.kb.rerank import (
     parse_order,
     parse_score,
 )
-from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.resources import open_resources
 from sagegraph.retrieve.timeline import Timeline
@@ -41,14 +41,20 @@ def mini(tmp_path_factory):
 def run_ground(view, cypher, k=20, l_max=10, directed=True, cap=10_000, use_type=True):
     g = view.g
     p = parse_cypher(cypher, set(g.node_types()), set(view.relation_types))
-    cands = {v: symbol_candidates(view, s, l_max, use_type, g.name_vectors, g.query_vector) for v, s in p.symbols.items()}
+    cands = {
+        v: symbol_candidates(view, s, l_max, use_type, g.name_vectors, g.query_vector) for v, s in p.symbols.items()
+    }
     out = ground(view, p, cands, k, l_max, "paper", directed, cap)
     return [g.source_ids[i] for i in out.answers], out, cands
 
 
 def test_view_reads_fields_relations_and_keeps_similarity_edges_out(mini):
     g, v = mini
-    assert "SIMILAR_DESCRIPTION" not in v.relation_types and set(v.relation_types) == {"ACTED_IN", "DIRECTED", "PRODUCED_BY"}
+    assert "SIMILAR_DESCRIPTION" not in v.relation_types and set(v.relation_types) == {
+        "ACTED_IN",
+        "DIRECTED",
+        "PRODUCED_BY",
+    }
     assert ("Person", "DIRECTED", "Movie", 4) in v.patterns
     src, _ = v.edges(None)
     assert len(src) == len(RELS)
@@ -59,20 +65,29 @@ def test_view_reads_fields_relations_and_keeps_similarity_edges_out(mini):
 
 
 def test_one_hop_grounds_the_first_candidate_first(mini):
-    ans, out, cands = run_ground(mini[1], "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title", k=2)
+    ans, out, cands = run_ground(
+        mini[1], "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title", k=2
+    )
     assert sorted(ans) == ["m1", "m2"] and out.round_of == [0, 0] and len(out.rounds) == 1
     assert cands["p"].exact == 1 and cands["p"].ranked[0] == mini[0].row["np1"]
 
 
 def test_rounds_grow_l_until_k_answers_and_append_later_rounds(mini):
-    ans, out, _ = run_ground(mini[1], "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title", k=20, l_max=4)
+    ans, out, _ = run_ground(
+        mini[1], "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title", k=20, l_max=4
+    )
     assert [r["l"] for r in out.rounds] == [1, 2, 3, 4]
     assert sorted(ans[:2]) == ["m1", "m2"] and set(ans[2:]) == {"m3", "m5"}  # other directors, in later rounds
     assert out.round_of[:2] == [0, 0] and min(out.round_of[2:]) >= 1
 
 
 def test_intersection_of_two_constants_is_the_one_shared_film(mini):
-    ans, _, _ = run_ground(mini[1], "MATCH (a:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie)<-[:ACTED_IN]-(b:Person {name: 'Ben Cho'}) RETURN m.title", k=1)
+    ans, _, _ = run_ground(
+        mini[1],
+        "MATCH (a:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie)<-[:ACTED_IN]-(b:Person {name: 'Ben Cho'}) "
+        "RETURN m.title",
+        k=1,
+    )
     assert ans == ["m1"]
 
 
@@ -90,20 +105,38 @@ def test_direction_matters_unless_grounding_is_undirected(mini):
 
 def test_filters_numbers_dates_as_years_and_aliases(mini):
     v = mini[1]
-    assert run_ground(v, "MATCH (p:Person {name: 'Ben Cho'})-[:ACTED_IN]->(m:Movie) WHERE m.year > 1999 RETURN m.title", k=1)[0] == ["m3"]
-    assert run_ground(v, "MATCH (p:Person {name: 'Ben Cho'})-[:ACTED_IN]->(m:Movie) WHERE m.release_date > 1999 RETURN m.title", k=1)[0] == ["m3"]
-    assert sorted(run_ground(v, "MATCH (p:Person {name: 'Ben Cho'})-[:ACTED_IN]->(m:Movie) WHERE m.release_date <= '1999-12-31' RETURN m.title", k=2)[0]) == ["m1", "m4"]
+    assert run_ground(
+        v, "MATCH (p:Person {name: 'Ben Cho'})-[:ACTED_IN]->(m:Movie) WHERE m.year > 1999 RETURN m.title", k=1
+    )[0] == ["m3"]
+    assert run_ground(
+        v, "MATCH (p:Person {name: 'Ben Cho'})-[:ACTED_IN]->(m:Movie) WHERE m.release_date > 1999 RETURN m.title", k=1
+    )[0] == ["m3"]
+    assert sorted(
+        run_ground(
+            v,
+            "MATCH (p:Person {name: 'Ben Cho'})-[:ACTED_IN]->(m:Movie) WHERE m.release_date <= '1999-12-31' "
+            "RETURN m.title",
+            k=2,
+        )[0]
+    ) == ["m1", "m4"]
     ans, _, cands = run_ground(v, "MATCH (p:Person {name: 'a silva'})-[:DIRECTED]->(m:Movie) RETURN m.title", k=2)
     assert sorted(ans) == ["m1", "m2"] and cands["p"].exact == 1  # alias 'A. Silva', normalised
     # a filter matching nothing is dropped, and for a constant joins its search string
-    _, _, cands = run_ground(v, "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) WHERE p.birth_year = 1800 RETURN m.title", k=2)
+    _, _, cands = run_ground(
+        v, "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) WHERE p.birth_year = 1800 RETURN m.title", k=2
+    )
     assert cands["p"].filters_unapplied == ["birth_year = 1800"] and "birth_year 1800" in cands["p"].search
     # a filter-only question grounds its target directly
-    assert sorted(run_ground(v, "MATCH (m:Movie) WHERE m.description CONTAINS 'orchard' RETURN m.title", k=5)[0]) == ["m5", "m6"]
+    assert sorted(run_ground(v, "MATCH (m:Movie) WHERE m.description CONTAINS 'orchard' RETURN m.title", k=5)[0]) == [
+        "m5",
+        "m6",
+    ]
 
 
 def test_any_relation_never_follows_similarity_edges(mini):
-    ans, _, _ = run_ground(mini[1], "MATCH (a:Movie {title: 'Red Orchard'})-[]-(m:Movie) RETURN m.title", k=5, directed=False)
+    ans, _, _ = run_ground(
+        mini[1], "MATCH (a:Movie {title: 'Red Orchard'})-[]-(m:Movie) RETURN m.title", k=5, directed=False
+    )
     assert ans == []  # m5 ~ m6 only by a SIMILAR_DESCRIPTION edge
 
 
@@ -122,10 +155,17 @@ def test_target_type_reply_parsing():
 
 
 def test_reply_parsers_for_rerankers():
-    assert parse_score("0.8") == 0.8 and parse_score("Score: .25") == 0.25 and parse_score("8/10") is None and parse_score("yes") is None
+    assert (
+        parse_score("0.8") == 0.8
+        and parse_score("Score: .25") == 0.25
+        and parse_score("8/10") is None
+        and parse_score("yes") is None
+    )
     assert parse_order("3, 3, 99, 1", [1, 2, 3]) == ([3, 1, 2], 1, 1)
     assert parse_order("I cannot rank these", [1, 2, 3]) == (None, 0, 3)
-    assert parse_choice("ID 7", 7, 9) == 7 and parse_choice("7 or 9", 7, 9) is None and parse_choice("none", 7, 9) is None
+    assert (
+        parse_choice("ID 7", 7, 9) == 7 and parse_choice("7 or 9", 7, 9) is None and parse_choice("none", 7, 9) is None
+    )
 
 
 def test_binary_insertion_is_stable_and_sorts():
@@ -163,7 +203,11 @@ def test_pointwise_parse_failures_score_neutral(mini):
     rows = [g.row["nm1"], g.row["nm5"], g.row["nm3"]]
     scores = {"Harbour Lights": "0.1", "Red Orchard": "0.95", "Night Train": "it depends"}
     order, c, _ = rerank(mini, "pointwise", lambda p: next(v for k, v in scores.items() if f"title: {k}" in p), rows)
-    assert order == [g.row["nm5"], g.row["nm3"], g.row["nm1"]] and c["rerank_parse_failures"] == 1 and c["rerank_calls"] == 3
+    assert (
+        order == [g.row["nm5"], g.row["nm3"], g.row["nm1"]]
+        and c["rerank_parse_failures"] == 1
+        and c["rerank_calls"] == 3
+    )
 
 
 def test_listwise_drops_invented_appends_missing_and_keeps_order_when_unusable(mini):
@@ -227,7 +271,9 @@ def test_af_end_to_end_with_scripted_replies_and_diagnostics(mini, tmp_path):
         if "Which type are the nodes" in prompt:
             return 200, completion("Movie")
         if "Write one Cypher query" in prompt:
-            return 200, completion("```cypher\nMATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title\n```")
+            return 200, completion(
+                "```cypher\nMATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title\n```"
+            )
         return 200, completion("0.5")
 
     with FakeOpenAI(responder) as server:
@@ -237,7 +283,11 @@ def test_af_end_to_end_with_scripted_replies_and_diagnostics(mini, tmp_path):
     assert sorted(ids[:2]) == ["m1", "m2"] and r.found_by[:2] == ["grounded", "grounded"] and len(ids) == 4
     assert all(g.types[i] == "Movie" for i in r.idx) and r.found_by[2:] == ["vss", "vss"]
     s = r.trace["steps"]
-    assert s["target_type"] == "Movie" and s["parsed"]["triplets"] == [["p", "DIRECTED", "m"]] and s["candidates"]["p"]["exact"] == 1
+    assert (
+        s["target_type"] == "Movie"
+        and s["parsed"]["triplets"] == [["p", "DIRECTED", "m"]]
+        and s["candidates"]["p"]["exact"] == 1
+    )
     assert r.usage["calls"] == 2 and [e["name"] for e in r.trace["events"]] == ["target type", "derive cypher"]
     # the name's nodes ranked through its fp32 vector (bf16 ones move with the batch)
     assert any(k[0] == "exact" and "Ana Silva" in k[1] for k in g._memo)
@@ -248,10 +298,14 @@ def test_af_end_to_end_with_scripted_replies_and_diagnostics(mini, tmp_path):
 
 def test_a_question_that_names_no_node_is_ranked_by_its_motifs_unless_a_value_filter_narrows_it(mini, tmp_path):
     g = mini[0]
-    cypher = {"Which films are about orchards?": "MATCH (s:Studio {name: 'Orchard'})<-[:PRODUCED_BY]-(m:Movie) RETURN m.title",
-              "Which film, trains or orchards?": "MATCH (m:Movie) WHERE m.description CONTAINS 'orchards' RETURN m.title",
-              "Which films are about orchard life?": "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title",
-              "Which films came out after 2005?": "MATCH (m:Movie) WHERE m.year > 2005 RETURN m.title"}
+    cypher = {
+        "Which films are about "
+        "orchards?": "MATCH (s:Studio {name: 'Orchard'})<-[:PRODUCED_BY]-(m:Movie) RETURN m.title",
+        "Which film, trains or orchards?": "MATCH (m:Movie) WHERE m.description CONTAINS 'orchards' RETURN m.title",
+        "Which films are about orchard "
+        "life?": "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN m.title",
+        "Which films came out after 2005?": "MATCH (m:Movie) WHERE m.year > 2005 RETURN m.title",
+    }
 
     def responder(body):
         prompt = _last_user(body)
@@ -271,10 +325,18 @@ def test_a_question_that_names_no_node_is_ranked_by_its_motifs_unless_a_value_fi
         copied = af("Which films are about orchard life?")  # a KB name the question does not hold: a copy, not a motif
         filtered = af("Which films came out after 2005?", alpha=1.0)
     ids = lambda r, n=2: {g.source_ids[i] for i in r.idx[:n]}  # noqa: E731
-    assert named.trace["counters"]["unnamed"] == 1 and named.trace["counters"]["unnamed_motifs"] == 1 and set(named.found_by) == {"motifs"}
+    assert (
+        named.trace["counters"]["unnamed"] == 1
+        and named.trace["counters"]["unnamed_motifs"] == 1
+        and set(named.found_by) == {"motifs"}
+    )
     assert named.trace["steps"]["unnamed"] == {"ranked_by": "motifs", "motifs": ["Orchard"]}
     assert ids(named) == {"m5", "m6"} and all(g.types[i] == "Movie" for i in named.idx)
-    assert hybrid.trace["counters"]["unnamed_motifs"] == 0 and set(hybrid.found_by) == {"hybrid"} and ids(hybrid) == {"m5", "m6"}
+    assert (
+        hybrid.trace["counters"]["unnamed_motifs"] == 0
+        and set(hybrid.found_by) == {"hybrid"}
+        and ids(hybrid) == {"m5", "m6"}
+    )
     assert paper.trace["counters"]["unnamed"] == 0 and paper.trace["steps"]["candidates"]["s"]["top"] == ["Northlight"]
     assert vague.trace["counters"]["unnamed_motifs"] == 1 and vague.trace["steps"]["unnamed"]["motifs"] == ["orchards"]
     assert ids(vague) == {"m5", "m6"}
@@ -292,9 +354,18 @@ def test_unusable_replies_still_return_k_results_by_vector_fill(mini, tmp_path):
     c = r.trace["counters"]
     # a question that names nothing, with nothing usable written: hybrid ranks it, counted, k results
     assert unnamed.trace["counters"]["unnamed"] == 1 and unnamed.trace["counters"]["unnamed_motifs"] == 0
-    assert unnamed.trace["steps"]["unnamed"] == {"ranked_by": "hybrid"} and set(unnamed.found_by) == {"hybrid"} and len(unnamed.idx) == 5
+    assert (
+        unnamed.trace["steps"]["unnamed"] == {"ranked_by": "hybrid"}
+        and set(unnamed.found_by) == {"hybrid"}
+        and len(unnamed.idx) == 5
+    )
     assert len(r.idx) == 5 and set(r.found_by) == {"vss"}
-    assert c["type_invalid"] == 1 and c["parse_no_single_return"] == 1 and c["vss_only"] == 1 and c["rerank_parse_failures"] == 1
+    assert (
+        c["type_invalid"] == 1
+        and c["parse_no_single_return"] == 1
+        and c["vss_only"] == 1
+        and c["rerank_parse_failures"] == 1
+    )
     assert mini[0].source_ids[r.idx[0]] in {"m5", "m6"}  # vector fill over every type still finds the orchard films
 
 
@@ -312,10 +383,14 @@ def test_af_params_are_validated_and_alpha_is_not_the_hybrid_axis():
 def test_trace_is_json(mini, tmp_path):
     def responder(body):
         prompt = _last_user(body)
-        return 200, completion("Movie" if "Which type" in prompt else "MATCH (m:Movie) WHERE m.year >= 2015 RETURN m.title")
+        return 200, completion(
+            "Movie" if "Which type" in prompt else "MATCH (m:Movie) WHERE m.year >= 2015 RETURN m.title"
+        )
 
     with FakeOpenAI(responder) as server:
-        r = get_retriever("af", open_resources(mini[0], _llm(server, tmp_path)), reranker="none").search("Which films came out from 2015 on?", 3)
+        r = get_retriever("af", open_resources(mini[0], _llm(server, tmp_path)), reranker="none").search(
+            "Which films came out from 2015 on?", 3
+        )
     assert [mini[0].source_ids[i] for i in r.idx[:2]] in (["m5", "m6"], ["m6", "m5"])
     json.dumps(r.trace)
 
@@ -339,9 +414,16 @@ def test_oracle_ceiling_of_steps_3_to_7_on_the_synthetic_kb(synth_kb, tmp_path):
     from sagegraph.eval.oracle import oracle_endpoint
     from sagegraph.eval.runner import EvalConfig
 
-    qs = [q for q in synth_kb["questions"] if q.meta["split"] == "test" and q.meta["family"] in ("one_hop", "two_hop", "intersection", "filter")][:16]
+    qs = [
+        q
+        for q in synth_kb["questions"]
+        if q.meta["split"] == "test" and q.meta["family"] in ("one_hop", "two_hop", "intersection", "filter")
+    ][:16]
     with oracle_endpoint(qs) as server:
-        res = open_resources(GraphIndex(synth_kb["graph"]), LLMConfig(base_url=server.base_url, model="oracle", cache_dir=tmp_path / "cache"))
+        res = open_resources(
+            GraphIndex(synth_kb["graph"]),
+            LLMConfig(base_url=server.base_url, model="oracle", cache_dir=tmp_path / "cache"),
+        )
         m = evaluate_one(res, EvalConfig("af", k=20, params={"reranker": "none"}), qs, tmp_path / "run")
         res.close()
     assert m["questions"] == 16 and m["diag_target_type_accuracy"] == 1.0 and m["rate_parse_parsed"] == 1.0
@@ -360,9 +442,28 @@ def test_af_through_the_cli_query(synth_kb, tmp_path, capsys):
 
     qs = [q for q in synth_kb["questions"] if q.meta["split"] == "test"]
     with oracle_endpoint(qs) as server:
-        (tmp_path / "llm.yaml").write_text(yaml.safe_dump({"base_url": server.base_url, "model": "oracle", "cache_dir": str(tmp_path / "cache")}))
-        assert main(["-v", "query", str(synth_kb["graph"]), qs[0].text, "--retriever", "af", "--k", "5", "--param", "reranker=listwise",
-                     "--llm", str(tmp_path / "llm.yaml")]) == 0
+        (tmp_path / "llm.yaml").write_text(
+            yaml.safe_dump({"base_url": server.base_url, "model": "oracle", "cache_dir": str(tmp_path / "cache")})
+        )
+        assert (
+            main(
+                [
+                    "-v",
+                    "query",
+                    str(synth_kb["graph"]),
+                    qs[0].text,
+                    "--retriever",
+                    "af",
+                    "--k",
+                    "5",
+                    "--param",
+                    "reranker=listwise",
+                    "--llm",
+                    str(tmp_path / "llm.yaml"),
+                ]
+            )
+            == 0
+        )
     out = capsys.readouterr()
     assert len(out.out.strip().splitlines()) == 5 and '"derive cypher"' in out.err and '"grounding"' in out.err
 
@@ -388,15 +489,23 @@ def test_a_theme_written_on_the_answer_name_ranks_the_named_nodes_answers_by_the
 
     g, view = mini
     question = "Which films with Cara Diaz are about orchards?"
-    cypher = "MATCH (p:Person {name: 'Cara Diaz'})-[:DIRECTED]->(m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title"
+    cypher = (
+        "MATCH (p:Person {name: 'Cara Diaz'})-[:DIRECTED]->(m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title"
+    )
 
     def responder(body):
-        return 200, completion("Movie" if "Which type are the nodes" in _last_user(body) else f"```cypher\n{cypher}\n```")
+        return 200, completion(
+            "Movie" if "Which type are the nodes" in _last_user(body) else f"```cypher\n{cypher}\n```"
+        )
 
     with FakeOpenAI(responder) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        on = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False).search(question, 3)  # the default since af-8
-        off = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False, semantic_text=False).search(question, 3)
+        on = get_retriever("af", res, reranker="none", type_mode="node_types", ground=False).search(
+            question, 3
+        )  # the default since af-8
+        off = get_retriever(
+            "af", res, reranker="none", type_mode="node_types", ground=False, semantic_text=False
+        ).search(question, 3)
     assert on.trace["counters"]["text_ranked"] == 1 and on.trace["steps"]["text_words"] == ["orchards"]
     assert [g.source_ids[i] for i in on.idx[:2]] == ["m5", "m2"] and on.found_by[:2] == ["grounded", "grounded"]
     assert off.trace["counters"]["text_ranked"] == 0 and g.source_ids[off.idx[0]] != "m5"
@@ -404,14 +513,22 @@ def test_a_theme_written_on_the_answer_name_ranks_the_named_nodes_answers_by_the
     def themes(q):
         p = parse_cypher(q, set(g.node_types()), set(view.relation_types))
         return [(c.prop, c.value) for c in theme_conditions(view, p, True)]
+
     named = "MATCH (p:Person {name: 'Cara Diaz'})-[:DIRECTED]->(m:Movie) WHERE "
     # a question that names no node keeps its motifs, the theme among them (the synthetic test
     # sample's descriptive questions, where the model pinned a KB name the question does not hold)
-    copied = "MATCH (s:Studio {name: 'Northlight'})<-[:PRODUCED_BY]-(m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title"
-    with FakeOpenAI(lambda body: (200, completion("Movie" if "Which type are the nodes" in _last_user(body) else copied))) as server:
+    copied = (
+        "MATCH (s:Studio {name: 'Northlight'})<-[:PRODUCED_BY]-(m:Movie) WHERE m.title CONTAINS 'orchards' "
+        "RETURN m.title"
+    )
+    with FakeOpenAI(
+        lambda body: (200, completion("Movie" if "Which type are the nodes" in _last_user(body) else copied))
+    ) as server:
         res = open_resources(g, _llm(server, tmp_path / "unnamed"))
         unnamed = get_retriever("af", res, reranker="none").search("Which films are about orchards?", 3)
-    assert unnamed.trace["counters"]["unnamed_motifs"] == 1 and unnamed.trace["steps"]["unnamed"]["motifs"] == ["orchards"]
+    assert unnamed.trace["counters"]["unnamed_motifs"] == 1 and unnamed.trace["steps"]["unnamed"]["motifs"] == [
+        "orchards"
+    ]
     assert unnamed.trace["counters"]["text_ranked"] == 0 and "text_words" not in unnamed.trace["steps"]
     assert {g.source_ids[i] for i in unnamed.idx[:2]} == {"m5", "m6"}
     assert themes(named + "m.title CONTAINS 'orchards' RETURN m.title") == [("title", "orchards")]
@@ -419,4 +536,10 @@ def test_a_theme_written_on_the_answer_name_ranks_the_named_nodes_answers_by_the
     assert themes(named + "m.description CONTAINS 'orchards' RETURN m.title") == []  # a description holds it: a filter
     assert themes(named + "m.description CONTAINS 'spaceships' RETURN m.title") == [("description", "spaceships")]
     assert themes("MATCH (m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title") == []  # nothing else named
-    assert themes("MATCH (p:Person {name: 'Cara Dias'})-[:DIRECTED]->(m:Movie) WHERE m.title CONTAINS 'orchards' RETURN m.title") == []
+    assert (
+        themes(
+            "MATCH (p:Person {name: 'Cara Dias'})-[:DIRECTED]->(m:Movie) WHERE m.title CONTAINS 'orchards' "
+            "RETURN m.title"
+        )
+        == []
+    )

@@ -34,18 +34,24 @@ def test_invented_schema_is_weakened_and_counted_not_fatal():
     assert q.symbols["a"].type is None and q.triplets[0].rel is None and q.target_type is None
 
 
-@pytest.mark.parametrize("reply,counter", [
-    ("I think the answer is a movie.", "no_single_return"),
-    ("MATCH (m:Movie) RETURN m UNION MATCH (p:Person) RETURN p", "no_single_return"),
-    ("MATCH (m:Movie) WHERE m.year > 2000 OR m.rating > 8 RETURN m", "forbidden_syntax"),
-    ("MATCH (m:Movie {title: 'It'}) RETURN m", "no_triplet"),
-])
+@pytest.mark.parametrize(
+    "reply,counter",
+    [
+        ("I think the answer is a movie.", "no_single_return"),
+        ("MATCH (m:Movie) RETURN m UNION MATCH (p:Person) RETURN p", "no_single_return"),
+        ("MATCH (m:Movie) WHERE m.year > 2000 OR m.rating > 8 RETURN m", "forbidden_syntax"),
+        ("MATCH (m:Movie {title: 'It'}) RETURN m", "no_triplet"),
+    ],
+)
 def test_malformed_replies_have_a_defined_outcome(reply, counter):
     assert parse_cypher(reply, TYPES, RELS).counters[counter] == 1
 
 
 def test_adversarial_names_stay_values_and_in_lists_parse():
-    reply = "MATCH (p:Person {name: 'O\\'Brien }) DETACH DELETE (x)'})-[:ACTED_IN]->(m:Movie) WHERE m.year IN [1999, 2001] RETURN m"
+    reply = (
+        "MATCH (p:Person {name: 'O\\'Brien }) DETACH DELETE (x)'})-[:ACTED_IN]->(m:Movie) WHERE m.year IN "
+        "[1999, 2001] RETURN m"
+    )
     q = parse_cypher(reply, TYPES, RELS)
     assert q.symbols["p"].conditions[0].value.startswith("O'Brien")
     assert ("year", "in", [1999, 2001]) in [(c.prop, c.op, c.value) for c in q.symbols["m"].conditions]
@@ -60,6 +66,8 @@ def test_grow_schedules_follow_the_paper_or_the_public_code():
 
 
 def test_an_anonymous_middle_node_is_one_symbol_for_both_hops():
-    q = parse_cypher("MATCH (d:Person {name: 'Lucia Hansen'})-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(a:Person) RETURN a", TYPES, RELS)
+    q = parse_cypher(
+        "MATCH (d:Person {name: 'Lucia Hansen'})-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(a:Person) RETURN a", TYPES, RELS
+    )
     assert [(t.head, t.rel, t.tail) for t in q.triplets] == [("d", "DIRECTED", "_anon1"), ("a", "ACTED_IN", "_anon1")]
     assert q.target_type == "Person" and [s.var for s in q.constants] == ["d"]

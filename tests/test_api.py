@@ -19,7 +19,9 @@ def test_a_graph_opens_from_its_out_folder_and_answers_with_typed_hits(graph_dir
     with sagegraph.open(graph_dir.parent) as graph:
         assert {"bm25", "hybrid", "sage", "spark"} <= set(graph.retrievers())
         hits = graph.retrieve("Which river flows through the capital?", retriever="sage", k=7, k_prime=3)
-    assert 7 <= len(hits) <= 7 + 3 and all(isinstance(h, sagegraph.Hit) for h in hits)  # k seeds, at most k_prime neighbours
+    assert 7 <= len(hits) <= 7 + 3 and all(
+        isinstance(h, sagegraph.Hit) for h in hits
+    )  # k seeds, at most k_prime neighbours
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert all(h.node_id and h.text and h.source_id for h in hits)
     assert {h.found_by for h in hits} <= {"hybrid", "neighbour"} and "neighbour" in {h.found_by for h in hits}
@@ -40,9 +42,16 @@ def test_bad_names_and_values_are_one_clear_error(graph_dir):
 def test_threads_get_what_serial_calls_get(synth_kb):
     questions = [q.text for q in synth_kb["questions"][:16]]
     with sagegraph.open(synth_kb["graph"]) as graph:
-        serial = [[(h.node_id, round(h.score, 5)) for h in graph.retrieve(q, retriever="hybrid", k=10)] for q in questions]
+        serial = [
+            [(h.node_id, round(h.score, 5)) for h in graph.retrieve(q, retriever="hybrid", k=10)] for q in questions
+        ]
         with ThreadPoolExecutor(8) as pool:
-            threaded = list(pool.map(lambda q: [(h.node_id, round(h.score, 5)) for h in graph.retrieve(q, retriever="hybrid", k=10)], questions))
+            threaded = list(
+                pool.map(
+                    lambda q: [(h.node_id, round(h.score, 5)) for h in graph.retrieve(q, retriever="hybrid", k=10)],
+                    questions,
+                )
+            )
     assert threaded == serial
 
 
@@ -63,7 +72,9 @@ def test_build_in_process_then_open_then_a_rebuild_finds_it_up_to_date(kb_dir, t
     import json
 
     config = tmp_path / "kb.yaml"
-    config.write_text(json.dumps({"name": "kb", "corpus": {"kind": "kb", "path": str(kb_dir)}, "runner": {"batch_size": 4}}))
+    config.write_text(
+        json.dumps({"name": "kb", "corpus": {"kind": "kb", "path": str(kb_dir)}, "runner": {"batch_size": 4}})
+    )
     report = sagegraph.build(config, out=tmp_path / "out")
     assert report["counts"]["nodes"] == 6 and report["store"]["nodes"] == 6 and not report["up_to_date"]
     assert report["published"]["current"] and (tmp_path / "out" / ".sagegraph").is_file()

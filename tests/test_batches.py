@@ -22,10 +22,12 @@ def test_an_inserted_edited_or_removed_source_renames_at_most_two_batches():
     rng = random.Random(0)
     keys = [f"documents:d{i}={rng.getrandbits(32):08x}" for i in range(600)]
     before = set(_names(keys, 16))
-    for changed in (keys[:100] + ["documents:new=1"] + keys[100:],  # inserted near the start
-                    keys[:300] + [keys[300] + "-edited"] + keys[301:],
-                    keys[:450] + keys[451:],
-                    keys + ["documents:appended=2"]):
+    for changed in (
+        keys[:100] + ["documents:new=1"] + keys[100:],  # inserted near the start
+        keys[:300] + [keys[300] + "-edited"] + keys[301:],
+        keys[:450] + keys[451:],
+        keys + ["documents:appended=2"],
+    ):
         after = _names(changed, 16)
         assert len(set(after) - before) <= 2, len(set(after) - before)
     # position batches (every 16) would have renamed every batch after an insertion near the start

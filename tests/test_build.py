@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from sagegraph.construct import stages as S
 from sagegraph.config import load_config
+from sagegraph.construct import stages as S
 from sagegraph.model import read_edges, read_nodes
 from tests.fake_openai import FakeOpenAI, completion
 from tests.fixtures import run_all, write_config
@@ -64,8 +64,15 @@ def test_resume_after_injected_failure_never_repeats_llm_calls(ottqa_dir, tmp_pa
         return 200, completion(json.dumps({"entities": {"X": {"details": []}}, "topic": "a topic"}))
 
     with FakeOpenAI(reply) as server:
-        cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp_path / "out",
-                                       metadata={"mode": "llm"}, llm={"base_url": server.base_url, "model": "m"}))
+        cfg = load_config(
+            write_config(
+                tmp_path / "c.yaml",
+                {"kind": "ottqa", "path": str(ottqa_dir)},
+                tmp_path / "out",
+                metadata={"mode": "llm"},
+                llm={"base_url": server.base_url, "model": "m"},
+            )
+        )
         real = S.embed_batch
         calls = {"n": 0}
 
@@ -111,7 +118,9 @@ def test_a_new_edge_code_version_redoes_edges_and_store_only(built, monkeypatch)
     before = artifacts.Layout.of(cfg).cfg_fp
     monkeypatch.setitem(artifacts.CODE_VERSIONS, "edges", artifacts.CODE_VERSIONS["edges"] + 1)
     after = artifacts.Layout.of(cfg).cfg_fp
-    assert after["edges"] != before["edges"] and all(after[s] == before[s] for s in ("sources", "chunks", "metadata", "vectors"))
+    assert after["edges"] != before["edges"] and all(
+        after[s] == before[s] for s in ("sources", "chunks", "metadata", "vectors")
+    )
     res = run_all(cfg)
     assert all(c["resumed"] for c in res["chunks"] + res["metas"] + res["vecs"])
     assert not any(p["resumed"] for p in res["pairs"]) and res["store"]["resumed"] is False
@@ -119,13 +128,19 @@ def test_a_new_edge_code_version_redoes_edges_and_store_only(built, monkeypatch)
 
 @pytest.mark.e2e
 def test_kb_build_keeps_native_edges(kb_dir, tmp_path):
-    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "kb", "path": str(kb_dir)}, tmp_path / "out", store={"backend": "none"}))
+    cfg = load_config(
+        write_config(
+            tmp_path / "c.yaml", {"kind": "kb", "path": str(kb_dir)}, tmp_path / "out", store={"backend": "none"}
+        )
+    )
     res = run_all(cfg)
     edges = read_edges(cfg.out / "graph" / "edges.parquet")
     native = [e for e in edges if e.type in {"AUTHORED", "CITES", "HAS_FIELD"}]
     assert len(native) == 6
     nodes = read_nodes(cfg.out / "graph" / "nodes.parquet")
-    assert {n.type for n in nodes} == {"Paper", "Author", "FieldOfStudy"} and res["stats"]["summary"]["nodes_by_modality"] == {"entity": 6}
+    assert {n.type for n in nodes} == {"Paper", "Author", "FieldOfStudy"} and res["stats"]["summary"][
+        "nodes_by_modality"
+    ] == {"entity": 6}
 
 
 @pytest.mark.e2e
@@ -133,7 +148,6 @@ def test_store_load_completes_a_load_cut_short(built, tmp_path):
     """A fresh store gets CREATE; one a crashed run left half-loaded (no marker) is completed by
     MERGE, so nothing is doubled."""
     from sagegraph.store import open_store
-
     from sagegraph.store.loaded import store_key
 
     cfg, first = built
@@ -151,5 +165,7 @@ def test_store_load_completes_a_load_cut_short(built, tmp_path):
     res = S.load_store(cfg2)
     assert not res["resumed"] and (res["nodes"], res["edges"]) == (len(nodes), edges.num_rows) and res["graph"] == key
     with open_store("falkordb", cfg2.store.path, key) as s:
-        assert s.read("MATCH (n:Node) WITH n.id AS id, count(*) AS c WHERE c > 1 RETURN count(id) AS dup")[0]["dup"] == 0
+        assert (
+            s.read("MATCH (n:Node) WITH n.id AS id, count(*) AS c WHERE c > 1 RETURN count(id) AS dup")[0]["dup"] == 0
+        )
         assert s.vector_search(vectors[3], 1)[0][0] == nodes[3].id  # the index declared by the load is usable

@@ -29,8 +29,14 @@ def _write(path, docs):
 
 
 def _cfg(tmp_path, docs_path, out):
-    return load_config(write_config(tmp_path / f"{out.name}.yaml", {"kind": "generic", "documents": str(docs_path)}, out,
-                                    store={"backend": "none"}))
+    return load_config(
+        write_config(
+            tmp_path / f"{out.name}.yaml",
+            {"kind": "generic", "documents": str(docs_path)},
+            out,
+            store={"backend": "none"},
+        )
+    )
 
 
 def _graph(out):
@@ -48,19 +54,34 @@ def _same_graph(a, b):
 
 
 def test_diff_names_added_changed_and_removed_per_kind():
-    old = {**record_fingerprints("documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]),
-           **record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}])}
-    new = {**record_fingerprints("documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y2"}, {"id": "c", "text": "z"}])}
+    old = {
+        **record_fingerprints("documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]),
+        **record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}]),
+    }
+    new = {
+        **record_fingerprints(
+            "documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y2"}, {"id": "c", "text": "z"}]
+        )
+    }
     cs = diff(old, new)
-    assert cs.added == {"documents": ["c"]} and cs.changed == {"documents": ["b"]} and cs.removed == {"kb_edges": ["a-[R]->b"]}
+    assert (
+        cs.added == {"documents": ["c"]}
+        and cs.changed == {"documents": ["b"]}
+        and cs.removed == {"kb_edges": ["a-[R]->b"]}
+    )
     assert cs.counts()["added"] == {"documents": 1} and not cs.empty and not cs.first_build
     assert "+1 added, ~1 changed, -1 removed" in cs.line()
-    assert "| documents | 1 | 1 | 0 |" in cs.markdown({"ingest": 0.1}) and "| ingest | 0.10 |" in cs.markdown({"ingest": 0.1})
+    assert "| documents | 1 | 1 | 0 |" in cs.markdown({"ingest": 0.1}) and "| ingest | 0.10 |" in cs.markdown(
+        {"ingest": 0.1}
+    )
     assert diff(new, dict(new)).empty and diff(None, new).first_build
     assert digest(new) == digest(dict(reversed(list(new.items())))) != digest(old)
     # a repeated KB edge is a second edge, so removing one of two is seen
     twice = record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}] * 2)
-    assert len(twice) == 2 and diff(twice, record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}])).removed
+    assert (
+        len(twice) == 2
+        and diff(twice, record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}])).removed
+    )
 
 
 def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
@@ -82,7 +103,11 @@ def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
     shutil.copy(docs, fresh_docs)
     run_all(_cfg(tmp_path, fresh_docs, tmp_path / "fresh"))
     _same_graph(tmp_path / "out", tmp_path / "fresh")
-    changes = json.loads((tmp_path / "out" / "stats" / "changes.json").read_text()) if (tmp_path / "out" / "stats" / "changes.json").exists() else None
+    changes = (
+        json.loads((tmp_path / "out" / "stats" / "changes.json").read_text())
+        if (tmp_path / "out" / "stats" / "changes.json").exists()
+        else None
+    )
     assert changes is None  # written by the flow (test_cli_flow); run_all composes the stages only
 
     # edited and removed
@@ -94,7 +119,11 @@ def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
     assert not again["changes"].added
     # batches are named by their sources' contents: only those holding d3 or d11 (or the next) are redone
     redone = [c for c in again["chunks"] if not c["resumed"]]
-    assert 1 <= len(redone) <= 4 and len(redone) < len(again["chunks"]) and sum(not v["resumed"] for v in again["vecs"]) == len(redone)
+    assert (
+        1 <= len(redone) <= 4
+        and len(redone) < len(again["chunks"])
+        and sum(not v["resumed"] for v in again["vecs"]) == len(redone)
+    )
 
     # back to the first corpus: its finished stages are found again, nothing is redone
     _write(docs, _docs(8))
@@ -107,7 +136,9 @@ def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
     assert same["changes"].empty and all(c["resumed"] for c in same["chunks"] + same["vecs"])
     done = up_to_date(same["cfg"])
     assert done is not None and done["up_to_date"] and done["counts"]["nodes"] == n8
-    assert up_to_date(same["cfg"].model_copy(update={"corpus_version": "elsewhere"})) is None  # another corpus state: not this graph
+    assert (
+        up_to_date(same["cfg"].model_copy(update={"corpus_version": "elsewhere"})) is None
+    )  # another corpus state: not this graph
     (tmp_path / "out" / "stats" / "graph_stats.json").unlink()
     assert up_to_date(same["cfg"]) is None  # something to redo: the build runs (and resumes the rest)
 
@@ -118,7 +149,7 @@ def test_a_build_made_before_change_sets_keeps_its_stages(tmp_path):
     docs = tmp_path / "docs.jsonl"
     _write(docs, _docs(6))
     cfg = _cfg(tmp_path, docs, tmp_path / "out")
-    first = run_all(cfg)
+    run_all(cfg)
     for fp in (tmp_path / "out" / "stages").glob("sources-*/fingerprints.json"):
         fp.unlink()
     manifest = tmp_path / "out" / "graph" / "manifest.json"

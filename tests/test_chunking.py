@@ -1,10 +1,17 @@
 import numpy as np
 import pytest
 
-from sagegraph.construct.chunking import adjacent_similarities, chunk_documents, cut_positions, percentile_threshold, segment, window_texts
-from sagegraph.index.sentences import split_sentences
+from sagegraph.construct.chunking import (
+    adjacent_similarities,
+    chunk_documents,
+    cut_positions,
+    percentile_threshold,
+    segment,
+    window_texts,
+)
 from sagegraph.construct.tables import MAX_ROWS, MIN_ROWS, segment_sizes, segment_table
 from sagegraph.corpus.records import Table
+from sagegraph.index.sentences import split_sentences
 
 
 def test_windows_are_previous_current_next_with_truncation():
@@ -52,8 +59,12 @@ def test_chunk_documents_uses_one_encode_and_skips_single_sentences():
 
 
 def test_real_encoder_cuts_a_topic_shift(encoder):
-    text = ("The Amarin River flows through a wide valley. Its water feeds farms along the banks. Dams on the river produce power. "
-            "The violin concerto premiered in Vienna. Critics praised the soloist's phrasing. The orchestra toured Europe afterwards.")
+    text = (
+        "The Amarin River flows through a wide valley. Its water feeds farms along the banks. Dams on the river "
+        "produce power. "
+        "The violin concerto premiered in Vienna. Critics praised the soloist's phrasing. The orchestra toured "
+        "Europe afterwards."
+    )
     chunks = chunk_documents([split_sentences(text)], encoder.encode, min_chars=0)[0]
     # Centred windows see a shift one sentence early: the cut lands inside the river part, never
     # inside the music part.
@@ -62,7 +73,10 @@ def test_real_encoder_cuts_a_topic_shift(encoder):
 
 
 def test_sentence_splitter_keeps_abbreviations():
-    assert split_sentences("Dr. Smith met J. Doe in the U.S. Army. They left.") == ["Dr. Smith met J. Doe in the U.S. Army.", "They left."]
+    assert split_sentences("Dr. Smith met J. Doe in the U.S. Army. They left.") == [
+        "Dr. Smith met J. Doe in the U.S. Army.",
+        "They left.",
+    ]
 
 
 @pytest.mark.parametrize("n", [1, 4, 10, 11, 15, 20, 23, 37, 100])
@@ -76,7 +90,14 @@ def test_table_segments_hold_5_to_10_rows(n):
 
 
 def test_each_table_segment_keeps_title_and_header():
-    t = Table(id="t", title="Rivers", header=["Name", "Length"], rows=[[f"R{i}", str(i)] for i in range(17)], section_title="Europe", section_text="Long rivers.")
+    t = Table(
+        id="t",
+        title="Rivers",
+        header=["Name", "Length"],
+        rows=[[f"R{i}", str(i)] for i in range(17)],
+        section_title="Europe",
+        section_text="Long rivers.",
+    )
     segs = segment_table(t)
     assert [(a, b) for a, b, _ in segs] == [(0, 9), (9, 17)]
     for _, _, text in segs:

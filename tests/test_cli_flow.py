@@ -21,11 +21,16 @@ def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
     summary = json.loads(first.stdout.strip().splitlines()[-1])
     assert summary["counts"]["nodes"] > 0 and summary["edges"] > 0 and summary["encode_seconds"] > 0
     assert set(summary["stage_seconds"]) >= {"chunk_metadata_embed", "edges", "load_store_and_stats"}
-    assert set(summary["task_seconds"]) == {"chunk", "metadata", "embed", "load_store", "stats"} and summary["task_seconds"]["chunk"] > 0
+    assert (
+        set(summary["task_seconds"]) == {"chunk", "metadata", "embed", "load_store", "stats"}
+        and summary["task_seconds"]["chunk"] > 0
+    )
     assert "graph store:     FalkorDB (embedded)" in first.stdout and "degree_histogram.png" in first.stdout
     assert (tmp_path / "out" / "graph" / "nodes.parquet").exists()
     # progress is visible while it runs: per-batch task logs
-    assert re.search(r"chunk src-[0-9a-f]{16}\.json done", first.stdout + first.stderr)  # batches named by their sources' contents
+    assert re.search(
+        r"chunk src-[0-9a-f]{16}\.json done", first.stdout + first.stderr
+    )  # batches named by their sources' contents
     # one output missing and the last passage built edited (two CLI runs in one: each starts a server
     # and workers): the flow runs, resumes the batches the edit did not touch, and says what changed
     (tmp_path / "out" / "stats" / "graph_stats.json").unlink()
@@ -36,11 +41,19 @@ def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
     second = sagegraph("build", str(cfg), "--max-sources", "20")
     assert second.returncode == 0, second.stderr[-3000:]
     again = json.loads(second.stdout.strip().splitlines()[-1])
-    assert again["resumed_batches"] > 0 and not again["up_to_date"] and (tmp_path / "out" / "stats" / "graph_stats.json").exists()
+    assert (
+        again["resumed_batches"] > 0
+        and not again["up_to_date"]
+        and (tmp_path / "out" / "stats" / "graph_stats.json").exists()
+    )
     assert "Error logging to API" not in second.stdout + second.stderr
     assert "first build" in first.stdout and "~1 changed" in second.stdout
     changes = json.loads((tmp_path / "out" / "stats" / "changes.json").read_text())
-    assert changes["counts"]["changed"] == {"documents": 1} and not changes["counts"]["added"] and changes["corpus_version"]
+    assert (
+        changes["counts"]["changed"] == {"documents": 1}
+        and not changes["counts"]["added"]
+        and changes["corpus_version"]
+    )
     assert "stage_seconds" in changes and again["counts"]["nodes"] >= summary["counts"]["nodes"] - 1
     # what the rebuild redid: the edited passage's chunks re-encoded and re-created in the graph
     # (their ids are content hashes: removed and added), the store written as the difference or whole
@@ -63,7 +76,12 @@ def test_bad_config_is_a_clear_error(tmp_path):
     assert res.returncode == 2 and "edges.logic" in res.stderr and "Traceback" not in res.stderr
     from tests.fixtures import write_config
 
-    gone = write_config(tmp_path / "gone.yaml", {"kind": "ottqa", "path": str(tmp_path / "moved")}, tmp_path / "out", store={"backend": "none"})
+    gone = write_config(
+        tmp_path / "gone.yaml",
+        {"kind": "ottqa", "path": str(tmp_path / "moved")},
+        tmp_path / "out",
+        store={"backend": "none"},
+    )
     res = sagegraph("build", str(gone))
     assert res.returncode == 2 and "moved does not exist" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "out").exists()  # refused before any server, worker or stage started
@@ -82,13 +100,17 @@ def test_workers_start_and_warm_up_beside_the_api_server(tmp_path, monkeypatch):
     import functools
     import os
 
-    from sagegraph.flows.runtime import flow_runtime
     from sagegraph.config import RunnerConfig
+    from sagegraph.flows.runtime import flow_runtime
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     marks = tmp_path / "marks"
     marks.mkdir()
-    with flow_runtime(tmp_path / "work", RunnerConfig(n_workers=2, threads_per_worker=1), warm=functools.partial(_record_worker, str(marks))) as (api, runner):
+    with flow_runtime(
+        tmp_path / "work",
+        RunnerConfig(n_workers=2, threads_per_worker=1),
+        warm=functools.partial(_record_worker, str(marks)),
+    ) as (api, runner):
         seen = [p.read_text() for p in marks.glob("*.txt")]
         assert len(seen) == 2 and set(seen) == {api} and api.startswith("http://127.0.0.1:")
         assert runner.address and os.environ["PREFECT_API_URL"] == api
@@ -97,12 +119,19 @@ def test_workers_start_and_warm_up_beside_the_api_server(tmp_path, monkeypatch):
 
 def test_the_build_flow_itself_checks_its_inputs_first(tmp_path):
     """Deployments call the flow directly, without the CLI's check."""
-    from sagegraph.flows.build_graph import build_graph
     from sagegraph.config import load_config
     from sagegraph.errors import ConfigError
+    from sagegraph.flows.build_graph import build_graph
     from tests.fixtures import write_config
 
-    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(tmp_path / "moved")}, tmp_path / "out", store={"backend": "none"}))
+    cfg = load_config(
+        write_config(
+            tmp_path / "c.yaml",
+            {"kind": "ottqa", "path": str(tmp_path / "moved")},
+            tmp_path / "out",
+            store={"backend": "none"},
+        )
+    )
     with pytest.raises(ConfigError, match="moved does not exist"):
         build_graph.fn(cfg)
     assert not (tmp_path / "out").exists()

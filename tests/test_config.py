@@ -37,4 +37,6 @@ def test_relative_paths_resolve_against_project_root(tmp_path):
 
 def test_variant_config_extends_its_base():
     cfg = load_config("conf/ottqa_demo.yaml")
-    assert cfg.max_sources == 2000 and cfg.name == "ottqa-demo" and cfg.edges.top_m == 50 and cfg.out.name == "ottqa-demo"
+    assert (
+        cfg.max_sources == 2000 and cfg.name == "ottqa-demo" and cfg.edges.top_m == 50 and cfg.out.name == "ottqa-demo"
+    )

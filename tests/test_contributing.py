@@ -23,20 +23,55 @@ def example_retriever(monkeypatch):
     registry._loaded = False
 
 
-def test_the_guide_example_runs_through_evaluate_query_and_compare(example_retriever, graph_dir, ottqa_dir, tmp_path, capsys):
+def test_the_guide_example_runs_through_evaluate_query_and_compare(
+    example_retriever, graph_dir, ottqa_dir, tmp_path, capsys
+):
     from sagegraph.cli import main
 
     assert example_retriever in registry.retriever_names()
     assert main(["retrievers", example_retriever]) == 0
     assert "depth = 20" in capsys.readouterr().out
-    assert main(["query", str(graph_dir), "Which film won the audience award?", "--retriever", example_retriever, "--k", "5", "-p", "depth=5"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                str(graph_dir),
+                "Which film won the audience award?",
+                "--retriever",
+                example_retriever,
+                "--k",
+                "5",
+                "-p",
+                "depth=5",
+            ]
+        )
+        == 0
+    )
     assert 1 <= len(capsys.readouterr().out.strip().splitlines()) <= 5
-    assert main(["evaluate", str(graph_dir), "--retriever", example_retriever, "-p", "weight=9"]) == 2  # validated by its own Params
+    assert (
+        main(["evaluate", str(graph_dir), "--retriever", example_retriever, "-p", "weight=9"]) == 2
+    )  # validated by its own Params
     assert "weight" in capsys.readouterr().err
     runs = tmp_path / "sweep" / "runs"
     for retriever in (example_retriever, "bm25"):
         out = runs / retriever
-        assert main(["evaluate", str(graph_dir), "--retriever", retriever, "--k", "5", "--questions", str(ottqa_dir / "questions.jsonl"), "--out", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    str(graph_dir),
+                    "--retriever",
+                    retriever,
+                    "--k",
+                    "5",
+                    "--questions",
+                    str(ottqa_dir / "questions.jsonl"),
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-2])
     assert metrics["questions"] == 12 and 0 < metrics["recall@5"] <= 1
     assert main(["compare", str(tmp_path / "sweep"), "--baseline", "bm25"]) == 0

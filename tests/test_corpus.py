@@ -45,7 +45,12 @@ def _corrupt(tmp_path, name, mutate):
         ("passages.jsonl", lambda b: json.dumps({"id": "/wiki/X"}).encode() + b"\n", "text", "missing"),
         ("passages.jsonl", lambda b: json.dumps({"id": "/wiki/X", "text": "  "}).encode() + b"\n", "text", "empty"),
         ("passages.jsonl", lambda b: b'{"id": "/wiki/X", "text": "caf\xe9"}\n', None, "not valid UTF-8"),
-        ("tables.jsonl", lambda b: json.dumps({**json.loads(b), "data": [[["a", []]]]}).encode() + b"\n", "data[0]", "ragged row"),
+        (
+            "tables.jsonl",
+            lambda b: json.dumps({**json.loads(b), "data": [[["a", []]]]}).encode() + b"\n",
+            "data[0]",
+            "ragged row",
+        ),
     ],
 )
 def test_bad_input_names_file_line_and_field(tmp_path, name, mutate, field, message):
@@ -97,7 +102,10 @@ def test_check_corpus_names_what_is_missing_before_a_build_starts(tmp_path):
     root = make_ottqa(tmp_path / "ottqa")
     check_corpus(CorpusConfig(kind="ottqa", path=root))  # all there: silent
     (root / "passages.jsonl").unlink()
-    with pytest.raises(ConfigError, match=r"corpus.path \(ottqa reads tables.jsonl, passages.jsonl there\): .*passages.jsonl does not exist"):
+    with pytest.raises(
+        ConfigError,
+        match=r"corpus.path \(ottqa reads tables.jsonl, passages.jsonl there\): .*passages.jsonl does not exist",
+    ):
         check_corpus(CorpusConfig(kind="ottqa", path=root))
     with pytest.raises(ConfigError, match=r"corpus.documents: .*nope.jsonl does not exist"):
         check_corpus(CorpusConfig(kind="generic", documents=tmp_path / "nope.jsonl"))
@@ -112,7 +120,12 @@ def test_demo_subset_keeps_the_questions_neighbourhoods_whole_and_adds_distracto
     from sagegraph.corpus.records import Document, Table
 
     passages = [Document(f"p{i}", f"P{i}", "text") for i in range(200)]
-    tables = [Table(f"t{i}", f"T{i}", ["a"], [["x"], ["y"]], cell_links=[[[f"p{3 * i}"]], [[f"p{3 * i + 1}", f"p{3 * i + 2}"]]]) for i in range(60)]
+    tables = [
+        Table(
+            f"t{i}", f"T{i}", ["a"], [["x"], ["y"]], cell_links=[[[f"p{3 * i}"]], [[f"p{3 * i + 1}", f"p{3 * i + 2}"]]]
+        )
+        for i in range(60)
+    ]
     around = ["t7", "t3", "t7", "nope", "t50"]
     ts, ps = subset_around(tables, passages, around, max_sources=60)
     ids = {t.id for t in ts} | {p.id for p in ps}
@@ -121,4 +134,6 @@ def test_demo_subset_keeps_the_questions_neighbourhoods_whole_and_adds_distracto
     assert 4 <= len(ts) <= 8  # distractor tables at about one in ten sources
     assert subset_around(tables, passages, around, max_sources=60) == (ts, ps)  # seeded
     small_t, small_p = subset_around(tables, passages, around, max_sources=8)
-    assert [t.id for t in small_t][:1] == ["t7"] and "t50" not in {t.id for t in small_t}  # whole neighbourhoods only, in question order
+    assert [t.id for t in small_t][:1] == ["t7"] and "t50" not in {
+        t.id for t in small_t
+    }  # whole neighbourhoods only, in question order

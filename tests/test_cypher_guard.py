@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from sagegraph.errors import ReadOnlyViolation, StoreError
 from sagegraph.store.base import GraphStore
-from sagegraph.store.readonly import ALLOWED_PROCEDURES, guard_untrusted
+from sagegraph.store.readonly import ALLOWED_PROCEDURES
 
 CORPUS = Path(__file__).parent / "data" / "cypher_bypass.txt"
 
@@ -33,7 +33,9 @@ def bypass_corpus(port: int = 9) -> list[str]:
 _CANON_STRING = re.compile(r"'(?:\\.|[^'\\])*'|`[^`]*`")
 _LIVE = re.compile(
     r"(?<![.\w])(CREATE|MERGE|SET|DELETE|DETACH|REMOVE|DROP|FOREACH|LOAD|CSV|GRANT|REVOKE|DENY|ALTER|RENAME|USE|SHOW|PROFILE|"
-    r"apoc|dbms|gds|TRANSACTIONS|PERIODIC)(?![\w])|;.*\S|/\*|//|[^\x00-\x7f]", re.I | re.S)
+    r"apoc|dbms|gds|TRANSACTIONS|PERIODIC)(?![\w])|;.*\S|/\*|//|[^\x00-\x7f]",
+    re.I | re.S,
+)
 _CALLS = re.compile(r"\bCALL\s*([\w.`]+)", re.I)
 
 
@@ -66,7 +68,9 @@ class RecordingStore(GraphStore):
 
     def ensure_indexes(self, dim, wait=True): ...
     def await_indexes(self, timeout_s=600.0): ...
-    def vector_search(self, vector, k): return []
+    def vector_search(self, vector, k):
+        return []
+
     def close(self): ...
 
 
@@ -78,16 +82,37 @@ def test_every_bypass_in_the_corpus_is_refused_before_the_engine(query):
     assert store.sent == []
 
 
-@pytest.mark.parametrize("query,sent", [
-    ("MATCH (n) /* it's */ RETURN n.id AS id // done", "MATCH (n)   RETURN n.id AS id LIMIT 11"),
-    ("MATCH (n) WHERE n.text CONTAINS 'CREATE a SET; LOAD CSV' RETURN n", "MATCH (n) WHERE n.text CONTAINS 'CREATE a SET; LOAD CSV' RETURN n LIMIT 11"),
-    ('MATCH (n {name: "O\'Hara"}) RETURN n.id AS id LIMIT 500', "MATCH (n {name: 'O\\'Hara'}) RETURN n.id AS id LIMIT 11"),
-    ("MATCH (n) RETURN n.id AS id LIMIT 3;", "MATCH (n) RETURN n.id AS id LIMIT 3;"),
-    ("MATCH (a) RETURN a.id AS id UNION MATCH (b) RETURN b.id AS id", "MATCH (a) RETURN a.id AS id LIMIT 11 UNION MATCH (b) RETURN b.id AS id LIMIT 11"),
-    ("MATCH (n) WHERE EXISTS { MATCH (n)-->(m) RETURN m } RETURN n.set AS s, n.load AS l", "MATCH (n) WHERE EXISTS { MATCH (n)-->(m) RETURN m } RETURN n.set AS s, n.load AS l LIMIT 11"),
-    ("CALL db.idx.fulltext.queryNodes('Entity', 'x') YIELD node RETURN node.id AS id", "CALL db.idx.fulltext.queryNodes('Entity', 'x') YIELD node RETURN node.id AS id LIMIT 11"),
-    ("MATCH (m:`Movie`) RETURN date.truncate('day', m.released) AS d", "MATCH (m:`Movie`) RETURN date.truncate('day', m.released) AS d LIMIT 11"),
-])
+@pytest.mark.parametrize(
+    "query,sent",
+    [
+        ("MATCH (n) /* it's */ RETURN n.id AS id // done", "MATCH (n)   RETURN n.id AS id LIMIT 11"),
+        (
+            "MATCH (n) WHERE n.text CONTAINS 'CREATE a SET; LOAD CSV' RETURN n",
+            "MATCH (n) WHERE n.text CONTAINS 'CREATE a SET; LOAD CSV' RETURN n LIMIT 11",
+        ),
+        (
+            'MATCH (n {name: "O\'Hara"}) RETURN n.id AS id LIMIT 500',
+            "MATCH (n {name: 'O\\'Hara'}) RETURN n.id AS id LIMIT 11",
+        ),
+        ("MATCH (n) RETURN n.id AS id LIMIT 3;", "MATCH (n) RETURN n.id AS id LIMIT 3;"),
+        (
+            "MATCH (a) RETURN a.id AS id UNION MATCH (b) RETURN b.id AS id",
+            "MATCH (a) RETURN a.id AS id LIMIT 11 UNION MATCH (b) RETURN b.id AS id LIMIT 11",
+        ),
+        (
+            "MATCH (n) WHERE EXISTS { MATCH (n)-->(m) RETURN m } RETURN n.set AS s, n.load AS l",
+            "MATCH (n) WHERE EXISTS { MATCH (n)-->(m) RETURN m } RETURN n.set AS s, n.load AS l LIMIT 11",
+        ),
+        (
+            "CALL db.idx.fulltext.queryNodes('Entity', 'x') YIELD node RETURN node.id AS id",
+            "CALL db.idx.fulltext.queryNodes('Entity', 'x') YIELD node RETURN node.id AS id LIMIT 11",
+        ),
+        (
+            "MATCH (m:`Movie`) RETURN date.truncate('day', m.released) AS d",
+            "MATCH (m:`Movie`) RETURN date.truncate('day', m.released) AS d LIMIT 11",
+        ),
+    ],
+)
 def test_what_runs_is_the_guards_rewrite_with_the_row_cap_in_the_query(query, sent):
     store = RecordingStore()
     store.read_untrusted(query, max_rows=10)
@@ -126,7 +151,9 @@ def obfuscated(draw, text: str) -> str:
         if draw(st.integers(0, 9)) == 0:
             w = "".join(LOOKALIKES.get(c.upper(), c) if draw(st.integers(0, 3)) == 0 else c for c in w)
         out.append(w)
-    seps = st.sampled_from([" ", "  ", "\t", "\n", " /**/ ", "/* x */", " // c\n", "\r\n", "\u00a0", " /* ' */ ", " /* \" */ "])
+    seps = st.sampled_from(
+        [" ", "  ", "\t", "\n", " /**/ ", "/* x */", " // c\n", "\r\n", "\u00a0", " /* ' */ ", ' /* " */ ']
+    )
     return "".join(w + (draw(seps) if i < len(out) - 1 else "") for i, w in enumerate(out))
 
 
@@ -135,7 +162,10 @@ def adversarial(draw) -> tuple[str, bool]:
     """(query, live): `live` when the payload is code the engine would run as written; otherwise
     it is hidden in a string or a comment, where it may pass but must not run."""
     payload = draw(obfuscated(draw(st.sampled_from(PAYLOADS))))
-    prefix, how = draw(st.sampled_from(PREFIXES)), draw(st.sampled_from(["live", "string", "comment", "line", "quote-in-comment", "after-string"]))
+    prefix, how = (
+        draw(st.sampled_from(PREFIXES)),
+        draw(st.sampled_from(["live", "string", "comment", "line", "quote-in-comment", "after-string"])),
+    )
     sep = draw(st.sampled_from([" ", "\n", " /* ' */ ", " // '\n", "/**/"]))
     if how == "live":
         return f"{prefix}{sep}{payload}{sep}{SUFFIX}", True
@@ -185,7 +215,7 @@ class Listener:
         while not self._stop:
             try:
                 conn, _ = self.sock.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             self.accepted += 1
             conn.close()
@@ -233,10 +263,16 @@ def test_the_engine_stops_at_the_row_cap_and_the_time_limit(falkor, monkeypatch)
 
     received = []
     rows_of = FalkorStore._rows
-    monkeypatch.setattr(FalkorStore, "_rows", staticmethod(lambda res: received.append(len(res.result_set)) or rows_of(res)))
-    rows, truncated = falkor.read_untrusted("UNWIND range(1, 1000) AS x UNWIND range(1, 1000) AS y RETURN x * y AS x", max_rows=1000)
+    monkeypatch.setattr(
+        FalkorStore, "_rows", staticmethod(lambda res: received.append(len(res.result_set)) or rows_of(res))
+    )
+    rows, truncated = falkor.read_untrusted(
+        "UNWIND range(1, 1000) AS x UNWIND range(1, 1000) AS y RETURN x * y AS x", max_rows=1000
+    )
     assert len(rows) == 1000 and truncated and received == [1001]  # the engine sent 1,001 rows, not 1M
     with pytest.raises(StoreError, match="timed out"):
-        falkor.read_untrusted("UNWIND range(1, 100000) AS x UNWIND range(1, 100000) AS y RETURN count(*) AS c", timeout_ms=100)
+        falkor.read_untrusted(
+            "UNWIND range(1, 100000) AS x UNWIND range(1, 100000) AS y RETURN count(*) AS c", timeout_ms=100
+        )
     with pytest.raises(StoreError, match="mem consumption"):  # the engine's memory bound, before any row leaves it
         falkor.read_untrusted("RETURN range(1, 10000000) AS x", timeout_ms=1000)

@@ -3,7 +3,6 @@
 import asyncio
 
 import pytest
-
 from prefect.testing.utilities import prefect_test_harness
 
 from sagegraph.deployments.deploy import ROOT, deploy
@@ -16,7 +15,9 @@ def test_deployments_register_with_schedule_and_process_pool(tmp_path, monkeypat
     `deploy` ran in); the sweep is optional."""
     monkeypatch.chdir(ROOT)
     with prefect_test_harness(server_startup_timeout=120):
-        ids = deploy(pool="sagegraph-test", cron="0 4 * * 1", build_config="conf/ottqa.yaml", sweep_file="conf/sweep_ottqa.yaml")
+        ids = deploy(
+            pool="sagegraph-test", cron="0 4 * * 1", build_config="conf/ottqa.yaml", sweep_file="conf/sweep_ottqa.yaml"
+        )
         assert len(ids) == 2
         only = deploy(pool="sagegraph-test", cron="0 5 * * *", build_config="conf/kb_synth.yaml", sweep_file=None)
 
@@ -33,7 +34,9 @@ def test_deployments_register_with_schedule_and_process_pool(tmp_path, monkeypat
         by_name = {d.name: d for d in deps}
         assert set(by_name) == {"ottqa", "ottqa-fig4", "kb-synth"}
         rebuild = by_name["ottqa"]
-        assert rebuild.work_pool_name == "sagegraph-test" and rebuild.parameters == {"config": str(ROOT / "conf/ottqa.yaml")}
+        assert rebuild.work_pool_name == "sagegraph-test" and rebuild.parameters == {
+            "config": str(ROOT / "conf/ottqa.yaml")
+        }
         assert [s.schedule.cron for s in rebuild.schedules] == ["0 4 * * 1"]
         assert by_name["ottqa-fig4"].entrypoint == "flows/entrypoints.py:run_sweep"
         assert by_name["ottqa-fig4"].parameters == {"sweep_file": str(ROOT / "conf/sweep_ottqa.yaml")}

@@ -12,21 +12,21 @@ from sagegraph.config import LLMConfig
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError
 from sagegraph.eval.runner import EvalConfig, run_eval
-from sagegraph.retrieve.dgr.trajectories import export_trajectories, format_trace
-from sagegraph.runfiles import find_trace
 from sagegraph.llm import LLMClient
+from sagegraph.model import Node
 from sagegraph.retrieve import get_retriever
 from sagegraph.retrieve.base import param_values
-from sagegraph.retrieve.registry import validate_params
-from sagegraph.retrieve.dgr.retriever import detect_mode, word_spans
 from sagegraph.retrieve.dgr.agent import ActionError, TokenBudget, fuse_votes, read_text_actions, run_agent, whole_calls
 from sagegraph.retrieve.dgr.params import AgentParams, ToolParams
+from sagegraph.retrieve.dgr.retriever import detect_mode, word_spans
 from sagegraph.retrieve.dgr.tools import GraphTools, ToolError, action_schema
-from sagegraph.retrieve.resources import open_resources
-from tests.fake_openai import FakeOpenAI, completion
+from sagegraph.retrieve.dgr.trajectories import export_trajectories, format_trace
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.graph_index import GraphIndex
-from sagegraph.model import Node
+from sagegraph.retrieve.registry import validate_params
+from sagegraph.retrieve.resources import open_resources
+from sagegraph.runfiles import find_trace
+from tests.fake_openai import FakeOpenAI, completion
 from tests.kb_mini import HashEncoder, build_mini, mini_records
 
 
@@ -39,12 +39,15 @@ def paper_tools(graph, **settings):
     """DGR's tools with the paper's observations (no relaxed filters, no relation kinds) unless told."""
     return GraphTools(graph, ToolParams(**{"relax_filters": False, "relation_kinds": False, **settings}))
 
+
 def row(g, sid):
     return int(g.row[f"n{sid}"])
 
 
 # The paper's tools (dgr-4's defaults): what a test of one forgiving tool compares against.
-PAPER = dict(link=False, relation_kinds=False, relax_filters=False, read_before_finish=False, fallback="last", unnamed="resolve")
+PAPER = dict(
+    link=False, relation_kinds=False, relax_filters=False, read_before_finish=False, fallback="last", unnamed="resolve"
+)
 
 
 # -- tools ------------------------------------------------------------------------------------------
@@ -52,8 +55,9 @@ def test_global_search_ranks_names_and_summaries_by_bm25(g):
     out = paper_tools(g).search_in_graph("Ana Silva", 3)
     assert out.shown[0] == row(g, "p1") and len(out.shown) <= 3
     assert out.text.splitlines()[1].startswith(f"[{row(g, 'p1')}] Person: Ana Silva | birth_year: 1960")
-    assert paper_tools(g).search_in_graph("orchards", 30).shown[:2] == [row(g, "m5"), row(g, "m6")] or \
-        set(paper_tools(g).search_in_graph("orchards", 30).shown[:2]) == {row(g, "m5"), row(g, "m6")}
+    assert paper_tools(g).search_in_graph("orchards", 30).shown[:2] == [row(g, "m5"), row(g, "m6")] or set(
+        paper_tools(g).search_in_graph("orchards", 30).shown[:2]
+    ) == {row(g, "m5"), row(g, "m6")}
     assert len(paper_tools(g, max_search_size=2).search_in_graph("film", 50).shown) == 2  # size capped
     assert "no node matches" in paper_tools(g).search_in_graph("zzzz").text
     with pytest.raises(ToolError, match="query"):
@@ -74,22 +78,33 @@ def test_hybrid_search_finds_nodes_described_in_other_words_and_says_so(g):
     out = hybrid.search_in_graph("apple groves", 2)
     assert set(out.shown) == {row(g, "m5"), row(g, "m6")}
     # the same ranking as the flat hybrid retriever (the baseline the sweeps compare with)
-    assert paper_tools(g, global_search="hybrid").search_in_graph("Ana Silva films", 4).shown == \
-        HybridRetriever.over(g).search("Ana Silva films", 4).idx.tolist()
+    assert (
+        paper_tools(g, global_search="hybrid").search_in_graph("Ana Silva films", 4).shown
+        == HybridRetriever.over(g).search("Ana Silva films", 4).idx.tolist()
+    )
     # neighbours ranked the same way, by meaning as well as words
     cara = paper_tools(meaning, neighbour_ranking="hybrid").search_in_neighborhood(row(g, "p4"), query="apple groves")
     assert cara.shown[0] == row(g, "m5") and 'ranked by "apple groves"' in cara.text
     # the agent is told what the search does; the paper's wording stays for bm25
     schema = {t["function"]["name"]: t["function"]["description"] for t in hybrid.schemas()}
     assert schema["search_in_graph"].startswith("Search by keywords and meaning")
-    assert {t["function"]["name"]: t["function"]["description"] for t in paper_tools(g).schemas()}["search_in_graph"].startswith("Keyword (BM25) search")
+    assert {t["function"]["name"]: t["function"]["description"] for t in paper_tools(g).schemas()}[
+        "search_in_graph"
+    ].startswith("Keyword (BM25) search")
 
 
 def test_the_system_prompt_describes_the_searches_it_offers(g, tmp_path):
-    res = open_resources(g, LLMConfig(base_url="http://127.0.0.1:9/v1", model="test-model", max_retries=1, cache_dir=tmp_path / "cache"))
+    res = open_resources(
+        g, LLMConfig(base_url="http://127.0.0.1:9/v1", model="test-model", max_retries=1, cache_dir=tmp_path / "cache")
+    )
     bm25 = get_retriever("dgr", res, mode="json").system_prompt("json")
-    assert "search_in_graph(query, size): keyword (BM25) search over" in bm25 and "ranked by keyword match to query" in bm25
-    hybrid = get_retriever("dgr", res, mode="json", global_search="hybrid", neighbour_ranking="hybrid").system_prompt("json")
+    assert (
+        "search_in_graph(query, size): keyword (BM25) search over" in bm25
+        and "ranked by keyword match to query" in bm25
+    )
+    hybrid = get_retriever("dgr", res, mode="json", global_search="hybrid", neighbour_ranking="hybrid").system_prompt(
+        "json"
+    )
     assert "search_in_graph(query, size): search by keywords and meaning (BM25 fused with embeddings) over" in hybrid
     assert "ranked by keyword and meaning match to query" in hybrid
 
@@ -121,7 +136,9 @@ def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):
     # similarity edges are the build's, not the KB's: Red Orchard's only KB edge is its director
     assert t.search_in_neighborhood(row(g, "m5")).shown == [row(g, "p4")]
     # the public code's substring filter drops non-matching neighbours; 'none' keeps edge order
-    assert paper_tools(g, neighbour_ranking="substring").search_in_neighborhood(ben, query="Paper Moon").shown == [row(g, "m4")]
+    assert paper_tools(g, neighbour_ranking="substring").search_in_neighborhood(ben, query="Paper Moon").shown == [
+        row(g, "m4")
+    ]
     assert len(paper_tools(g, neighbour_ranking="none").search_in_neighborhood(ben, query="Paper Moon").shown) == 3
     assert len(paper_tools(g, neighbour_k=1).search_in_neighborhood(ben).shown) == 1
     # without type filters (the paper's 'w/o F' ablation) a filter is ignored
@@ -132,12 +149,14 @@ def test_neighbourhood_is_typed_directed_and_ranked_not_filtered(g):
         t.search_in_neighborhood(ben, edge_type="LOVES")
     with pytest.raises(ToolError, match="not a node"):
         t.search_in_neighborhood(999)
-    assert t.search_in_neighborhood("[%d]" % ben).shown  # "[12]" as written in results is read as 12
+    assert t.search_in_neighborhood(f"[{ben}]").shown  # "[12]" as written in results is read as 12
 
 
 def test_add_to_answer_validates_ids_and_calls_check_arguments(g):
     t = paper_tools(g)
-    out = t.add_to_answer([{"node_index": row(g, "m1"), "reasoning": "directed by Ana Silva"}, {"node_index": 9999}, row(g, "m2")])
+    out = t.add_to_answer(
+        [{"node_index": row(g, "m1"), "reasoning": "directed by Ana Silva"}, {"node_index": 9999}, row(g, "m2")]
+    )
     assert out.added == [row(g, "m1"), row(g, "m2")] and out.reasons == {row(g, "m1"): "directed by Ana Silva"}
     assert "ignored): [9999]" in out.text
     with pytest.raises(ToolError, match="non-empty list"):
@@ -155,8 +174,12 @@ def test_action_schema_lists_known_tools_types_and_at_least_one_call(g):
     t = paper_tools(g)
     s = action_schema(g.node_types(), t.view.relation_types)
     calls = s["properties"]["calls"]
-    assert calls["minItems"] == 1 and [c["properties"]["tool"]["const"] for c in calls["items"]["anyOf"]] == \
-        ["search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"]
+    assert calls["minItems"] == 1 and [c["properties"]["tool"]["const"] for c in calls["items"]["anyOf"]] == [
+        "search_in_graph",
+        "search_in_neighborhood",
+        "add_to_answer",
+        "finish",
+    ]
     nb = calls["items"]["anyOf"][1]["properties"]["args"]["properties"]
     assert nb["node_type"]["enum"] == ["Movie", "Person", "Studio"] and "DIRECTED" in nb["edge_type"]["enum"]
     assert len(action_schema(g.node_types(), [], neighbourhood=False)["properties"]["calls"]["items"]["anyOf"]) == 3
@@ -164,26 +187,34 @@ def test_action_schema_lists_known_tools_types_and_at_least_one_call(g):
 
 # -- reading actions ---------------------------------------------------------------------------------
 def test_json_actions_and_tool_call_text_are_read():
-    a = read_text_actions('{"calls": [{"tool": "search_in_graph", "args": {"query": "x"}}, {"tool": "finish", "args": {}}]}')
+    a = read_text_actions(
+        '{"calls": [{"tool": "search_in_graph", "args": {"query": "x"}}, {"tool": "finish", "args": {}}]}'
+    )
     assert [(x.tool, x.args) for x in a] == [("search_in_graph", {"query": "x"}), ("finish", {})]
     # a bare call, fenced, with arguments as a JSON string
     a = read_text_actions('```json\n{"name": "search_in_neighborhood", "arguments": "{\\"node_index\\": 3}"}\n```')
     assert a[0].tool == "search_in_neighborhood" and a[0].args == {"node_index": 3}
     # Qwen-style <tool_call> blocks, one with a template's doubled braces leaking through
-    text = '<tool_call>\n{"name": "search_in_graph", "arguments": {"query": "a"}}\n</tool_call>\n<tool_call>\n{{"name": "finish", "arguments": {}}}\n</tool_call>'
+    text = (
+        '<tool_call>\n{"name": "search_in_graph", "arguments": {"query": '
+        '"a"}}\n</tool_call>\n<tool_call>\n{{"name": "finish", "arguments": {}}}\n</tool_call>'
+    )
     assert [x.tool for x in read_text_actions(text)] == ["search_in_graph", "finish"]
     # arguments written beside the name; one object per line
     assert read_text_actions('{"tool": "search_in_graph", "query": "q"}')[0].args == {"query": "q"}
     assert len(read_text_actions('{"tool": "finish"}\n{"tool": "finish"}')) == 2
 
 
-@pytest.mark.parametrize("text, message", [
-    ("I will search the graph now.", "no JSON object"),
-    ('{"calls": []}', "lists no tool call"),
-    ('{"calls": [{"args": {}}]}', 'needs a "tool"'),
-    ('{"tool": "search_in_graph", "args": "{not json"}', "not valid JSON"),
-    ('{"tool": "search_in_graph", "args": [1, 2]}', "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("I will search the graph now.", "no JSON object"),
+        ('{"calls": []}', "lists no tool call"),
+        ('{"calls": [{"args": {}}]}', 'needs a "tool"'),
+        ('{"tool": "search_in_graph", "args": "{not json"}', "not valid JSON"),
+        ('{"tool": "search_in_graph", "args": [1, 2]}', "must be a JSON object"),
+    ],
+)
 def test_unreadable_actions_say_why(text, message):
     with pytest.raises(ActionError, match=message):
         read_text_actions(text)
@@ -218,8 +249,17 @@ def director_script(g):
     steps = [
         _calls(("search_in_graph", {"query": "Ana Silva"})),
         _calls(("search_in_neighborhood", {"node_index": ana, "node_type": "Movie", "edge_type": "DIRECTED"})),
-        _calls(("add_to_answer", {"answer_nodes": [{"node_index": row(g, "m2"), "reasoning": "she directed it"},
-                                                   {"node_index": row(g, "m1"), "reasoning": "she directed it"}]})),
+        _calls(
+            (
+                "add_to_answer",
+                {
+                    "answer_nodes": [
+                        {"node_index": row(g, "m2"), "reasoning": "she directed it"},
+                        {"node_index": row(g, "m1"), "reasoning": "she directed it"},
+                    ]
+                },
+            )
+        ),
         _calls(("finish", {})),
     ]
     return lambda body: (200, steps[min(_step(body), len(steps) - 1)])
@@ -232,15 +272,27 @@ def test_a_scripted_trajectory_ends_on_finish_with_the_answer_order(g, tmp_path)
         bodies = server.requests
     assert [g.source_ids[i] for i in r.idx] == ["m2", "m1"] and r.found_by == ["agents", "agents"]
     a = r.trace["agents"][0]
-    assert a["stop"] == "finish" and a["steps"] == 4 and a["tools"] == {"search_in_graph": 1, "search_in_neighborhood": 1, "add_to_answer": 1, "finish": 1}
+    assert (
+        a["stop"] == "finish"
+        and a["steps"] == 4
+        and a["tools"] == {"search_in_graph": 1, "search_in_neighborhood": 1, "add_to_answer": 1, "finish": 1}
+    )
     assert a["reasons"][str(row(g, "m2"))] == "she directed it" and not a["fallback"]
     c = r.trace["counters"]
-    assert c["global_calls"] == 1 and c["neighbour_calls"] == 1 and c["stop_finish"] == 1 and c["parse_errors"] == 0 and c["steps"] == 4
+    assert (
+        c["global_calls"] == 1
+        and c["neighbour_calls"] == 1
+        and c["stop_finish"] == 1
+        and c["parse_errors"] == 0
+        and c["steps"] == 4
+    )
     # JSON mode: no tools field, the action schema as response format, sampled at 0.7 with a seed
     assert "tools" not in bodies[0] and bodies[0]["response_format"]["schema"]["required"] == ["calls"]
     assert bodies[0]["temperature"] == 0.7 and bodies[0]["seed"] == 1
     # observations come back as a user message with the question restated under them
-    assert bodies[1]["messages"][-1]["role"] == "user" and bodies[1]["messages"][-1]["content"].endswith("Question: Which films did Ana Silva direct?\nNext tool calls?")
+    assert bodies[1]["messages"][-1]["role"] == "user" and bodies[1]["messages"][-1]["content"].endswith(
+        "Question: Which films did Ana Silva direct?\nNext tool calls?"
+    )
     # the history is resent, so prompt tokens are recorded per step; a span per LLM and tool call
     assert len(a["prompt_tokens"]) == 4 and {e["group"] for e in r.trace["events"]} == {"agent 0"}
     assert [e["kind"] for e in r.trace["events"]].count("tool") == 4 and r.usage["calls"] == 4
@@ -254,7 +306,9 @@ def test_a_scripted_trajectory_ends_on_finish_with_the_answer_order(g, tmp_path)
 def test_t_max_stops_and_an_agent_that_adds_nothing_answers_with_its_last_results(g, tmp_path):
     with FakeOpenAI(lambda body: (200, _calls(("search_in_graph", {"query": "orchards", "size": 2})))) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", stop_repeats=0, unnamed="resolve").search("Which films are about orchards?", 5)
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", stop_repeats=0, unnamed="resolve").search(
+            "Which films are about orchards?", 5
+        )
     a = r.trace["agents"][0]
     assert a["stop"] == "t_max" and a["steps"] == 3 and a["fallback"] and a["repeated_calls"] == 2
     assert set(g.source_ids[i] for i in r.idx) == {"m5", "m6"} and set(r.found_by) == {"fallback"}
@@ -277,8 +331,12 @@ def test_link_shows_the_named_nodes_with_their_edges_and_lets_the_agent_start_fr
 
     with FakeOpenAI(reply) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True).search("Which films did Ana Silva direct?", 5)
-        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", **PAPER).search("Which films did Ana Silva direct?", 5)
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True).search(
+            "Which films did Ana Silva direct?", 5
+        )
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", **PAPER).search(
+            "Which films did Ana Silva direct?", 5
+        )
     opening = bodies[0]["messages"][1]["content"]
     assert opening.startswith("Question: Which films did Ana Silva direct?\n\nNodes the question names")
     assert f"[{ana}] Person: Ana Silva" in opening and "Movie -[DIRECTED]->" in opening
@@ -300,32 +358,56 @@ def test_read_before_finish_refuses_a_finish_written_beside_a_search(g, tmp_path
     def reply(body):
         if _step(body) == 0:
             return 200, _calls(("search_in_graph", {"query": "orchards", "size": 2}), ("finish", {}))
-        return 200, _calls(("add_to_answer", {"answer_nodes": [{"node_index": m6, "reasoning": "about orchards"}]}), ("finish", {}))
+        return 200, _calls(
+            ("add_to_answer", {"answer_nodes": [{"node_index": m6, "reasoning": "about orchards"}]}), ("finish", {})
+        )
 
     with FakeOpenAI(reply) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", read_before_finish=True).search("Which films are about orchards?", 5)
-        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", **PAPER).search("Which films are about orchards?", 5)
+        r = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", read_before_finish=True).search(
+            "Which films are about orchards?", 5
+        )
+        plain = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", **PAPER).search(
+            "Which films are about orchards?", 5
+        )
     a, p = r.trace["agents"][0], plain.trace["agents"][0]
-    assert a["early_finishes"] == 1 and r.trace["counters"]["early_finishes"] == 1 and "Not finished" in a["messages"][3]["content"]
+    assert (
+        a["early_finishes"] == 1
+        and r.trace["counters"]["early_finishes"] == 1
+        and "Not finished" in a["messages"][3]["content"]
+    )
     assert a["steps"] == 2 and a["stop"] == "finish" and list(r.idx) == [m6] and not a["fallback"]
-    assert p["steps"] == 1 and p["stop"] == "finish" and p["fallback"] and set(plain.idx) == {m5, m6} and p["early_finishes"] == 0
+    assert (
+        p["steps"] == 1
+        and p["stop"] == "finish"
+        and p["fallback"]
+        and set(plain.idx) == {m5, m6}
+        and p["early_finishes"] == 0
+    )
 
 
 def test_fallback_first_answers_with_the_first_neighbourhood_the_agent_was_shown(g, tmp_path):
     """An agent shown Ana Silva's films that explores on and never answers: `fallback: last` (the
     default) answers with its last results, `first` with the films; the same trajectory (replies)."""
     ana, m1, m2 = row(g, "p1"), row(g, "m1"), row(g, "m2")
-    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
-             _calls(("search_in_graph", {"query": "orchards", "size": 2})),
-             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1}))]
+    steps = [
+        _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
+        _calls(("search_in_graph", {"query": "orchards", "size": 2})),
+        _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
+    ]
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 2)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        last = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True, fallback="last").search("Which films did Ana Silva direct?", 5)
-        first = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True, fallback="first").search("Which films did Ana Silva direct?", 5)
+        last = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True, fallback="last").search(
+            "Which films did Ana Silva direct?", 5
+        )
+        first = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", link=True, fallback="first").search(
+            "Which films did Ana Silva direct?", 5
+        )
     assert list(last.idx) == [row(g, "p3")] and set(first.idx) == {m1, m2}
     assert first.trace["agents"][0]["fallback"] and set(first.found_by) == {"fallback"}
-    assert [m["content"] for m in first.trace["agents"][0]["messages"]] == [m["content"] for m in last.trace["agents"][0]["messages"]]
+    assert [m["content"] for m in first.trace["agents"][0]["messages"]] == [
+        m["content"] for m in last.trace["agents"][0]["messages"]
+    ]
 
 
 def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
@@ -334,15 +416,20 @@ def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
     for Ben Cho and his films; no answer added. The walk's own chains only (`chain_reach: 0`):
     the chains beyond it have their own test."""
     ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
-    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
-             _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
-             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
-             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"}))]
+    steps = [
+        _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
+        _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
+        _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
+        _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"})),
+    ]
     q = "Which studio produced the films Ana Silva directed?"
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
         configs = {f: {"fallback": f} for f in fallbacks} | variants
-        return q, {name: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", chain_reach=0, **p).search(q, 5) for name, p in configs.items()}
+        return q, {
+            name: get_retriever("dgr", res, n_agents=1, t_max=4, mode="json", chain_reach=0, **p).search(q, 5)
+            for name, p in configs.items()
+        }
 
 
 def test_gold_rank_says_where_the_fallback_ranked_the_gold_answer_from_the_replies_alone(g, tmp_path):
@@ -351,10 +438,12 @@ def test_gold_rank_says_where_the_fallback_ranked_the_gold_answer_from_the_repli
     from sagegraph.retrieve.dgr.gold_rank import gold_ranks
 
     ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
-    steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
-             _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
-             _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
-             _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"}))]
+    steps = [
+        _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
+        _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
+        _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
+        _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"})),
+    ]
     q = "Which studio produced the films Ana Silva directed?"
     params = {"n_agents": 1, "t_max": 4, "mode": "json", "chain_reach": 0}
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
@@ -379,8 +468,14 @@ def test_fallback_deepest_answers_with_the_search_that_first_reached_the_walks_f
     assert set(got["first"].idx) == {m1, row(g, "m2")}
     assert studio not in got["last"].idx and m1 in got["last"].idx  # Ben's films: Harbour Lights among them
     assert all(r.trace["agents"][0]["fallback"] for r in got.values())
-    assert [got[f].trace["agents"][0]["fallback_from"] for f in ("last", "first", "deepest")] == ["last", "first", "deepest"]
-    assert "fallback: the search that first reached its walk's farthest nodes, 2 relation(s) out" in format_trace({"qid": "q", "question": q, **got["deepest"].trace})
+    assert [got[f].trace["agents"][0]["fallback_from"] for f in ("last", "first", "deepest")] == [
+        "last",
+        "first",
+        "deepest",
+    ]
+    assert "fallback: the search that first reached its walk's farthest nodes, 2 relation(s) out" in format_trace(
+        {"qid": "q", "question": q, **got["deepest"].trace}
+    )
     assert "fallback: its last search results" in format_trace({"qid": "q", "question": q, **got["last"].trace})
     assert len({json.dumps([m["content"] for m in r.trace["agents"][0]["messages"]]) for r in got.values()}) == 1
 
@@ -400,13 +495,18 @@ def test_fallback_chain_ranks_what_the_walk_reached_by_how_its_relation_chain_re
     assert agent["fallback_from"] == "chain" and got.idx[0] == studio and ana not in got.idx and ben not in got.idx
     assert set(got.idx) == {studio, m1, row(g, "m2"), row(g, "m3"), row(g, "m4")}
     assert [m["content"] for m in agent["messages"]] == [m["content"] for m in deepest.trace["agents"][0]["messages"]]
-    assert "fallback: the nodes its walk reached, by how their relation chains read" in format_trace({"qid": "q", "question": q, **got.trace})
+    assert "fallback: the nodes its walk reached, by how their relation chains read" in format_trace(
+        {"qid": "q", "question": q, **got.trace}
+    )
     # the chains themselves: one relation per hop, from where the walk started
     t, run = paper_tools(g), AgentRun(agent=0, sample=1)
     run.depth[ana] = 0
     _walked(run, "search_in_neighborhood", t.search_in_neighborhood(ana, edge_type="DIRECTED"))
     _walked(run, "search_in_neighborhood", t.search_in_neighborhood(m1, edge_type="PRODUCED_BY"))
-    assert run.chains[m1] == (ana, (("DIRECTED", m1),)) and run.chains[studio] == (ana, (("DIRECTED", m1), ("PRODUCED_BY", studio)))
+    assert run.chains[m1] == (ana, (("DIRECTED", m1),)) and run.chains[studio] == (
+        ana,
+        (("DIRECTED", m1), ("PRODUCED_BY", studio)),
+    )
 
 
 def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
@@ -426,11 +526,15 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
         reached = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2).search(q, 5)
         # a chain is kept only while each relation it adds reads closer: asked for the films, the
         # chains on to their studio and their actors read farther than the films' own, so neither is read
-        films = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2).search("Which movie was directed by Ana Silva?", 5)
+        films = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2).search(
+            "Which movie was directed by Ana Silva?", 5
+        )
         # `reach_margin`: a relation added must read closer by more than the margin (no cosine gains 1)
         cut = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, reach_margin=1.0).search(q, 5)
         # `margin_upto: 2`: a chain's second relation still needs the margin
-        upto = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, reach_margin=1.0, margin_upto=2).search(q, 5)
+        upto = get_retriever(
+            "dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, reach_margin=1.0, margin_upto=2
+        ).search(q, 5)
     assert studio not in cut.idx and set(cut.idx) >= {m1, row(g, "m2")}
     assert list(upto.idx) == list(cut.idx)
     assert added_margin(2, 0.02, 2) == 0.02 and added_margin(3, 0.02, 2) == 0.0 and added_margin(3, 0.02, None) == 0.02
@@ -447,18 +551,31 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
         named = get_retriever("dgr", res, reach_named=True, **kw).search(q, 5)
     assert named.idx[0] == studio and studio not in walked_only.idx
     assert set(walked.idx) == {m1, row(g, "m2")} and studio not in walked.idx
-    assert reached.idx[0] == studio and ana not in reached.idx and reached.trace["agents"][0]["fallback_from"] == "chain"
-    assert reached.trace["counters"]["answers_beyond_walk"] == 1 and walked.trace["counters"]["answers_beyond_walk"] == 0
+    assert (
+        reached.idx[0] == studio and ana not in reached.idx and reached.trace["agents"][0]["fallback_from"] == "chain"
+    )
+    assert (
+        reached.trace["counters"]["answers_beyond_walk"] == 1 and walked.trace["counters"]["answers_beyond_walk"] == 0
+    )
     assert "its first on a chain beyond its walk" in format_trace({"qid": "q", "question": q, **reached.trace})
-    assert [m["content"] for m in walked.trace["agents"][0]["messages"]] == [m["content"] for m in reached.trace["agents"][0]["messages"]]
+    assert [m["content"] for m in walked.trace["agents"][0]["messages"]] == [
+        m["content"] for m in reached.trace["agents"][0]["messages"]
+    ]
     # the chains themselves: typed, both directions, the start left out, shortest first
     view = paper_tools(g).view
-    chains = [([(view.relation_types[c], out, t) for c, out, t in hops], sorted(ends.tolist())) for hops, ends in chains_from(view, ana, 2)]
+    chains = [
+        ([(view.relation_types[c], out, t) for c, out, t in hops], sorted(ends.tolist()))
+        for hops, ends in chains_from(view, ana, 2)
+    ]
     assert ([("DIRECTED", True, "Movie")], sorted([m1, row(g, "m2")])) in chains
     assert ([("DIRECTED", True, "Movie"), ("PRODUCED_BY", True, "Studio")], [studio]) in chains
-    assert all(ana not in ends for _, ends in chains) and [len(h) for h, _ in chains] == sorted(len(h) for h, _ in chains)
+    assert all(ana not in ends for _, ends in chains) and [len(h) for h, _ in chains] == sorted(
+        len(h) for h, _ in chains
+    )
     capped = [[view.relation_types[c] for c, _, _ in hops] for hops, _ in chains_from(view, ana, 2, max_frontier=1)]
-    assert ["DIRECTED"] in capped and not any(h[0] == "DIRECTED" and len(h) == 2 for h in capped)  # two films: not walked on
+    assert ["DIRECTED"] in capped and not any(
+        h[0] == "DIRECTED" and len(h) == 2 for h in capped
+    )  # two films: not walked on
 
 
 def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(g, tmp_path, monkeypatch):
@@ -468,8 +585,8 @@ def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(
     in), so it loses nothing; asked 'who directed the films Ana Silva acted in', the same chain
     reads better reversed and loses. At 0 (dgr-10's, off): no extra, nothing more read; 0.25 is the
     default since dgr-11."""
-    from sagegraph.retrieve.dgr.retriever import DGRRetriever
     import sagegraph.retrieve.dgr.retriever as dgr_module
+    from sagegraph.retrieve.dgr.retriever import DGRRetriever
 
     ana, ben = row(g, "p1"), row(g, "p3")
     steps = [_calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})), _calls(("finish", {}))]
@@ -479,17 +596,31 @@ def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(
         res = open_resources(g, _llm(server, tmp_path))
         for q in ("Who acted in the films directed by Ana Silva?", "Who directed the films Ana Silva acted in?"):
             for w in (0.0, 1.0):
+
                 def spy(entries, vectors, extra=None, key=(q, w)):
-                    seen[key] = {p: min(seen.get(key, {}).get(p, 0.0), x) for (_, p, _), x in zip(entries, extra)} if extra else {}
+                    seen[key] = (
+                        {p: min(seen.get(key, {}).get(p, 0.0), x) for (_, p, _), x in zip(entries, extra)}
+                        if extra
+                        else {}
+                    )
                     return rank(entries, vectors, extra)
+
                 monkeypatch.setattr(dgr_module, "rank_by_similarity", spy)
-                got = get_retriever("dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, chain_order=w).search(q, 5)
+                got = get_retriever(
+                    "dgr", res, n_agents=1, t_max=3, mode="json", chain_reach=2, shown_only=False, chain_order=w
+                ).search(q, 5)
                 assert got.trace["agents"][0]["fallback_from"] == "chain" and ben in got.idx
     actors = "acted in (Person) of directed (Movie)"  # Ana -DIRECTED-> film <-ACTED_IN- actor
-    asked_in_order, asked_reversed = (seen[(q, 1.0)] for q in ("Who acted in the films directed by Ana Silva?", "Who directed the films Ana Silva acted in?"))
+    asked_in_order, asked_reversed = (
+        seen[(q, 1.0)]
+        for q in ("Who acted in the films directed by Ana Silva?", "Who directed the films Ana Silva acted in?")
+    )
     assert asked_in_order[actors] == 0.0 and asked_reversed[actors] < 0.0
     assert asked_in_order["directed (Movie)"] == 0.0  # one relation: no other order
-    assert all(x <= 0.0 for x in asked_in_order.values()) and seen[("Who acted in the films directed by Ana Silva?", 0.0)] == {}
+    assert (
+        all(x <= 0.0 for x in asked_in_order.values())
+        and seen[("Who acted in the films directed by Ana Silva?", 0.0)] == {}
+    )
     assert DGRRetriever.Params().answer.chain_order == 0.25
 
 
@@ -499,12 +630,18 @@ def test_order_gap_compares_a_chains_order_with_the_best_order_of_its_relations(
     words = name_distances("what is the nation of pearl starr 's parent ?", "Pearl Starr")
     assert words == [("what", 5), ("is", 4), ("the", 3), ("nation", 2), ("of", 1), ("'s", 1), ("parent", 2), ("?", 3)]
     bands = distance_bands(words)
-    assert bands[(1, 3)] == "nation of 's parent" and bands[(3, 6)] == "what is the ?" and set(bands.values()) >= {"of 's"}
+    assert (
+        bands[(1, 3)] == "nation of 's parent" and bands[(3, 6)] == "what is the ?" and set(bands.values()) >= {"of 's"}
+    )
     assert name_distances("Which films did Ana direct?", "Cara") == [] and distance_bands([]) == {}
     # a long question: words past `farthest` count as that far, so its bands stay bounded
     long = " ".join(f"w{i}" for i in range(60)) + " X ?"
     capped = name_distances(long, "X", farthest=24)
-    assert max(d for _, d in capped) == 24 and [d for _, d in capped][:37] == [24] * 37 and len(distance_bands(capped)) == 300
+    assert (
+        max(d for _, d in capped) == 24
+        and [d for _, d in capped][:37] == [24] * 37
+        and len(distance_bands(capped)) == 300
+    )
     assert len(distance_bands(name_distances(long, "X"))) == 60 * 61 // 2
     # fit: a relation reads 1 against a band holding its word, else 0
     fit = lambda rel, band: float(rel in bands[band].split())  # noqa: E731
@@ -512,8 +649,12 @@ def test_order_gap_compares_a_chains_order_with_the_best_order_of_its_relations(
     assert order_gap(["nation", "parent"], fit, 5) == 0.0  # both at distance 2: no order reads better
     near = distance_bands(name_distances("nation of the parent of X", "X"))
     fit_near = lambda rel, band: float(rel in near[band].split())  # noqa: E731
-    assert order_gap(["parent", "nation"], fit_near, 5) == 0.0 and order_gap(["nation", "parent"], fit_near, 5) == -0.5  # best cut: parent read, nation not
-    assert order_gap(["parent"], fit_near, 5) == 0.0 and order_gap(["parent", "nation", "x"], fit_near, 2) == 0.0  # too few words for three bands
+    assert (
+        order_gap(["parent", "nation"], fit_near, 5) == 0.0 and order_gap(["nation", "parent"], fit_near, 5) == -0.5
+    )  # best cut: parent read, nation not
+    assert (
+        order_gap(["parent"], fit_near, 5) == 0.0 and order_gap(["parent", "nation", "x"], fit_near, 2) == 0.0
+    )  # too few words for three bands
 
 
 def test_chain_encoder_reads_the_walks_chains_and_joins_the_run_key(g, tmp_path, monkeypatch):
@@ -540,9 +681,14 @@ def test_chain_encoder_reads_the_walks_chains_and_joins_the_run_key(g, tmp_path,
     tuned = runs["tuned"]
     assert runs["chain"].idx[0] == studio and tuned.idx[-1] == studio and set(tuned.idx) == set(runs["chain"].idx)
     assert "produced by (Studio) of directed (Movie)" in read and "Which studio produced the films   directed?" in read
-    assert [m["content"] for m in tuned.trace["agents"][0]["messages"]] == [m["content"] for m in runs["chain"].trace["agents"][0]["messages"]]
+    assert [m["content"] for m in tuned.trace["agents"][0]["messages"]] == [
+        m["content"] for m in runs["chain"].trace["agents"][0]["messages"]
+    ]
     key = DGRRetriever.prompt_for(DGRParams(chain_encoder=str(enc)))
-    assert key.startswith(DGRRetriever.prompt_version + "+encoder-") and DGRRetriever.prompt_for(DGRParams()) == DGRRetriever.prompt_version
+    assert (
+        key.startswith(DGRRetriever.prompt_version + "+encoder-")
+        and DGRRetriever.prompt_for(DGRParams()) == DGRRetriever.prompt_version
+    )
     (enc / "selector_training.json").write_text('{"seconds": 2}')  # retrained in place: another run key
     assert DGRRetriever.prompt_for(DGRParams(chain_encoder=str(enc))) != key
     with pytest.raises(Exception, match="not a sentence-transformers directory"):
@@ -556,8 +702,10 @@ def test_unnamed_question_an_agent_that_adds_nothing_answers_by_the_motifs_its_s
     asked for (both orchard films first), counted and in the trace; the replies are the same. A
     question that names a node keeps the fallback, and so does `unnamed: resolve` (the paper's)."""
     m5 = row(g, "m5")
-    steps = [_calls(("search_in_graph", {"query": "orchards", "size": 2})),
-             _calls(("search_in_neighborhood", {"node_index": m5, "node_type": "Person"}))]
+    steps = [
+        _calls(("search_in_graph", {"query": "orchards", "size": 2})),
+        _calls(("search_in_neighborhood", {"node_index": m5, "node_type": "Person"})),
+    ]
     q = "Which films are about orchards?"
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
@@ -565,32 +713,59 @@ def test_unnamed_question_an_agent_that_adds_nothing_answers_by_the_motifs_its_s
         paper = get_retriever("dgr", res, unnamed="resolve", **kw).search(q, 5)
         motifs = get_retriever("dgr", res, **kw).search(q, 5)  # the default since dgr-7
         hybrid = get_retriever("dgr", res, unnamed="hybrid", **kw).search(q, 5)
-        named = get_retriever("dgr", res, unnamed="motifs", **kw).search("Which films about orchards did Cara Diaz direct?", 5)
-    assert paper.trace["agents"][0]["searches"] == ["orchards"] and paper.trace["counters"]["unnamed"] == 0 and "unnamed" not in paper.trace
+        named = get_retriever("dgr", res, unnamed="motifs", **kw).search(
+            "Which films about orchards did Cara Diaz direct?", 5
+        )
+    assert (
+        paper.trace["agents"][0]["searches"] == ["orchards"]
+        and paper.trace["counters"]["unnamed"] == 0
+        and "unnamed" not in paper.trace
+    )
     assert g.source_ids[paper.idx[0]] == "p4" and paper.trace["agents"][0]["fallback_from"] == "chain"
     assert {g.source_ids[i] for i in motifs.idx[:2]} == {"m5", "m6"} and set(motifs.found_by) == {"fallback"}
     assert motifs.trace["counters"]["unnamed"] == 1 and motifs.trace["counters"]["unnamed_motifs"] == 1
     assert motifs.trace["unnamed"] == {"ranked_by": "motifs", "motifs": ["orchards"]}  # the search's words
-    assert {g.source_ids[i] for i in hybrid.idx[:2]} == {"m5", "m6"} and hybrid.trace["unnamed"] == {"ranked_by": "hybrid"}
+    assert {g.source_ids[i] for i in hybrid.idx[:2]} == {"m5", "m6"} and hybrid.trace["unnamed"] == {
+        "ranked_by": "hybrid"
+    }
     assert hybrid.trace["counters"]["unnamed_motifs"] == 0
-    assert [m["content"] for m in motifs.trace["agents"][0]["messages"]] == [m["content"] for m in paper.trace["agents"][0]["messages"]]
-    assert named.trace["counters"]["unnamed"] == 0 and named.trace["agents"][0]["fallback"] and "unnamed" not in named.trace
-    # a lower-case one-word name, which the gazetteer skips, is named through the words the agent searched for (possessive off)
-    with FakeOpenAI(lambda body: (200, _calls(("search_in_graph", {"query": "northlight's films", "size": 2})))) as server:
+    assert [m["content"] for m in motifs.trace["agents"][0]["messages"]] == [
+        m["content"] for m in paper.trace["agents"][0]["messages"]
+    ]
+    assert (
+        named.trace["counters"]["unnamed"] == 0
+        and named.trace["agents"][0]["fallback"]
+        and "unnamed" not in named.trace
+    )
+    # a lower-case one-word name, which the gazetteer skips, is named through the words the agent searched for
+    # (possessive off)
+    with FakeOpenAI(
+        lambda body: (200, _calls(("search_in_graph", {"query": "northlight's films", "size": 2})))
+    ) as server:
         res = open_resources(g, _llm(server, tmp_path / "lower"))
         lower = get_retriever("dgr", res, unnamed="motifs", **kw).search("which films did northlight produce?", 5)
-    assert lower.trace["counters"]["unnamed"] == 0 and lower.trace["agents"][0]["searches"] == ["northlight's films"] * 3
+    assert (
+        lower.trace["counters"]["unnamed"] == 0 and lower.trace["agents"][0]["searches"] == ["northlight's films"] * 3
+    )
     # a name longer than the gazetteer's six-word window, held inside a longer search
     nodes, edges = mini_records()
     long_name = "william cavendish bentinck 7th duke of portland"
-    nodes.append(Node("nlong", "entity", "Person", f"name: {long_name}", "long", long_name, 0, {"fields": {"name": long_name}}))
+    nodes.append(
+        Node("nlong", "entity", "Person", f"name: {long_name}", "long", long_name, 0, {"fields": {"name": long_name}})
+    )
     g_long = build_mini(tmp_path / "long" / "graph", (nodes, edges))
     q_long = f"what is the gender of {long_name} 's kid ?"
-    with FakeOpenAI(lambda body: (200, _calls(("search_in_graph", {"query": f"{long_name} 's kid", "size": 2})))) as server:
+    with FakeOpenAI(
+        lambda body: (200, _calls(("search_in_graph", {"query": f"{long_name} 's kid", "size": 2})))
+    ) as server:
         res = open_resources(g_long, _llm(server, tmp_path / "long"))
         long = get_retriever("dgr", res, unnamed="motifs", **kw).search(q_long, 5)
-    assert long.trace["counters"]["unnamed"] == 0 and long.trace["counters"]["linked_nodes"] == 0  # the gazetteer does not see it
-    assert word_spans(["a", "b", "c"], longest=2) == ["a", "a b", "b", "b c", "c"] and len(word_spans(["w"] * 500)) < 6000
+    assert (
+        long.trace["counters"]["unnamed"] == 0 and long.trace["counters"]["linked_nodes"] == 0
+    )  # the gazetteer does not see it
+    assert (
+        word_spans(["a", "b", "c"], longest=2) == ["a", "a b", "b", "b c", "c"] and len(word_spans(["w"] * 500)) < 6000
+    )
 
 
 def test_rank_by_similarity_orders_by_best_cosine_and_keeps_first_appearance_on_ties():
@@ -612,8 +787,9 @@ def test_rank_by_similarity_orders_by_best_cosine_and_keeps_first_appearance_on_
 
 
 def test_whole_calls_are_read_from_a_reply_cut_off_at_the_token_limit():
-    assert whole_calls('{"calls": [{"tool": "a", "args": {}}, {"tool": "b", "args": {"q": "x"}}, {"tool": "c", "ar') == \
-        [{"tool": "a", "args": {}}, {"tool": "b", "args": {"q": "x"}}]
+    assert whole_calls(
+        '{"calls": [{"tool": "a", "args": {}}, {"tool": "b", "args": {"q": "x"}}, {"tool": "c", "ar'
+    ) == [{"tool": "a", "args": {}}, {"tool": "b", "args": {"q": "x"}}]
     assert whole_calls('{"calls": [{"tool": "a", "ar') == [] and whole_calls("nothing") == [] and whole_calls("") == []
 
 
@@ -622,8 +798,10 @@ def test_salvage_cut_runs_the_whole_calls_of_a_cut_reply_and_keeps_the_loop_out_
     repeated one search and one answer until max_tokens; the cut reply read as no JSON, went back
     whole into the history, and every later step copied the loop."""
     ana = row(g, "p1")
-    pair = [{"tool": "search_in_graph", "args": {"query": "Ana Silva"}},
-            {"tool": "search_in_neighborhood", "args": {"node_index": ana, "edge_type": "DIRECTED"}}]
+    pair = [
+        {"tool": "search_in_graph", "args": {"query": "Ana Silva"}},
+        {"tool": "search_in_neighborhood", "args": {"node_index": ana, "edge_type": "DIRECTED"}},
+    ]
     looped = json.dumps({"calls": pair * 6})[:-40]  # cut inside the twelfth call
     cut = completion(looped, completion_tokens=768)
     cut["choices"][0]["finish_reason"] = "length"
@@ -634,8 +812,9 @@ def test_salvage_cut_runs_the_whole_calls_of_a_cut_reply_and_keeps_the_loop_out_
     for salvage in (False, True):
         with FakeOpenAI(reply) as server:
             res = open_resources(g, _llm(server, tmp_path / str(salvage)))
-            r = get_retriever("dgr", res, n_agents=1, mode="json", t_max=3, max_calls_per_step=3, salvage_cut=salvage,
-                              stop_repeats=0).search("Which films did Ana Silva direct?", 5)
+            r = get_retriever(
+                "dgr", res, n_agents=1, mode="json", t_max=3, max_calls_per_step=3, salvage_cut=salvage, stop_repeats=0
+            ).search("Which films did Ana Silva direct?", 5)
             second = server.requests[1]["messages"]
         a = r.trace["agents"][0]
         if not salvage:  # unreadable: counted, the cut text sent back whole
@@ -651,40 +830,75 @@ def test_salvage_cut_runs_the_whole_calls_of_a_cut_reply_and_keeps_the_loop_out_
 
 
 def test_unreadable_replies_and_bad_calls_go_back_to_the_agent_counted(g, tmp_path):
-    replies = [completion("Let me think about this."), _calls(("search_in_neighborhood", {"node_index": 999})),
-               _calls(("fly", {})), _calls(("finish", {}))]
+    replies = [
+        completion("Let me think about this."),
+        _calls(("search_in_neighborhood", {"node_index": 999})),
+        _calls(("fly", {})),
+        _calls(("finish", {})),
+    ]
     with FakeOpenAI(lambda body: (200, replies[min(_step(body), 3)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("dgr", res, n_agents=1, mode="json", chain_reach=0).search("Which films did Ana Silva direct?", 5)
+        r = get_retriever("dgr", res, n_agents=1, mode="json", chain_reach=0).search(
+            "Which films did Ana Silva direct?", 5
+        )
     a = r.trace["agents"][0]
     msgs = a["messages"]
     assert a["parse_errors"] == 1 and "could not be read as tool calls: no JSON object" in msgs[3]["content"]
-    assert a["tool_errors"] == 2 and "Error: node_index 999 is not a node" in msgs[5]["content"] and "unknown tool 'fly'" in msgs[7]["content"]
-    assert a["stop"] == "finish" and r.trace["counters"]["invalid_calls"] == 2 and len(r.idx) == 0  # nothing seen, nothing to fall back on
+    assert (
+        a["tool_errors"] == 2
+        and "Error: node_index 999 is not a node" in msgs[5]["content"]
+        and "unknown tool 'fly'" in msgs[7]["content"]
+    )
+    assert (
+        a["stop"] == "finish" and r.trace["counters"]["invalid_calls"] == 2 and len(r.idx) == 0
+    )  # nothing seen, nothing to fall back on
 
 
 def test_native_function_calling_answers_by_call_id(g, tmp_path):
     ana = row(g, "p1")
-    steps = [completion("", tool_calls=[{"id": "c1", "name": "search_in_graph", "arguments": '{"query": "Ana Silva"}'}]),
-             completion("", tool_calls=[{"id": "c2", "name": "add_to_answer", "arguments": json.dumps({"answer_nodes": [{"node_index": ana, "reasoning": "named"}]})},
-                                        {"id": "c3", "name": "finish", "arguments": "{}"}])]
+    steps = [
+        completion("", tool_calls=[{"id": "c1", "name": "search_in_graph", "arguments": '{"query": "Ana Silva"}'}]),
+        completion(
+            "",
+            tool_calls=[
+                {
+                    "id": "c2",
+                    "name": "add_to_answer",
+                    "arguments": json.dumps({"answer_nodes": [{"node_index": ana, "reasoning": "named"}]}),
+                },
+                {"id": "c3", "name": "finish", "arguments": "{}"},
+            ],
+        ),
+    ]
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 1)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
         r = get_retriever("dgr", res, n_agents=1, mode="native").search("Who is Ana Silva?", 5)
         bodies = server.requests
-    assert bodies[0]["tool_choice"] == "required" and [t["function"]["name"] for t in bodies[0]["tools"]] == \
-        ["search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"] and "response_format" not in bodies[0]
+    assert (
+        bodies[0]["tool_choice"] == "required"
+        and [t["function"]["name"] for t in bodies[0]["tools"]]
+        == ["search_in_graph", "search_in_neighborhood", "add_to_answer", "finish"]
+        and "response_format" not in bodies[0]
+    )
     msgs = r.trace["agents"][0]["messages"]
-    assert msgs[2]["tool_calls"][0]["id"] == "c1" and msgs[3] == {"role": "tool", "tool_call_id": "c1", "content": msgs[3]["content"]}
+    assert msgs[2]["tool_calls"][0]["id"] == "c1" and msgs[3] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": msgs[3]["content"],
+    }
     assert [m.get("tool_call_id") for m in msgs[5:]] == ["c2", "c3"] and list(r.idx) == [ana]
     assert r.trace["tool_schemas"][0]["function"]["name"] == "search_in_graph"
 
 
 def test_auto_mode_probes_once_for_structured_tool_calls(g, tmp_path):
-    with FakeOpenAI(lambda body: (200, completion("", tool_calls=[{"name": "ping", "arguments": '{"x": 1}'}]))) as server:
+    with FakeOpenAI(
+        lambda body: (200, completion("", tool_calls=[{"name": "ping", "arguments": '{"x": 1}'}]))
+    ) as server:
         llm = LLMClient(_llm(server, tmp_path), tmp_path / "a.sqlite")
         assert detect_mode(llm) == "native" and detect_mode(llm) == "native" and len(server.requests) == 1
-    with FakeOpenAI(lambda body: (200, completion('<tool_call>{"name": "ping", "arguments": {"x": 1}}</tool_call>'))) as server:
+    with FakeOpenAI(
+        lambda body: (200, completion('<tool_call>{"name": "ping", "arguments": {"x": 1}}</tool_call>'))
+    ) as server:
         assert detect_mode(LLMClient(_llm(server, tmp_path), tmp_path / "b.sqlite")) == "json"
     with FakeOpenAI(lambda body: (400, {"error": {"message": "tools are not supported"}})) as server:
         assert detect_mode(LLMClient(_llm(server, tmp_path), tmp_path / "c.sqlite")) == "json"
@@ -696,13 +910,21 @@ def test_auto_mode_probes_once_for_structured_tool_calls(g, tmp_path):
 
 def test_token_budget_and_a_refused_history_stop_agents_cleanly(g, tmp_path):
     with FakeOpenAI(director_script(g)) as server:
-        res = open_resources(g, _llm(server, tmp_path, concurrency=1))  # agents in turn: the second finds the budget spent
-        r = get_retriever("dgr", res, n_agents=2, mode="json", token_budget=120).search("Which films did Ana Silva direct?", 5)
+        res = open_resources(
+            g, _llm(server, tmp_path, concurrency=1)
+        )  # agents in turn: the second finds the budget spent
+        r = get_retriever("dgr", res, n_agents=2, mode="json", token_budget=120).search(
+            "Which films did Ana Silva direct?", 5
+        )
     c = r.trace["counters"]
-    assert c["stop_budget"] == 2 and c["steps"] == 1 and r.trace["budget_spent"] == 150  # one step of 100 + 50, then no more
+    assert (
+        c["stop_budget"] == 2 and c["steps"] == 1 and r.trace["budget_spent"] == 150
+    )  # one step of 100 + 50, then no more
     with FakeOpenAI(lambda body: (400, {"error": {"message": "maximum context length exceeded"}})) as server:
         res = open_resources(g, _llm(server, tmp_path / "x"))
-        r = get_retriever("dgr", res, n_agents=1, mode="json", chain_reach=0).search("Which films did Ana Silva direct?", 5)
+        r = get_retriever("dgr", res, n_agents=1, mode="json", chain_reach=0).search(
+            "Which films did Ana Silva direct?", 5
+        )
     assert r.trace["counters"]["stop_refused"] == 1 and len(r.idx) == 0
 
 
@@ -716,21 +938,35 @@ def test_a_refused_step_is_exported_with_the_run_so_its_replay_elsewhere_stops_t
     ana = row(g, "p1")
     first = _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"}))
     qs = [Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"])]
-    with FakeOpenAI(lambda body: (200, first) if _step(body) == 0 else (400, {"error": {"message": "maximum context length exceeded"}})) as server:
+    with FakeOpenAI(
+        lambda body: (
+            (200, first) if _step(body) == 0 else (400, {"error": {"message": "maximum context length exceeded"}})
+        )
+    ) as server:
         res = open_resources(g, _llm(server, tmp_path))
         ret = get_retriever("dgr", res, n_agents=1, mode="json")
         live = run_eval(g, qs, EvalConfig(retriever="dgr", k=5), lambda q: ret.search(q.text, 5), tmp_path / "live")
         res.close()
         assert live["count_stop_refused"] == 1 and live["hit@1"] == 1.0  # the films by the fallback, after the refusal
-        assert export_replies(tmp_path / "live", tmp_path / "replies.jsonl.gz", cache=tmp_path / "cache" / "llm.sqlite") == 2  # the reply and the refusal
+        assert (
+            export_replies(tmp_path / "live", tmp_path / "replies.jsonl.gz", cache=tmp_path / "cache" / "llm.sqlite")
+            == 2
+        )  # the reply and the refusal
         assert import_replies(tmp_path / "replies.jsonl.gz", tmp_path / "elsewhere" / "llm.sqlite") == (2, 0)
         sent = len(server.requests)
-        res = open_resources(g, _llm(server, tmp_path / "elsewhere-", cache_mode="replay").model_copy(update={"cache_dir": tmp_path / "elsewhere"}))
+        res = open_resources(
+            g,
+            _llm(server, tmp_path / "elsewhere-", cache_mode="replay").model_copy(
+                update={"cache_dir": tmp_path / "elsewhere"}
+            ),
+        )
         ret = get_retriever("dgr", res, n_agents=1, mode="json")
         again = run_eval(g, qs, EvalConfig(retriever="dgr", k=5), lambda q: ret.search(q.text, 5), tmp_path / "replay")
         res.close()
     assert len(server.requests) == sent and again["errors"] == 0 and again["count_stop_refused"] == 1
-    assert {k: v for k, v in again.items() if k.startswith(("hit", "recall", "mrr"))} == {k: v for k, v in live.items() if k.startswith(("hit", "recall", "mrr"))}
+    assert {k: v for k, v in again.items() if k.startswith(("hit", "recall", "mrr"))} == {
+        k: v for k, v in live.items() if k.startswith(("hit", "recall", "mrr"))
+    }
 
 
 def test_n_agents_are_distinct_samples_fused_by_votes_and_replay_exactly(g, tmp_path):
@@ -756,7 +992,9 @@ def test_n_agents_are_distinct_samples_fused_by_votes_and_replay_exactly(g, tmp_
     assert list(r.idx) == [m2, m3, m1] and list(r.scores) == sorted(r.scores, reverse=True)
     assert {e["group"] for e in r.trace["events"]} == {"agent 0", "agent 1", "agent 2"}
     # replay: the same trajectories and answer from the cache, the endpoint gone
-    res = open_resources(g, LLMConfig(base_url=url, model="test-model", cache_dir=tmp_path / "cache", cache_mode="replay"))
+    res = open_resources(
+        g, LLMConfig(base_url=url, model="test-model", cache_dir=tmp_path / "cache", cache_mode="replay")
+    )
     again = get_retriever("dgr", res, n_agents=3, **kw).search(q, 5)
     assert list(again.idx) == list(r.idx) and again.usage["cached"] == 3
     # n = 1 is the first of these agents: its reply is already paid for
@@ -768,8 +1006,19 @@ def test_an_agent_that_loops_is_stopped_and_unseen_indices_are_refused(g, tmp_pa
     """The local 1.5B model's failure seen in the sweep: in one reply it searches and explores an
     index it has not been shown, then resends that reply; both are caught and counted."""
     m5 = row(g, "m5")
-    reply = _calls(("search_in_graph", {"query": "orchards", "size": 2}), ("search_in_neighborhood", {"node_index": m5}),
-                   ("add_to_answer", {"answer_nodes": [{"node_index": m5, "reasoning": "guess"}, {"node_index": row(g, "m6"), "reasoning": "seen"}]}))
+    reply = _calls(
+        ("search_in_graph", {"query": "orchards", "size": 2}),
+        ("search_in_neighborhood", {"node_index": m5}),
+        (
+            "add_to_answer",
+            {
+                "answer_nodes": [
+                    {"node_index": m5, "reasoning": "guess"},
+                    {"node_index": row(g, "m6"), "reasoning": "seen"},
+                ]
+            },
+        ),
+    )
     with FakeOpenAI(lambda body: (200, reply)) as server:
         res = open_resources(g, _llm(server, tmp_path))
         r = get_retriever("dgr", res, n_agents=1, t_max=10, mode="json").search("Which films are about orchards?", 5)
@@ -779,14 +1028,20 @@ def test_an_agent_that_loops_is_stopped_and_unseen_indices_are_refused(g, tmp_pa
     assert "Neighbours of" in first and "Added 2 node(s)" in first
     assert a["stop"] == "repeats" and a["steps"] == 3 and r.trace["counters"]["stop_repeats"] == 1
     assert a["repeated_calls"] == 4 and not a["fallback"]
-    reply2 = _calls(("search_in_neighborhood", {"node_index": m5}),
-                    ("add_to_answer", {"answer_nodes": [{"node_index": row(g, "p1"), "reasoning": "guess"}]}), ("finish", {}))
+    reply2 = _calls(
+        ("search_in_neighborhood", {"node_index": m5}),
+        ("add_to_answer", {"answer_nodes": [{"node_index": row(g, "p1"), "reasoning": "guess"}]}),
+        ("finish", {}),
+    )
     with FakeOpenAI(lambda body: (200, reply2)) as server:
         res = open_resources(g, _llm(server, tmp_path / "b"))
         r = get_retriever("dgr", res, n_agents=1, mode="json", **PAPER).search("Which films are about orchards?", 5)
     a = r.trace["agents"][0]
     obs = a["messages"][3]["content"]
-    assert f"node_index {m5} has not appeared in your results yet" in obs and "Not in any result you were shown (ignored)" in obs
+    assert (
+        f"node_index {m5} has not appeared in your results yet" in obs
+        and "Not in any result you were shown (ignored)" in obs
+    )
     assert a["tool_errors"] == 1 and a["answer"] == [] and a["stop"] == "finish"
 
 
@@ -798,7 +1053,14 @@ def test_run_agent_alone_and_the_budget_counter(g, tmp_path):
     assert b.exhausted and TokenBudget(None).exhausted is False
     with FakeOpenAI(director_script(g)) as server:
         llm = LLMClient(_llm(server, tmp_path), tmp_path / "r.sqlite")
-        run = run_agent(llm, paper_tools(g), "system", "Which films did Ana Silva direct?", mode="json", settings=AgentParams(t_max=2))
+        run = run_agent(
+            llm,
+            paper_tools(g),
+            "system",
+            "Which films did Ana Silva direct?",
+            mode="json",
+            settings=AgentParams(t_max=2),
+        )
     assert run.stop == "t_max" and run.steps == 2 and run.fallback and run.answer == run.last_results
 
 
@@ -809,12 +1071,19 @@ def test_params_are_validated():
         validate_params("dgr", {"agents": 3})
     defaults = param_values(validate_params("dgr", {}))
     assert defaults["n_agents"] == 3
-    # the defaults are the forgiving tools, `fallback: chain` and `unnamed: motifs`; the paper's are one parameter set away
-    assert {k: v for k, v in defaults.items() if k in PAPER} == {**{k: True for k in PAPER}, "fallback": "chain", "unnamed": "motifs"}
+    # the defaults are the forgiving tools, `fallback: chain` and `unnamed: motifs`; the paper's are one
+    # parameter set away
+    assert {k: v for k, v in defaults.items() if k in PAPER} == {
+        **{k: True for k in PAPER},
+        "fallback": "chain",
+        "unnamed": "motifs",
+    }
     assert defaults["chain_reach"] == 3 and defaults["reach_named"] and defaults["reach_margin"] == 0.02
     assert param_values(validate_params("dgr", PAPER), exclude_defaults=True) == PAPER
     # a group given whole is the same setting as its parameters given by name
-    assert validate_params("dgr", {"agent": {"t_max": 4}, "chain_reach": 2}) == validate_params("dgr", {"t_max": 4, "chain_reach": 2})
+    assert validate_params("dgr", {"agent": {"t_max": 4}, "chain_reach": 2}) == validate_params(
+        "dgr", {"t_max": 4, "chain_reach": 2}
+    )
 
 
 def test_run_directory_trace_printout_and_sft_export(g, tmp_path, capsys):
@@ -831,11 +1100,17 @@ def test_run_directory_trace_printout_and_sft_export(g, tmp_path, capsys):
     out = export_trajectories(tmp_path / "run", tmp_path / "sft.jsonl")
     assert out == {"trajectories": 1, "runs": 1}
     rec = json.loads((tmp_path / "sft.jsonl").read_text())
-    assert rec["messages"][0]["role"] == "system" and rec["messages"][-1]["role"] == "assistant" and rec["meta"]["stop"] == "finish"
+    assert (
+        rec["messages"][0]["role"] == "system"
+        and rec["messages"][-1]["role"] == "assistant"
+        and rec["meta"]["stop"] == "finish"
+    )
     assert "m1" not in json.dumps(rec) and "gold" not in json.dumps(rec)  # no labels ride along
     from sagegraph.cli import main
 
     assert main(["trace", str(tmp_path / "run"), "q1", "--lines", "2"]) == 0
     assert "stopped by finish" in capsys.readouterr().out
-    assert main(["dgr", "export-trajectories", str(tmp_path / "run"), str(tmp_path / "b.jsonl"), "--only-finished"]) == 0
+    assert (
+        main(["dgr", "export-trajectories", str(tmp_path / "run"), str(tmp_path / "b.jsonl"), "--only-finished"]) == 0
+    )
     assert '"trajectories": 1' in capsys.readouterr().out

@@ -23,13 +23,18 @@ def test_every_command_and_config_field_is_in_the_reference():
     sub = next(a for a in parser()._actions if a.dest == "command")
     assert all(f"### `sagegraph {name}`" in page for name in sub.choices)
     for model in (BuildConfig, SweepConfig):
-        for name, info in model.model_fields.items():
+        for name in model.model_fields:
             assert f"`{name}" in page, name
 
 
 def test_every_relative_link_in_the_markdown_resolves():
-    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md")),
-             *sorted((ROOT / "experiments").rglob("*.md"))]
+    pages = [
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        ROOT / "CHANGELOG.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "experiments").rglob("*.md")),
+    ]
     broken = []
     for page in pages:
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
@@ -44,15 +49,21 @@ HISTORY = re.compile(r"session [0-9]|asked again|earlier machine", re.IGNORECASE
 def test_the_readme_is_short_and_the_docs_tell_no_history():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 150
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    told = [f"{page.relative_to(ROOT)}:{n}" for page in pages for n, line in enumerate(page.read_text().splitlines(), 1)
-            if HISTORY.search(line)]
+    told = [
+        f"{page.relative_to(ROOT)}:{n}"
+        for page in pages
+        for n, line in enumerate(page.read_text().splitlines(), 1)
+        if HISTORY.search(line)
+    ]
     assert not told, told
 
 
 def test_conf_holds_what_a_user_starts_from_each_named_in_the_docs():
     configs = sorted((ROOT / "conf").glob("*.yaml"))
     assert 0 < len(configs) <= 15
-    docs = "\n".join(page.read_text() for page in [ROOT / "README.md", ROOT / "Makefile", *(ROOT / "docs").glob("*.md")])
+    docs = "\n".join(
+        page.read_text() for page in [ROOT / "README.md", ROOT / "Makefile", *(ROOT / "docs").glob("*.md")]
+    )
     assert not [c.name for c in configs if f"conf/{c.name}" not in docs]
 
 

@@ -34,9 +34,11 @@ def _synthetic(n, d=32, seed=0, n_entities=None):
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(max(4, n // 20), d))
     lab = rng.integers(0, len(centers), n)
+
     def field():
         v = centers[lab] + 0.5 * rng.normal(size=(n, d))
         return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
     vectors = {f: field() for f in ("content", "topic", "title", "columns")}
     modality = np.where(rng.random(n) < 0.8, DOC_CHUNK, TABLE_CHUNK)
     source = np.array([f"s{i}" for i in range(n)])
@@ -51,7 +53,10 @@ def test_candidates_grow_linearly_never_all_pairs(ann):
     counts = {}
     for n in (1000, 4000):
         modality, source, vectors, Emat, _ = _synthetic(n)
-        total = sum(E.similarity_pair(p, modality, source, vectors, Emat, params).n_candidates for p in [(DOC_CHUNK, DOC_CHUNK), (DOC_CHUNK, TABLE_CHUNK)])
+        total = sum(
+            E.similarity_pair(p, modality, source, vectors, Emat, params).n_candidates
+            for p in [(DOC_CHUNK, DOC_CHUNK), (DOC_CHUNK, TABLE_CHUNK)]
+        )
         counts[n] = total
         # per node: <= top_m per vector signal (x2 directions cross-modally) + entity pairs bounded by max_df
         assert total <= n * (2 * 2 * params.top_m + 2 * params.entity_max_df)
@@ -67,7 +72,10 @@ def test_cluster_search_finds_most_true_neighbours_and_auto_picks_flat_for_a_sma
     recall = np.mean([len(set(approx[i]) & set(exact[i])) / 11 for i in range(len(x))])
     assert 0.85 <= recall <= 1.0 and (approx >= 0).all()
     # one cluster, or probes covering every cluster, is exhaustive search
-    assert np.array_equal(np.sort(E.cluster_search(x[:100], x[:200], 5, size=256), axis=1), np.sort(np.argsort(-(x[:100] @ x[:200].T), axis=1)[:, :5], axis=1))
+    assert np.array_equal(
+        np.sort(E.cluster_search(x[:100], x[:200], 5, size=256), axis=1),
+        np.sort(np.argsort(-(x[:100] @ x[:200].T), axis=1)[:, :5], axis=1),
+    )
     params = EdgeConfig(flat_below=1000)
     assert E.ann_method(500, 30000, params) == "flat" and E.ann_method(30000, 500, params) == "flat"
     assert E.ann_method(3000, 3000, params) == "cluster" and E.ann_method(10, 10, EdgeConfig(ann="hnsw")) == "hnsw"
@@ -88,7 +96,9 @@ def test_entity_pairs_are_every_shared_rare_entity_across_the_two_sides():
     Emat, names = E.entity_matrix(ents)
     A, B = np.arange(0, 150), np.arange(120, 200)  # overlapping sides, as within one modality
     df = {e: sum(e in s for s in ents) for e in names}
-    want = sorted((i, j) for e in names if 2 <= df[e] <= 6 for i in A for j in B if i != j and e in ents[i] and e in ents[j])
+    want = sorted(
+        (i, j) for e in names if 2 <= df[e] <= 6 for i in A for j in B if i != j and e in ents[i] and e in ents[j]
+    )
     a, b = E.entity_pairs(Emat, A, B, max_df=6)
     assert sorted(zip(a.tolist(), b.tolist())) == want and len(want) > 50  # one pair per shared entity
 
@@ -99,7 +109,9 @@ def test_canonical_pairs_dedup_and_sort(n):
     a, b = rng.integers(0, n, 5000), rng.integers(0, n, 5000)
     a, b = np.concatenate([a, b, a]), np.concatenate([b, a, b])
     ca, cb = E.canonical_pairs(a, b, True, n)
-    assert list(zip(ca.tolist(), cb.tolist())) == sorted({(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist())})
+    assert list(zip(ca.tolist(), cb.tolist())) == sorted(
+        {(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist())}
+    )
     da, db = E.canonical_pairs(a, b, False, n)
     assert list(zip(da.tolist(), db.tolist())) == sorted(set(zip(a.tolist(), b.tolist()))) and da.dtype == np.int64
 
@@ -144,19 +156,54 @@ def test_edge_table_matches_a_per_edge_reference():
 
 def test_edge_extras_name_join_columns_and_matching_rows():
     def table(i, header, rows, start=0):
-        return Node(f"t{i}", TABLE_CHUNK, "table", "", f"T{i}", f"Table {i}", 0, {"header": header, "rows": rows, "row_start": start})
+        return Node(
+            f"t{i}",
+            TABLE_CHUNK,
+            "table",
+            "",
+            f"T{i}",
+            f"Table {i}",
+            0,
+            {"header": header, "rows": rows, "row_start": start},
+        )
+
     nodes = [
         Node("d0", DOC_CHUNK, "passage", "Ada Lovelace wrote notes.", "D0", "Ada Lovelace", 0, {}),
-        table(1, ["Name", "Year"], [["Ada Lovelace", "1843"], ["Charles Babbage", "1837"], ["Ada Lovelace", "1842"]], start=5),
+        table(
+            1,
+            ["Name", "Year"],
+            [["Ada Lovelace", "1843"], ["Charles Babbage", "1837"], ["Ada Lovelace", "1842"]],
+            start=5,
+        ),
         table(2, ["name", "Country "], [["x", "y"]]),
     ]
     Emat, names = E.entity_matrix([{"ada lovelace"}, {"ada lovelace", "charles babbage"}, set()])
     keep = np.array([True])
-    res = E.PairResult((DOC_CHUNK, TABLE_CHUNK), ["content"], np.array([0]), np.array([1]), np.array([[0.9]], np.float32), np.array([0.5], np.float32), keep)
-    doc_table = table_to_edges(pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes)))
+    res = E.PairResult(
+        (DOC_CHUNK, TABLE_CHUNK),
+        ["content"],
+        np.array([0]),
+        np.array([1]),
+        np.array([[0.9]], np.float32),
+        np.array([0.5], np.float32),
+        keep,
+    )
+    doc_table = table_to_edges(
+        pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes))
+    )
     assert doc_table[0].metadata["rows"] == [5, 7] and doc_table[0].metadata["shared_entities"] == ["ada lovelace"]
-    res = E.PairResult((TABLE_CHUNK, TABLE_CHUNK), ["column"], np.array([1]), np.array([2]), np.array([[0.9]], np.float32), np.array([0.5], np.float32), keep)
-    joins = table_to_edges(pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((TABLE_CHUNK, TABLE_CHUNK), nodes)))
+    res = E.PairResult(
+        (TABLE_CHUNK, TABLE_CHUNK),
+        ["column"],
+        np.array([1]),
+        np.array([2]),
+        np.array([[0.9]], np.float32),
+        np.array([0.5], np.float32),
+        keep,
+    )
+    joins = table_to_edges(
+        pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((TABLE_CHUNK, TABLE_CHUNK), nodes))
+    )
     assert joins[0].metadata["joinable_columns"] == ["Name"] and joins[0].metadata["shared_entities"] == []
 
 
@@ -166,20 +213,52 @@ def test_row_references_match_the_rule_pair_by_pair():
     rng = np.random.default_rng(4)
     words = ["Ada Lovelace", "ada  lovelace!", "Paris", "1843", "Oslo", "x", ""]
     docs = [Node(f"d{i}", DOC_CHUNK, "p", "text", f"D{i}", str(rng.choice(words[:5])), 0, {}) for i in range(30)]
-    tables = [Node(f"t{j}", TABLE_CHUNK, "t", "", f"T{j}", "", 0, {"header": ["a", "b"], "row_start": int(rng.integers(0, 9)),
-                   "rows": [[str(rng.choice(words)), str(rng.choice(words))] for _ in range(int(rng.integers(0, 14)))]}) for j in range(12)]
+    tables = [
+        Node(
+            f"t{j}",
+            TABLE_CHUNK,
+            "t",
+            "",
+            f"T{j}",
+            "",
+            0,
+            {
+                "header": ["a", "b"],
+                "row_start": int(rng.integers(0, 9)),
+                "rows": [[str(rng.choice(words)), str(rng.choice(words))] for _ in range(int(rng.integers(0, 14)))],
+            },
+        )
+        for j in range(12)
+    ]
     nodes = docs + tables
     ents = [{normalise(str(w)) for w in rng.choice(words[:5], 2)} - {""} for _ in nodes]
     Emat, names = E.entity_matrix(ents)
     a = np.repeat(np.arange(30), 12)
     b = np.tile(np.arange(30, 42), 30)
-    res = E.PairResult((DOC_CHUNK, TABLE_CHUNK), ["content"], a, b, np.ones((len(a), 1), np.float32), np.zeros(1, np.float32), np.ones(len(a), bool))
-    edges = table_to_edges(pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes)))
+    res = E.PairResult(
+        (DOC_CHUNK, TABLE_CHUNK),
+        ["content"],
+        a,
+        b,
+        np.ones((len(a), 1), np.float32),
+        np.zeros(1, np.float32),
+        np.ones(len(a), bool),
+    )
+    edges = table_to_edges(
+        pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes))
+    )
     hits = 0
     for e, i, j in zip(edges, a.tolist(), b.tolist()):
         keys = {normalise(nodes[i].title)} | (ents[i] & ents[j])
         meta = nodes[j].metadata
-        want = sorted({meta["row_start"] + r for r, row in enumerate(meta["rows"]) for c in row if normalise(c) and normalise(c) in keys})
+        want = sorted(
+            {
+                meta["row_start"] + r
+                for r, row in enumerate(meta["rows"])
+                for c in row
+                if normalise(c) and normalise(c) in keys
+            }
+        )
         assert e.metadata["rows"] == want[:10]
         hits += bool(want)
     assert 30 < hits < len(edges)

@@ -57,13 +57,15 @@ def test_fp32_and_bf16_vectors_never_share_cache_entries(tmp_path):
 
 @pytest.mark.parametrize("stage", ["chunks", "vectors", "edges"])
 def test_changing_precision_reruns_the_stages_that_encode(tmp_path, stage):
-    from sagegraph.construct.artifacts import Layout
     from sagegraph.config import load_config
+    from sagegraph.construct.artifacts import Layout
     from tests.fixtures import write_config
 
     fps = []
     for precision in ("fp32", "bf16"):
-        cfg = load_config(write_config(tmp_path / f"{precision}.yaml", {"kind": "ottqa", "path": str(tmp_path)}, tmp_path / "out"))
+        cfg = load_config(
+            write_config(tmp_path / f"{precision}.yaml", {"kind": "ottqa", "path": str(tmp_path)}, tmp_path / "out")
+        )
         cfg = cfg.model_copy(update={"embedding": cfg.embedding.model_copy(update={"precision": precision})})
         fps.append(Layout.of(cfg).cfg_fp[stage])
     assert fps[0] != fps[1]
@@ -75,7 +77,7 @@ def test_backend_tokenizer_path_gives_the_library_vectors():
     lib = SentenceTransformerEncoder(device="cpu", precision="fp32", batch_size=3)
     texts = TEXTS + ["  padded  ", "Ünïcode café — 1889", "long " * 600, ""]
     a = fast.encode(texts)
-    lib.model  # load, then take the library path
+    assert lib.model is not None  # load, then take the library path
     lib._tokenize = None
     b = lib.encode(texts)
     assert fast._tokenize is not None
@@ -128,7 +130,12 @@ def test_encoding_reports_progress_in_slices_of_whole_batches_with_the_same_vect
     slices = calls[:-1]
     assert [len(c) for c in slices] == [128] * 7 + [104] and all(c == sorted(c) for c in slices)
     assert [max(a) <= min(b) for a, b in zip(slices, slices[1:])] == [True] * 7  # one global length order
-    assert len(lines) == 8 and lines[0].startswith("chunk b1: 128/1,000 texts,") and "left" in lines[0] and lines[-1].endswith("done")
+    assert (
+        len(lines) == 8
+        and lines[0].startswith("chunk b1: 128/1,000 texts,")
+        and "left" in lines[0]
+        and lines[-1].endswith("done")
+    )
     assert encode_reporting(encode, None, "x") is encode  # no reporter: the plain call
 
 
@@ -139,7 +146,9 @@ def test_exact_vectors_are_fp32_and_keep_a_text_s_vector_whatever_is_batched_bes
     mini = build_mini(tmp_path / "graph")
     g = GraphIndex(mini.dir, encoder=SentenceTransformerEncoder(device="cpu", precision="bf16"))
     assert g._exact_encoder.precision == "fp32" and g.encoder.precision == "bf16"
-    alone = GraphIndex(mini.dir, encoder=SentenceTransformerEncoder(device="cpu", precision="bf16")).exact_vectors(TEXTS[:1])
+    alone = GraphIndex(mini.dir, encoder=SentenceTransformerEncoder(device="cpu", precision="bf16")).exact_vectors(
+        TEXTS[:1]
+    )
     batched = g.exact_vectors(TEXTS[::-1] + ["a much longer text " * 20])
     assert np.abs(alone[0] - batched[len(TEXTS) - 1]).max() < 1e-5
     assert np.array_equal(g.exact_vectors(TEXTS[:1]), batched[len(TEXTS) - 1 : len(TEXTS)])  # memoised

@@ -35,7 +35,15 @@ def test_metrics_agree_with_pytrec_eval():
     ev = pytrec_eval.RelevanceEvaluator(qrels, {"recall.2,5,10,20", "recip_rank", "success.1,5"})
     theirs = ev.evaluate(run)
     mean = mean_metrics(ours)
-    for ours_key, trec_key in [("recall@2", "recall_2"), ("recall@5", "recall_5"), ("recall@10", "recall_10"), ("recall@20", "recall_20"), ("mrr", "recip_rank"), ("hit@1", "success_1"), ("hit@5", "success_5")]:
+    for ours_key, trec_key in [
+        ("recall@2", "recall_2"),
+        ("recall@5", "recall_5"),
+        ("recall@10", "recall_10"),
+        ("recall@20", "recall_20"),
+        ("mrr", "recip_rank"),
+        ("hit@1", "success_1"),
+        ("hit@5", "success_5"),
+    ]:
         ref = sum(v[trec_key] for v in theirs.values()) / len(theirs)
         assert mean[ours_key] == pytest.approx(ref, abs=1e-9), ours_key
 
@@ -100,7 +108,11 @@ def test_a_finished_run_on_other_inputs_is_set_aside_not_reused(g, questions, tm
 
     r = get_retriever("bm25", g)
     seen = []
-    search = lambda q: (seen.append(q.id), r.search(q.text, 5))[1]
+
+    def search(q):
+        seen.append(q.id)
+        return r.search(q.text, 5)
+
     run_eval(g, questions, cfg, search, tmp_path / "run")
     seen.clear()
     again = run_eval(g, questions, cfg, search, tmp_path / "run")
@@ -145,7 +157,9 @@ def test_progress_says_how_far_and_how_long_at_most_every_interval():
     now[0] = 20.0
     assert p.tick() is None  # within the interval
     now[0] = 300.0
-    assert p.tick() == "dgr[k=20]: 6/10 questions, 2.5 min a question, about 10.0 min left"  # pace from this process's 2
+    assert (
+        p.tick() == "dgr[k=20]: 6/10 questions, 2.5 min a question, about 10.0 min left"
+    )  # pace from this process's 2
     now[0] = 301.0
     assert p.tick() is None
     for t in (302.0, 303.0):
@@ -178,7 +192,9 @@ def test_a_bug_met_by_one_question_is_its_error_with_its_traceback_and_the_run_g
     from sagegraph.retrieve.base import Retrieval
 
     sources = list(dict.fromkeys(g.source_ids.tolist()))[:4]
-    qs = [Question(id=f"q{i}", text=f"q {i}", gold_sources=[s], meta={"hops": 1 + i % 2}) for i, s in enumerate(sources)]
+    qs = [
+        Question(id=f"q{i}", text=f"q {i}", gold_sources=[s], meta={"hops": 1 + i % 2}) for i, s in enumerate(sources)
+    ]
 
     def search(q):
         if q.id == "q2":
@@ -188,7 +204,11 @@ def test_a_bug_met_by_one_question_is_its_error_with_its_traceback_and_the_run_g
     m = run_eval(g, qs, EvalConfig("hybrid", k=3), search, tmp_path / "run")
     assert m["questions"] == 4 and m["errors"] == 1 and failed_questions(m) == 1
     errors = [json.loads(x) for x in (tmp_path / "run" / "errors.jsonl").read_text().splitlines()]
-    assert [e["qid"] for e in errors] == ["q2"] and errors[0]["error"].startswith("IndexError") and "Traceback" in errors[0]["traceback"]
+    assert (
+        [e["qid"] for e in errors] == ["q2"]
+        and errors[0]["error"].startswith("IndexError")
+        and "Traceback" in errors[0]["traceback"]
+    )
     # per question group: hops 1 (q0, q2) and hops 2 (q1, q3), each with its own metrics
     assert m["by_group"]["hops"]["1"]["questions"] == 2 and m["by_group"]["hops"]["2"]["questions"] == 2
     assert set(m["by_group"]["hops"]["1"]) == {"questions", "hit@1", "hit@5", "recall@20", "mrr"}
@@ -208,7 +228,16 @@ def test_a_run_made_under_a_version_1_key_is_adopted_and_resumed(g, questions, t
     v1 = {"retriever": "sage", "k": 2, "k_prime": 3, "alpha": 0.6, "seed_retriever": "hybrid", "policy": "+edge"}
     assert cfg.legacy_key() == v1_key(v1)
     assert EvalConfig("spark", 20, {"ground": False}).legacy_key() == v1_key(
-        {"retriever": "spark", "k": 20, "k_prime": 0, "alpha": 0.6, "seed_retriever": "hybrid", "policy": "+edge", "params": {"ground": False}})
+        {
+            "retriever": "spark",
+            "k": 20,
+            "k_prime": 0,
+            "alpha": 0.6,
+            "seed_retriever": "hybrid",
+            "policy": "+edge",
+            "params": {"ground": False},
+        }
+    )
     # a version-1 config.json reads back as the same configuration, and so the same key
     assert EvalConfig.from_record({**v1, "edges": "", "params": {}, "prompt": ""}).key() == cfg.key()
     assert EvalConfig.from_record({**v1, "policy": "-edge"}).params == {"k_prime": 3, "policy": "-edge"}

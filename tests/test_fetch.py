@@ -54,4 +54,3 @@ def test_fetch_writes_the_same_three_files(mirror, ottqa_dir, tmp_path, capsys):
 def test_fetch_reports_a_missing_file(mirror, tmp_path, capsys):
     assert main(["data", "fetch", "ottqa", str(tmp_path / "x"), "--base-url", mirror + "/nothing-here"]) == 2
     assert "not found" in capsys.readouterr().err
-

@@ -16,9 +16,16 @@ R = "MATCH (e0:Person)-[:ACTED_IN]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT
 
 
 def _records(path):
-    recs = [{"messages": [{"role": "system", "content": "Write the query."}, {"role": "user", "content": f"Question: {q}"},
-                          {"role": "assistant", "content": json.dumps({"query": a})}]}
-            for q, a in [("Which films did Ana Silva direct?", Q), ("Which films did Ben Cho act in?", R)] * 2]
+    recs = [
+        {
+            "messages": [
+                {"role": "system", "content": "Write the query."},
+                {"role": "user", "content": f"Question: {q}"},
+                {"role": "assistant", "content": json.dumps({"query": a})},
+            ]
+        }
+        for q, a in [("Which films did Ana Silva direct?", Q), ("Which films did Ben Cho act in?", R)] * 2
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     return recs
 
@@ -32,7 +39,9 @@ def _tiny_model(d, texts):
     tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["<unk>", "<eos>", "<pad>"]))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>", pad_token="<pad>")
     fast.save_pretrained(d)
-    GPT2LMHeadModel(GPT2Config(vocab_size=tok.get_vocab_size(), n_embd=32, n_layer=1, n_head=2, n_positions=256)).save_pretrained(d)
+    GPT2LMHeadModel(
+        GPT2Config(vocab_size=tok.get_vocab_size(), n_embd=32, n_layer=1, n_head=2, n_positions=256)
+    ).save_pretrained(d)
     return fast
 
 

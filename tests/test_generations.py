@@ -16,8 +16,14 @@ from tests.fixtures import SENTENCE_BANK, run_all, write_config
 
 def _docs(n: int) -> list[dict]:
     topics = list(SENTENCE_BANK)
-    return [{"id": f"d{i}", "title": f"Entry {i}", "text": " ".join(s.format(e=f"Entry {i}") for s in SENTENCE_BANK[topics[i % len(topics)]])}
-            for i in range(n)]
+    return [
+        {
+            "id": f"d{i}",
+            "title": f"Entry {i}",
+            "text": " ".join(s.format(e=f"Entry {i}") for s in SENTENCE_BANK[topics[i % len(topics)]]),
+        }
+        for i in range(n)
+    ]
 
 
 def _write(path, docs):
@@ -64,7 +70,10 @@ def _assert_store_holds(backend, path, key, url, gen):
 
     with open_store(backend, path, key, url=url) as s:
         ids = sorted(r["id"] for r in s.read("MATCH (n) RETURN n.id AS id"))
-        edges = sorted((r["a"], r["t"], r["b"], round(r["w"], 6)) for r in s.read("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w"))
+        edges = sorted(
+            (r["a"], r["t"], r["b"], round(r["w"], 6))
+            for r in s.read("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w")
+        )
     table = pq.read_table(gen / "edges.parquet").to_pylist()
     assert ids == sorted(n.id for n in read_nodes(gen / "nodes.parquet"))
     assert edges == sorted((e["src"], e["type"], e["dst"], round(e["weight"], 6)) for e in table)
@@ -83,8 +92,14 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     docs = tmp_path / "docs.jsonl"
     _write(docs, _docs(12))
     url = request.getfixturevalue("falkordb_server") if backend == "falkordb-server" else None
-    store = {"backend": backend, "update": "difference", **({"url": url, "graph": f"gen-{tmp_path.name}"} if url else {})}
-    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out", store=store))
+    store = {
+        "backend": backend,
+        "update": "difference",
+        **({"url": url, "graph": f"gen-{tmp_path.name}"} if url else {}),
+    }
+    cfg = load_config(
+        write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out", store=store)
+    )
     first = run_all(cfg)
     reader = open_resources(GraphIndex(cfg.out / "graph"))
     before = reader.store.count_nodes()
@@ -124,14 +139,23 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(not os.environ.get("NEO4J_URI"), reason="needs a Neo4j server (NEO4J_URI, NEO4J_USER, NEO4J_PASSWORD)")
+@pytest.mark.skipif(
+    not os.environ.get("NEO4J_URI"), reason="needs a Neo4j server (NEO4J_URI, NEO4J_USER, NEO4J_PASSWORD)"
+)
 def test_neo4j_holds_one_graph_changed_by_difference_in_one_transaction(tmp_path):
     """Neo4j Community holds one graph per database: a rebuild writes the difference in place in
     one transaction, and a rollback writes it back; the store holds exactly the published
     generation after each."""
     docs = tmp_path / "docs.jsonl"
     _write(docs, _docs(12))
-    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out", store={"backend": "neo4j"}))
+    cfg = load_config(
+        write_config(
+            tmp_path / "c.yaml",
+            {"kind": "generic", "documents": str(docs)},
+            tmp_path / "out",
+            store={"backend": "neo4j"},
+        )
+    )
     first = run_all(cfg)
     old_gen = generations.published(cfg.out)
     _write(docs, _docs(13))

@@ -10,14 +10,20 @@ import pytest
 
 from sagegraph.config import LLMConfig
 from sagegraph.corpus.records import Question
-from sagegraph.retrieve.graphraft.labels import export_labels, label_questions, label_stats, read_labels, selection_accuracy
 from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.kb.entities import entity_slots, gazetteer_entities, read_entities, resolve
-from sagegraph.retrieve.kb.unnamed import names_a_node, word_motifs, written_motifs
+from sagegraph.retrieve.graphraft.labels import (
+    export_labels,
+    label_questions,
+    label_stats,
+    read_labels,
+    selection_accuracy,
+)
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order
 from sagegraph.retrieve.graphraft.templates import enumerate_templates, run_in_store, store_counts
+from sagegraph.retrieve.kb.entities import entity_slots, gazetteer_entities, read_entities, resolve
+from sagegraph.retrieve.kb.unnamed import names_a_node, word_motifs, written_motifs
 from sagegraph.retrieve.kb.view import kb_view
 from sagegraph.retrieve.resources import open_resources
 from sagegraph.store import open_store
@@ -46,18 +52,28 @@ def _llm(server, tmp_path):
 def test_entities_are_read_typed_and_resolved_exactly_by_alias_or_by_name_vector(g):
     view = kb_view(g)
     types = g.node_types()
-    got = read_entities('{"entities": [{"name": " Ana Silva ", "type": "person"}, {"name": "Northlight", "type": "Planet"}, "Ben Cho", {"name": ""}]}', types)
+    got = read_entities(
+        '{"entities": [{"name": " Ana Silva ", "type": "person"}, {"name": "Northlight", "type": "Planet"}, '
+        '"Ben Cho", {"name": ""}]}',
+        types,
+    )
     assert got == [("Ana Silva", "Person"), ("Northlight", None), ("Ben Cho", None)]  # unknown type dropped, name kept
     with pytest.raises(ValueError):
         read_entities("no json here", types)
-    assert gazetteer_entities(view, "Which films did Ana Silva direct for Northlight?") == [("Ana Silva", "Person"), ("Northlight", "Studio")]
+    assert gazetteer_entities(view, "Which films did Ana Silva direct for Northlight?") == [
+        ("Ana Silva", "Person"),
+        ("Northlight", "Studio"),
+    ]
     assert gazetteer_entities(view, "Which films are about orchards?") == []
     e = resolve(view, "A. Silva", "Person", g.query_vector)
     assert (e.row, e.match) == (row(g, "p1"), "exact")  # alias
     e = resolve(view, "Northlite", "Studio", g.query_vector)
     assert (e.row, e.match) == (row(g, "s1"), "vector") and e.score <= 1.0  # typed pool: the one studio
     # the prompt's $e-numbering is the enumeration's: a miss and a second name for one node take no slot
-    ents = [resolve(view, n, t, g.query_vector) for n, t in [("Ana Silva", "Person"), ("Zzyzx Qwv", "Award"), ("A. Silva", "Person"), ("Northlight", "Studio")]]
+    ents = [
+        resolve(view, n, t, g.query_vector)
+        for n, t in [("Ana Silva", "Person"), ("Zzyzx Qwv", "Award"), ("A. Silva", "Person"), ("Northlight", "Studio")]
+    ]
     ents[1].row, ents[1].rows, ents[1].match = None, [], "miss"
     assert entity_lines(ents, view).splitlines() == ['$e0 = Person "Ana Silva"', '$e1 = Studio "Northlight"']
     assert [e.rows for e in entity_slots(ents)] == [[row(g, "p1")], [row(g, "s1")]]
@@ -70,13 +86,24 @@ def test_templates_around_entities_are_typed_directed_and_counted(g):
     ts = {t.cypher(): t for t in enumerate_templates(view, [p1, s1])}
     one = ts["MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id"]
     assert ids(g, one.rows) == {"m1", "m2"} and one.kind == "1hop"
-    two = ts["MATCH (e0:Person)-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(x:Person) WHERE e0.id IN $e0 AND NOT x.id IN $e0 RETURN DISTINCT x.id AS id"]
+    two = ts[
+        "MATCH (e0:Person)-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(x:Person) WHERE e0.id IN $e0 AND NOT x.id IN $e0 "
+        "RETURN DISTINCT x.id AS id"
+    ]
     assert ids(g, two.rows) == {"p3", "p4"}
-    path = ts["MATCH (e0:Person)-[:DIRECTED]->(x:Movie)-[:PRODUCED_BY]->(e1:Studio) WHERE e0.id IN $e0 AND e1.id IN $e1 AND NOT x.id IN $e0 AND NOT x.id IN $e1 RETURN DISTINCT x.id AS id"]
+    path = ts[
+        "MATCH (e0:Person)-[:DIRECTED]->(x:Movie)-[:PRODUCED_BY]->(e1:Studio) WHERE e0.id IN $e0 AND e1.id IN "
+        "$e1 AND NOT x.id IN $e0 AND NOT x.id IN $e1 RETURN DISTINCT x.id AS id"
+    ]
     assert ids(g, path.rows) == {"m1"} and path.kind == "path"
-    back = ts["MATCH (e1:Studio)<-[:PRODUCED_BY]-(:Movie)<-[:DIRECTED]-(x:Person) WHERE e1.id IN $e1 AND NOT x.id IN $e1 RETURN DISTINCT x.id AS id"]
+    back = ts[
+        "MATCH (e1:Studio)<-[:PRODUCED_BY]-(:Movie)<-[:DIRECTED]-(x:Person) WHERE e1.id IN $e1 AND NOT x.id IN "
+        "$e1 RETURN DISTINCT x.id AS id"
+    ]
     assert ids(g, back.rows) == {"p1"}
-    assert all(t.count > 0 for t in ts.values()) and not any("SIMILAR" in c for c in ts)  # the build's edges are not KB relations
+    assert all(t.count > 0 for t in ts.values()) and not any(
+        "SIMILAR" in c for c in ts
+    )  # the build's edges are not KB relations
     assert all("Ana" not in c and "Northlight" not in c for c in ts)  # ids as parameters, never names
     assert not [t for t in enumerate_templates(view, [p1], two_hop=False) if t.kind != "1hop"]
     # a hub cap drops 2-hop middles with more KB edges than allowed
@@ -110,7 +137,9 @@ def test_a_model_that_wants_an_ungrounded_query_only_ever_gets_a_grounded_one(g,
     (a write, even): it is never run; the picks come from the no-model order, counted."""
     with FakeOpenAI(lambda body: (200, completion(json.dumps({"query": BAD})))) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("graphraft", res, ner="gazetteer", selector="grammar", m=2).search("Which films did Ana Silva direct for Northlight?", 5)
+        r = get_retriever("graphraft", res, ner="gazetteer", selector="grammar", m=2).search(
+            "Which films did Ana Silva direct for Northlight?", 5
+        )
         sent = server.requests
     assert len(sent) == 1  # the first unusable reply ends asking
     enum = sent[0]["response_format"]["schema"]["properties"]["query"]["enum"]
@@ -124,7 +153,10 @@ def test_a_model_that_wants_an_ungrounded_query_only_ever_gets_a_grounded_one(g,
 
 def test_grammar_selection_asks_again_without_earlier_picks_and_stops_once_k_is_filled(g, tmp_path):
     one = "MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id"
-    two = "MATCH (e0:Person)-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(x:Person) WHERE e0.id IN $e0 AND NOT x.id IN $e0 RETURN DISTINCT x.id AS id"
+    two = (
+        "MATCH (e0:Person)-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(x:Person) WHERE e0.id IN $e0 AND NOT x.id IN "
+        "$e0 RETURN DISTINCT x.id AS id"
+    )
 
     def responder(body):
         enum = body["response_format"]["schema"]["properties"]["query"]["enum"]
@@ -132,7 +164,9 @@ def test_grammar_selection_asks_again_without_earlier_picks_and_stops_once_k_is_
 
     with FakeOpenAI(responder) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("graphraft", res, ner="gazetteer", selector="grammar", m=5, fill=False).search("Who acted in films by Ana Silva?", 3)
+        r = get_retriever("graphraft", res, ner="gazetteer", selector="grammar", m=5, fill=False).search(
+            "Who acted in films by Ana Silva?", 3
+        )
         enums = [b["response_format"]["schema"]["properties"]["query"]["enum"] for b in server.requests]
     assert len(enums) == 2 and one in enums[0] and one not in enums[1] and len(enums[1]) == len(enums[0]) - 1
     assert [c["cypher"] for c in r.trace["selection"]["chosen"]] == [one, two]  # 2 + 2 nodes >= k: no third call
@@ -163,7 +197,9 @@ def test_listed_selection_and_llm_entities_and_the_store_path_give_the_same_rows
 
 
 def test_no_entity_means_no_template_and_the_vector_index_answers(g):
-    r = get_retriever("graphraft", g, ner="gazetteer", selector="prior", unnamed="resolve").search("Which films are about orchards?", 3)
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="prior", unnamed="resolve").search(
+        "Which films are about orchards?", 3
+    )
     assert r.trace["counters"]["no_templates"] == 1 and set(r.found_by) == {"dense"} and len(r.idx) == 3
 
 
@@ -171,10 +207,21 @@ def test_a_question_that_names_no_node_is_ranked_by_the_motifs_the_model_names(g
     view = kb_view(g)
     assert not names_a_node(view, "Which films are about orchards?", ["orchards", "Orchard"])
     assert names_a_node(view, "Which films did Ana Silva direct?")
-    assert names_a_node(view, "which films did northlight produce?", ["Northlight"])  # one lower-case word: through what the model wrote
-    assert not names_a_node(view, "which films did northlight produce?", ["Ana Silva"])  # a name the question does not hold
-    assert written_motifs(view, ["Orchards", "ORCHARDS", "Ana Silva", "Night Train", "fruit  trees ", "Northlight"], "Which Northlight films are about orchards?") == \
-        ["Orchards", "fruit trees", "Northlight"]  # each once; a KB name the question does not hold is a copy; a paraphrase stays
+    assert names_a_node(
+        view, "which films did northlight produce?", ["Northlight"]
+    )  # one lower-case word: through what the model wrote
+    assert not names_a_node(
+        view, "which films did northlight produce?", ["Ana Silva"]
+    )  # a name the question does not hold
+    assert written_motifs(
+        view,
+        ["Orchards", "ORCHARDS", "Ana Silva", "Night Train", "fruit  trees ", "Northlight"],
+        "Which Northlight films are about orchards?",
+    ) == [
+        "Orchards",
+        "fruit trees",
+        "Northlight",
+    ]  # each once; a KB name the question does not hold is a copy; a paraphrase stays
     # a model that writes keyword searches: their words, less copied names, the rarer weighing more
     w = word_motifs(view, ["film  orchards", "Ana Silva", "Northlight orchards"], "Which films are about orchards?")
     assert list(w) == ["film", "orchards"] and w["orchards"] > w["film"] > 0  # every film's text says 'film'
@@ -182,38 +229,72 @@ def test_a_question_that_names_no_node_is_ranked_by_the_motifs_the_model_names(g
     with FakeOpenAI(lambda body: (200, motif)) as server:
         res = open_resources(g, LLMConfig(base_url=server.base_url, model="m", max_retries=1, cache_dir=tmp_path / "c"))
         r = get_retriever("graphraft", res, selector="prior").search("Which films are about orchards?", 3)
-        hybrid = get_retriever("graphraft", res, selector="prior", unnamed="hybrid").search("Which films are about orchards?", 3)
-        paper = get_retriever("graphraft", res, selector="prior", unnamed="resolve").search("Which films are about orchards?", 3)
-    assert r.trace["counters"]["unnamed"] == 1 and r.trace["counters"]["unnamed_motifs"] == 1 and set(r.found_by) == {"motifs"}
-    assert r.trace["unnamed"] == {"ranked_by": "motifs", "motifs": ["Orchard"]} and {g.source_ids[i] for i in r.idx[:2]} == {"m5", "m6"}
+        hybrid = get_retriever("graphraft", res, selector="prior", unnamed="hybrid").search(
+            "Which films are about orchards?", 3
+        )
+        paper = get_retriever("graphraft", res, selector="prior", unnamed="resolve").search(
+            "Which films are about orchards?", 3
+        )
+    assert (
+        r.trace["counters"]["unnamed"] == 1
+        and r.trace["counters"]["unnamed_motifs"] == 1
+        and set(r.found_by) == {"motifs"}
+    )
+    assert r.trace["unnamed"] == {"ranked_by": "motifs", "motifs": ["Orchard"]} and {
+        g.source_ids[i] for i in r.idx[:2]
+    } == {"m5", "m6"}
     assert hybrid.trace["counters"]["unnamed_motifs"] == 0 and set(hybrid.found_by) == {"hybrid"}
     assert {g.source_ids[i] for i in hybrid.idx[:2]} == {"m5", "m6"}
-    assert paper.trace["counters"]["unnamed"] == 0 and paper.trace["counters"]["resolved_vector"] == 1  # 'Orchard' -> the studio
+    assert (
+        paper.trace["counters"]["unnamed"] == 0 and paper.trace["counters"]["resolved_vector"] == 1
+    )  # 'Orchard' -> the studio
 
 
 # -- labels -----------------------------------------------------------------------------------------
 def test_labels_pick_the_best_template_keep_by_the_papers_rule_and_export_chat_records(g, tmp_path):
-    qs = [Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"], meta={"family": "one_hop"}),
-          Question("q2", "Which films did Ana Silva direct for Northlight?", ["m1"], meta={"family": "intersection"}),
-          Question("q3", "Which films are about orchards?", ["m5", "m6"], meta={"family": "textual"}),
-          Question("q4", "Which of Ana Silva's films star Ben Cho?", ["m1", "m9"])]
+    qs = [
+        Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"], meta={"family": "one_hop"}),
+        Question("q2", "Which films did Ana Silva direct for Northlight?", ["m1"], meta={"family": "intersection"}),
+        Question("q3", "Which films are about orchards?", ["m5", "m6"], meta={"family": "textual"}),
+        Question("q4", "Which of Ana Silva's films star Ben Cho?", ["m1", "m9"]),
+    ]
     r = get_retriever("graphraft", g, ner="gazetteer", selector="prior")
     rows = label_questions(r, qs, tmp_path / "labels.jsonl")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.jsonl"]  # renamed into place, nothing left beside it
-    assert [json.loads(x)["qid"] for x in (tmp_path / "labels.jsonl").read_text().splitlines()] == ["q1", "q2", "q3", "q4"]
+    assert [json.loads(x)["qid"] for x in (tmp_path / "labels.jsonl").read_text().splitlines()] == [
+        "q1",
+        "q2",
+        "q3",
+        "q4",
+    ]
     by = {x["qid"]: x for x in rows}
-    assert by["q1"]["best"] == "MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id" and by["q1"]["kept"]
+    assert (
+        by["q1"]["best"] == "MATCH (e0:Person)-[:DIRECTED]->(x:Movie) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id"
+        and by["q1"]["kept"]
+    )
     assert by["q2"]["kind"] == "path" and by["q2"]["precision"] == 1.0 and by["q2"]["kept"]
     assert by["q3"]["best"] is None and not by["q3"]["kept"]  # no entity, no template
     assert by["q4"]["recall"] == 0.5 and not by["q4"]["kept"]  # recall below 1: not a training example
     stats = label_stats(rows)
-    assert stats["kept"] == 2 and stats["with_templates"] == 3 and stats["oracle_recall@20"] == pytest.approx((1 + 1 + 0 + 0.5) / 4)
+    assert (
+        stats["kept"] == 2
+        and stats["with_templates"] == 3
+        and stats["oracle_recall@20"] == pytest.approx((1 + 1 + 0 + 0.5) / 4)
+    )
     n = export_labels(tmp_path / "labels.jsonl", tmp_path / "sft.jsonl")
     recs = [json.loads(x) for x in (tmp_path / "sft.jsonl").read_text().splitlines()]
-    assert n == 2 and recs[0]["messages"][-1] == {"role": "assistant", "content": json.dumps({"query": by["q1"]["best"]})}
+    assert n == 2 and recs[0]["messages"][-1] == {
+        "role": "assistant",
+        "content": json.dumps({"query": by["q1"]["best"]}),
+    }
     assert "m1" not in json.dumps(recs[0]["messages"])  # the record teaches the query, not the answers
     # selection accuracy of a run against these labels (the no-model order picks the path for q2)
-    run = evaluate_one(r.res, EvalConfig(retriever="graphraft", k=5, params={"ner": "gazetteer", "selector": "prior"}), qs, tmp_path / "run")
+    run = evaluate_one(
+        r.res,
+        EvalConfig(retriever="graphraft", k=5, params={"ner": "gazetteer", "selector": "prior"}),
+        qs,
+        tmp_path / "run",
+    )
     acc = selection_accuracy(tmp_path / "run", read_labels(tmp_path / "labels.jsonl"))
     assert acc["questions"] == 3 and acc["kept_questions"] == 2 and acc["accuracy_kept"] == 1.0
     assert run["questions"] == 4 and "diag_chosen_recall" in run
@@ -223,11 +304,15 @@ def test_second_stage_reorders_the_retrieved_nodes_by_content_or_one_listwise_ca
     q = "Which films did Ana Silva direct?"
     base = get_retriever("graphraft", g, ner="gazetteer", selector="prior", m=1).search(q, 4)
     dense = get_retriever("graphraft", g, ner="gazetteer", selector="prior", m=1, second_stage="dense").search(q, 4)
-    assert set(dense.idx) == set(base.idx) and dict(zip(dense.idx, dense.found_by)) == dict(zip(base.idx, base.found_by))
+    assert set(dense.idx) == set(base.idx) and dict(zip(dense.idx, dense.found_by)) == dict(
+        zip(base.idx, base.found_by)
+    )
     want = list(reversed(base.idx.tolist()))
     with FakeOpenAI(lambda body: (200, completion(", ".join(str(r) for r in want)))) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        lw = get_retriever("graphraft", res, ner="gazetteer", selector="prior", m=1, second_stage="listwise").search(q, 4)
+        lw = get_retriever("graphraft", res, ner="gazetteer", selector="prior", m=1, second_stage="listwise").search(
+            q, 4
+        )
     assert lw.idx.tolist() == want and lw.trace["counters"]["rerank_calls"] == 1
 
 
@@ -249,12 +334,20 @@ def test_score_selection_is_the_exact_top_m_by_log_probability_cached_and_counte
     monkeypatch.setattr(graphraft, "sequence_scorer", lambda model: fake)
     with FakeOpenAI(lambda body: (500, completion("unused"))) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("graphraft", res, ner="gazetteer", selector="score", m=2, scorer_model="fake.gguf").search("Who acted in films by Ana Silva?", 5)
-        again = get_retriever("graphraft", res, ner="gazetteer", selector="score", m=2, scorer_model="fake.gguf").search("Who acted in films by Ana Silva?", 5)
-        summed = get_retriever("graphraft", res, ner="gazetteer", selector="score", m=1, length_norm=False, scorer_model="fake.gguf").search("Who acted in films by Ana Silva?", 5)
+        r = get_retriever("graphraft", res, ner="gazetteer", selector="score", m=2, scorer_model="fake.gguf").search(
+            "Who acted in films by Ana Silva?", 5
+        )
+        again = get_retriever(
+            "graphraft", res, ner="gazetteer", selector="score", m=2, scorer_model="fake.gguf"
+        ).search("Who acted in films by Ana Silva?", 5)
+        summed = get_retriever(
+            "graphraft", res, ner="gazetteer", selector="score", m=1, length_norm=False, scorer_model="fake.gguf"
+        ).search("Who acted in films by Ana Silva?", 5)
     chosen = r.trace["selection"]["chosen"]
     assert "ACTED_IN" in chosen[0]["cypher"] and len(chosen) == 2 and r.trace["selection"]["from_prior"] == 0
-    assert fake.calls == 1 and again.usage["cached"] == 1 and list(again.idx) == list(r.idx)  # one scoring pass, then the cache
+    assert (
+        fake.calls == 1 and again.usage["cached"] == 1 and list(again.idx) == list(r.idx)
+    )  # one scoring pass, then the cache
     assert r.usage["calls"] == 1 and r.usage["work_completion_tokens"] > 0
     assert "ACTED_IN" in summed.trace["selection"]["chosen"][0]["cypher"]  # -10 beats -30 summed too
 
@@ -276,7 +369,9 @@ def test_a_refused_selection_falls_back_to_the_no_model_order_counted(g, tmp_pat
     err = {"error": {"message": "This model's maximum context length is 8192 tokens", "type": "invalid_request_error"}}
     with FakeOpenAI(lambda body: (400, err)) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("graphraft", res, ner="gazetteer", selector="listed", m=2).search("Which films did Ana Silva direct for Northlight?", 5)
+        r = get_retriever("graphraft", res, ner="gazetteer", selector="listed", m=2).search(
+            "Which films did Ana Silva direct for Northlight?", 5
+        )
     c = r.trace["counters"]
     assert c["llm_refused"] == 1 and c["picks_from_prior"] == 2 and g.source_ids[r.idx[0]] == "m1"
 
@@ -286,8 +381,10 @@ def test_a_hop_whose_every_neighbour_is_the_topic_itself_gives_no_template_not_a
     to the entity (X -R-> Y, and Y has no other neighbour), so the excluded set leaves nothing."""
     from sagegraph.model import Edge, Node
 
-    nodes = [Node("nx", "entity", "Film", "name: X", "x", "X", 0, {"fields": {"name": "X"}}),
-             Node("ny", "entity", "Person", "name: Y", "y", "Y", 0, {"fields": {"name": "Y"}})]
+    nodes = [
+        Node("nx", "entity", "Film", "name: X", "x", "X", 0, {"fields": {"name": "X"}}),
+        Node("ny", "entity", "Person", "name: Y", "y", "Y", 0, {"fields": {"name": "Y"}}),
+    ]
     g = build_mini(tmp_path / "graph", (nodes, [Edge("nx", "ny", "starred_actors")]))
     view = kb_view(g)
     templates = enumerate_templates(view, [g.rows_for_ids(["x"])])
@@ -306,10 +403,17 @@ def test_three_hop_chains_are_enumerated_on_request_read_as_phrases_and_run_the_
     ingrid = [row(g, "h2")]
     assert not [t for t in enumerate_templates(view, [ingrid]) if t.kind == "3hop"]  # the paper's two hops by default
     chains = {t.cypher(): t for t in enumerate_templates(view, [ingrid], three_hop=True) if t.kind == "3hop"}
-    t = chains["MATCH (e0:Human)-[:child_of]->(:Human)<-[:child_of]-(:Human)-[:born_in]->(x:Town) WHERE e0.id IN $e0 AND NOT x.id IN $e0 RETURN DISTINCT x.id AS id"]
+    t = chains[
+        "MATCH (e0:Human)-[:child_of]->(:Human)<-[:child_of]-(:Human)-[:born_in]->(x:Town) WHERE e0.id IN $e0 "
+        "AND NOT x.id IN $e0 RETURN DISTINCT x.id AS id"
+    ]
     assert ids(g, t.rows) == {"c2"} and t.mids == ("Human", "Human")
-    assert t.phrase() == "born in (Town) of child of (Human) of child of (Human)"  # read from the target back, as questions read
-    assert prior_order([t, *[x for x in enumerate_templates(view, [ingrid]) if x.kind == "1hop"]])[-1] == 0  # longest last without a model
+    assert (
+        t.phrase() == "born in (Town) of child of (Human) of child of (Human)"
+    )  # read from the target back, as questions read
+    assert (
+        prior_order([t, *[x for x in enumerate_templates(view, [ingrid]) if x.kind == "1hop"]])[-1] == 0
+    )  # longest last without a model
     with open_store("falkordb", tmp_path / "store", graph="family") as store:
         store.load_nodes(nodes)
         store.load_edges(edges)
@@ -329,19 +433,26 @@ def test_similar_selection_ranks_by_phrase_with_the_no_model_order_breaking_ties
 
 
 def test_the_similar_selector_reads_the_question_without_entity_names_and_weights_unsure_entities(g, tmp_path):
-    """No model for selection: "directed" in the question picks the DIRECTED template (the test encoder matches words). A relation
+    """No model for selection: "directed" in the question picks the DIRECTED template (the test
+    encoder matches words). A relation
     word the entity step called a name (resolved by name vector, score < 1) starts templates that
     are down-weighted by that score, so the sure entity's template still wins."""
-    r = get_retriever("graphraft", g, ner="gazetteer", selector="similar", m=1, fill=False).search("Which movie was directed by Ana Silva?", 5)
+    r = get_retriever("graphraft", g, ner="gazetteer", selector="similar", m=1, fill=False).search(
+        "Which movie was directed by Ana Silva?", 5
+    )
     assert ids(g, r.idx) == {"m1", "m2"} and r.trace["selection"]["calls"] == 0
     assert r.trace["selection"]["replies"][0].endswith("directed (Movie)")
 
     def responder(body):  # the entity step names the relation word too
-        return 200, completion(json.dumps({"entities": [{"name": "Ana Silva", "type": "Person"}, {"name": "movie", "type": "Movie"}]}))
+        return 200, completion(
+            json.dumps({"entities": [{"name": "Ana Silva", "type": "Person"}, {"name": "movie", "type": "Movie"}]})
+        )
 
     with FakeOpenAI(responder) as server:
         res = open_resources(g, _llm(server, tmp_path))
-        r = get_retriever("graphraft", res, selector="similar", three_hop=True, m=1, fill=False).search("Which movie was directed by Ana Silva?", 5)
+        r = get_retriever("graphraft", res, selector="similar", three_hop=True, m=1, fill=False).search(
+            "Which movie was directed by Ana Silva?", 5
+        )
     ents = {e["name"]: e for e in r.trace["entities"]}
     assert ents["movie"]["match"] == "vector" and ents["movie"]["score"] < 1
     assert ids(g, r.idx) == {"m1", "m2"} and len(server.requests) == 1  # one call: the entities; selection took none
@@ -350,7 +461,10 @@ def test_the_similar_selector_reads_the_question_without_entity_names_and_weight
 def test_masked_question_takes_out_each_name_whatever_its_case():
     from sagegraph.retrieve.kb.chains import masked_question
 
-    assert masked_question("Which films did ana SILVA direct for Northlight?", ["Ana Silva", "Northlight"]) == "Which films did   direct for  ?"
+    assert (
+        masked_question("Which films did ana SILVA direct for Northlight?", ["Ana Silva", "Northlight"])
+        == "Which films did   direct for  ?"
+    )
 
 
 def test_batches_for_in_batch_negatives_never_repeat_a_question_or_a_positive_and_keep_every_triplet():
@@ -373,8 +487,13 @@ def test_a_selector_encoder_tuned_on_labels_reads_the_labelled_template_closer_a
     from sagegraph.embed import SentenceTransformerEncoder
     from sagegraph.retrieve.kb.chain_encoder import SelectorEncoder, train_selector_encoder
 
-    qs = [Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"]), Question("q2", "Which films did Ben Cho act in?", ["m1", "m9"])]
-    rows = label_questions(get_retriever("graphraft", g, ner="gazetteer", selector="prior"), qs, tmp_path / "labels.jsonl")
+    qs = [
+        Question("q1", "Which films did Ana Silva direct?", ["m1", "m2"]),
+        Question("q2", "Which films did Ben Cho act in?", ["m1", "m9"]),
+    ]
+    rows = label_questions(
+        get_retriever("graphraft", g, ner="gazetteer", selector="prior"), qs, tmp_path / "labels.jsonl"
+    )
     by = {x["qid"]: x for x in rows}
     assert by["q1"]["masked"] == "Which films did   direct?" and by["q1"]["phrase"] == "directed (Movie)"
     assert by["q1"]["negatives"] and "directed (Movie)" not in by["q1"]["negatives"]
@@ -388,10 +507,12 @@ def test_a_selector_encoder_tuned_on_labels_reads_the_labelled_template_closer_a
     info = train_selector_encoder(rows, tmp_path / "enc", epochs=8, batch_size=4, lr=1e-4)
     assert info["triplets"] >= 2 and (tmp_path / "enc" / "selector_training.json").exists()
     assert margin(SelectorEncoder(str(tmp_path / "enc")).vectors) > before
-    r = get_retriever("graphraft", g, ner="gazetteer", selector="similar", selector_encoder=str(tmp_path / "enc"), m=1, fill=False)
+    r = get_retriever(
+        "graphraft", g, ner="gazetteer", selector="similar", selector_encoder=str(tmp_path / "enc"), m=1, fill=False
+    )
     out = r.search("Which films did Ana Silva direct?", 5)
     assert out.trace["selection"]["replies"][0].endswith("directed (Movie)") and ids(g, out.idx) == {"m1", "m2"}
-    from sagegraph.retrieve.graphraft.retriever import GraphRAFTRetriever, GraphRAFTParams
+    from sagegraph.retrieve.graphraft.retriever import GraphRAFTParams, GraphRAFTRetriever
 
     params = GraphRAFTParams(selector="similar", selector_encoder=str(tmp_path / "enc"))
     key = GraphRAFTRetriever.prompt_for(params)
@@ -401,7 +522,9 @@ def test_a_selector_encoder_tuned_on_labels_reads_the_labelled_template_closer_a
     with pytest.raises(Exception, match="train-selector"):  # a sweep plans its run keys before its first question
         GraphRAFTRetriever.prompt_for(GraphRAFTParams(selector="similar", selector_encoder=str(tmp_path / "none")))
     with pytest.raises(Exception, match="not a sentence-transformers directory"):
-        get_retriever("graphraft", g, ner="gazetteer", selector="similar", selector_encoder=str(tmp_path), m=1).search("Which films did Ana Silva direct?", 5)
+        get_retriever("graphraft", g, ner="gazetteer", selector="similar", selector_encoder=str(tmp_path), m=1).search(
+            "Which films did Ana Silva direct?", 5
+        )
 
 
 def test_a_labelled_relation_path_beats_a_shortcut_that_holds_the_same_answer(tmp_path):
@@ -418,12 +541,20 @@ def test_a_labelled_relation_path_beats_a_shortcut_that_holds_the_same_answer(tm
     assert plain["label_by"] == "hits" and plain["phrase"] == "born in (Town)"
     q.meta["relation_paths"] = [["child_of", "child_of", "born_in"]]
     walked = label_questions(r, [q], tmp_path / "b.jsonl")[0]
-    assert walked["label_by"] == "relation_path" and walked["phrase"] == "born in (Town) of child of (Human) of child of (Human)"
-    assert walked["kept"] and "born in (Town)" in walked["negatives"] and walked["masked"] == "Where was  's sibling born?"
+    assert (
+        walked["label_by"] == "relation_path"
+        and walked["phrase"] == "born in (Town) of child of (Human) of child of (Human)"
+    )
+    assert (
+        walked["kept"] and "born in (Town)" in walked["negatives"] and walked["masked"] == "Where was  's sibling born?"
+    )
 
 
 def test_a_possessive_name_is_found_without_its_s(g):
-    assert gazetteer_entities(kb_view(g), "Which of Ana Silva's films star Ben Cho?") == [("Ana Silva", "Person"), ("Ben Cho", "Person")]
+    assert gazetteer_entities(kb_view(g), "Which of Ana Silva's films star Ben Cho?") == [
+        ("Ana Silva", "Person"),
+        ("Ben Cho", "Person"),
+    ]
     assert gazetteer_entities(kb_view(g), "Which of Ana Silva’s films?") == [("Ana Silva", "Person")]
 
 
@@ -433,10 +564,19 @@ def test_a_label_whose_relation_path_no_template_walks_is_not_taught_to_the_enco
 
     g = build_mini(tmp_path / "graph", family_records())
     r = get_retriever("graphraft", g, ner="gazetteer", selector="prior", three_hop=True)
-    walks = Question("q1", "Where was Ingrid Ørsted's sibling born?", ["c2"], meta={"relation_paths": [["child_of", "child_of", "born_in"]]})
-    loops = Question("q2", "Where was Ingrid Ørsted's sibling born?", ["c2"], meta={"relation_paths": [["born_in", "located_in"]]})
+    walks = Question(
+        "q1",
+        "Where was Ingrid Ørsted's sibling born?",
+        ["c2"],
+        meta={"relation_paths": [["child_of", "child_of", "born_in"]]},
+    )
+    loops = Question(
+        "q2", "Where was Ingrid Ørsted's sibling born?", ["c2"], meta={"relation_paths": [["born_in", "located_in"]]}
+    )
     rows = label_questions(r, [walks, loops], tmp_path / "l.jsonl")
-    assert [x["label_by"] for x in rows] == ["relation_path", "hits_unwalked"] and rows[1]["kept"]  # still the paper's label
+    assert [x["label_by"] for x in rows] == ["relation_path", "hits_unwalked"] and rows[1][
+        "kept"
+    ]  # still the paper's label
     assert {t[1] for t in training_triplets(rows, negatives=50)} == {rows[0]["phrase"]}
 
 
@@ -449,8 +589,12 @@ def test_a_second_round_keeps_the_negatives_the_first_encoder_reads_closest():
             v = np.array([[float(w in t.split()) for w in vocab] for t in texts])
             return v / np.linalg.norm(v, axis=1, keepdims=True)
 
-    x = {"masked": "the gender of  's parents", "phrase": "gender (Gender) of parents (Person)", "kept": True,
-         "negatives": ["spouse (Person)", "gender (Gender)", "gender (Gender) of parents (Person) of parents (Person)"]}
+    x = {
+        "masked": "the gender of  's parents",
+        "phrase": "gender (Gender) of parents (Person)",
+        "kept": True,
+        "negatives": ["spouse (Person)", "gender (Gender)", "gender (Gender) of parents (Person) of parents (Person)"],
+    }
     out = hardest_negatives([x, {"qid": "no label"}], Words(), keep=2)
     assert out[0]["negatives"] == ["gender (Gender) of parents (Person) of parents (Person)", "gender (Gender)"]
     assert out[1] == {"qid": "no label"} and x["negatives"][0] == "spouse (Person)"  # the input is not changed
@@ -474,6 +618,7 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
         def write(folder):
             (folder / "modules.json").write_text(tag)
             (folder / "model.bin").write_text(tag)
+
         return write
 
     _publish(out, weights("one"))
@@ -489,9 +634,16 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
     assert (tmp_path / ".enc.new").exists()  # the killed run's folder
     _publish(out, weights("three"))
     assert (out / "model.bin").read_text() == "three" and sorted(p.name for p in tmp_path.iterdir()) == ["enc"]
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sagegraph.runlock import hold\n"
-                               f"with hold({str(out)!r}, 'train-selector', owned=False):\n    print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from sagegraph.runlock import hold\n"
+            f"with hold({str(out)!r}, 'train-selector', owned=False):\n    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(DirectoryLocked, match="another train-selector is writing here"):

@@ -22,6 +22,7 @@ from sagegraph.store.readonly import MAX_HOPS, MAX_NESTING, MAX_QUERY_CHARS, gua
 
 # ---- 1, 5, 6, 12: what a model's Cypher may ask of the store ------------------------------------
 
+
 @pytest.mark.parametrize("open_, close", [("(", ")"), ("[", "]"), ("{a:", "}")])
 def test_brackets_nested_past_the_bound_are_refused_before_the_engine(open_, close):
     ok = "RETURN " + open_ * MAX_NESTING + "1" + close * MAX_NESTING + " AS x"
@@ -36,14 +37,17 @@ def test_a_query_past_the_length_bound_is_refused_without_reading_it():
         guard_untrusted("RETURN 1 AS x " + " " * MAX_QUERY_CHARS, 10)
 
 
-@pytest.mark.parametrize("query,hops", [
-    ("MATCH (a)-[:R]->(b) RETURN b", 1),
-    ("MATCH (a)--(b)-->(c)<-[:X]-(d) RETURN d", 3),
-    ("MATCH (a)-[r:T*1..3]->(b) RETURN b", 3),
-    ("MATCH (a)-[*2]-(b) RETURN b", 2),
-    ("MATCH (a)-[:R*..4 {w: 1}]-(b) RETURN b", 4),
-    ("MATCH (a)-[:R]->(b) MATCH (b)-[:S]->(c) RETURN c", 2),
-])
+@pytest.mark.parametrize(
+    "query,hops",
+    [
+        ("MATCH (a)-[:R]->(b) RETURN b", 1),
+        ("MATCH (a)--(b)-->(c)<-[:X]-(d) RETURN d", 3),
+        ("MATCH (a)-[r:T*1..3]->(b) RETURN b", 3),
+        ("MATCH (a)-[*2]-(b) RETURN b", 2),
+        ("MATCH (a)-[:R*..4 {w: 1}]-(b) RETURN b", 4),
+        ("MATCH (a)-[:R]->(b) MATCH (b)-[:S]->(c) RETURN c", 2),
+    ],
+)
 def test_the_hops_a_query_walks_are_counted_at_their_upper_bound(query, hops):
     from sagegraph.store.readonly import _code, bounded_hops, tokenize
 
@@ -51,12 +55,15 @@ def test_the_hops_a_query_walks_are_counted_at_their_upper_bound(query, hops):
     guard_untrusted(query, 10)
 
 
-@pytest.mark.parametrize("query", [
-    "MATCH (a)-[*]->(b) RETURN b",
-    "MATCH (a)-[:R*2..]->(b) RETURN b",
-    "MATCH " + "()-[]-" * (MAX_HOPS + 1) + "() RETURN 1",  # 12 undirected hops took 103 s through SPARK
-    "MATCH (a)-[*1..20]-(b) RETURN b",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "MATCH (a)-[*]->(b) RETURN b",
+        "MATCH (a)-[:R*2..]->(b) RETURN b",
+        "MATCH " + "()-[]-" * (MAX_HOPS + 1) + "() RETURN 1",  # 12 undirected hops took 103 s through SPARK
+        "MATCH (a)-[*1..20]-(b) RETURN b",
+    ],
+)
 def test_unbounded_or_long_walks_are_refused(query):
     with pytest.raises(ReadOnlyViolation):
         guard_untrusted(query, 10)
@@ -108,10 +115,16 @@ def hostile_queries(draw) -> str:
     return "RETURN " + "+".join(["1"] * terms) + " AS x"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(query=hostile_queries())
-@example(query="MATCH (a)" + "".join(f"-[]-(n{i})" for i in range(MAX_HOPS)) + " RETURN count(*) AS c")  # the longest walk allowed
-@example(query="RETURN " + "[(" * (MAX_NESTING // 2) + "1" + ")]" * (MAX_NESTING // 2) + " AS x")  # the deepest nesting allowed
+@example(
+    query="MATCH (a)" + "".join(f"-[]-(n{i})" for i in range(MAX_HOPS)) + " RETURN count(*) AS c"
+)  # the longest walk allowed
+@example(
+    query="RETURN " + "[(" * (MAX_NESTING // 2) + "1" + ")]" * (MAX_NESTING // 2) + " AS x"
+)  # the deepest nesting allowed
 def test_no_generated_query_holds_the_store_past_its_limit_and_another_reader_answers(hostile_store, query):
     limit_ms = 1000
     other: list[float] = []
@@ -137,6 +150,7 @@ def test_a_huge_result_value_stays_within_the_time_limit(hostile_store):
 
 # ---- 1: an embedded server never outlives the process that started it ---------------------------
 
+
 def test_the_embedded_server_stops_when_its_starter_is_killed(tmp_path):
     import signal
     import subprocess
@@ -144,9 +158,11 @@ def test_the_embedded_server_stops_when_its_starter_is_killed(tmp_path):
 
     import psutil
 
-    script = ("import sys, time; from sagegraph.store import open_store\n"
-              "s = open_store('falkordb', sys.argv[1], graph='g'); s.write('CREATE (:Node {id: \"a\"})')\n"
-              "print(s.db.client.pid, flush=True); time.sleep(600)\n")
+    script = (
+        "import sys, time; from sagegraph.store import open_store\n"
+        "s = open_store('falkordb', sys.argv[1], graph='g'); s.write('CREATE (:Node {id: \"a\"})')\n"
+        "print(s.db.client.pid, flush=True); time.sleep(600)\n"
+    )
     child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "store")], stdout=subprocess.PIPE, text=True)
     server_pid = int(child.stdout.readline())
     assert psutil.pid_exists(server_pid)
@@ -169,6 +185,7 @@ def test_the_embedded_server_stops_when_its_starter_is_killed(tmp_path):
 
 
 # ---- 2: out folders ----------------------------------------------------------------------------
+
 
 def test_a_users_folder_is_refused_as_out_and_left_untouched(tmp_path):
     thesis = tmp_path / "graphs" / "my_thesis"
@@ -254,6 +271,7 @@ def test_the_record_offers_no_rollback_to_a_generation_deleted_by_hand(tmp_path)
 
 # ---- 3: a rebuild under a running reader ---------------------------------------------------------
 
+
 def test_a_generation_a_reader_holds_is_kept_until_it_is_released(tmp_path):
     from sagegraph.runlock import retiring
 
@@ -307,19 +325,32 @@ def test_a_missing_store_graph_is_an_error_not_an_empty_result(tmp_path):
 
 # ---- 4: reply archives ----------------------------------------------------------------------------
 
+
 def _client(tmp_path):
     from sagegraph.config import LLMConfig
     from sagegraph.llm import LLMClient
 
-    return LLMClient(LLMConfig(model="m", base_url="http://127.0.0.1:9/v1", cache_mode="replay"), tmp_path / "llm.sqlite")
+    return LLMClient(
+        LLMConfig(model="m", base_url="http://127.0.0.1:9/v1", cache_mode="replay"), tmp_path / "llm.sqlite"
+    )
 
 
 def _row(client, question: str, text: str = "answer", **over):
     from sagegraph.llm import request_key
 
-    request = client.request([{"role": "user", "content": question}], {"temperature": 0.0, "max_tokens": client.cfg.max_tokens})
-    return {"key": request_key(request), "text": text, "prompt_tokens": 10, "completion_tokens": 2, "created": 1.0,
-            "extra": {"seconds": 0.1, "tool_calls": []}, "request": request, **over}
+    request = client.request(
+        [{"role": "user", "content": question}], {"temperature": 0.0, "max_tokens": client.cfg.max_tokens}
+    )
+    return {
+        "key": request_key(request),
+        "text": text,
+        "prompt_tokens": 10,
+        "completion_tokens": 2,
+        "created": 1.0,
+        "extra": {"seconds": 0.1, "tool_calls": []},
+        "request": request,
+        **over,
+    }
 
 
 def _archive(path: Path, rows) -> Path:
@@ -342,15 +373,18 @@ def test_an_imported_reply_answers_only_the_request_it_recorded(tmp_path):
     assert import_replies(tmp_path / "c.jsonl", tmp_path / "c.sqlite", unbound=True) == (1, 0)
 
 
-@pytest.mark.parametrize("change,field", [
-    ({"prompt_tokens": -1_000_000}, "prompt_tokens"),
-    ({"completion_tokens": 10**12}, "completion_tokens"),
-    ({"extra": [1]}, "extra"),
-    ({"extra": {"seconds": -5}}, "extra.seconds"),
-    ({"extra": {"steer": 1}}, "extra.steer"),
-    ({"created": "yesterday"}, "created"),
-    ({"text": None}, "text"),
-])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"prompt_tokens": -1_000_000}, "prompt_tokens"),
+        ({"completion_tokens": 10**12}, "completion_tokens"),
+        ({"extra": [1]}, "extra"),
+        ({"extra": {"seconds": -5}}, "extra.seconds"),
+        ({"extra": {"steer": 1}}, "extra.steer"),
+        ({"created": "yesterday"}, "created"),
+        ({"text": None}, "text"),
+    ],
+)
 def test_every_line_is_checked_before_any_is_written(tmp_path, change, field):
     from sagegraph.eval.replies import import_replies
     from sagegraph.llm import ReplyCache
@@ -368,7 +402,10 @@ def test_a_corrected_archive_replaces_with_replace_and_usage_says_imported(tmp_p
 
     client = _client(tmp_path)
     import_replies(_archive(tmp_path / "bad.jsonl", [_row(client, "q", text="wrong")]), client.cache.path)
-    assert import_replies(_archive(tmp_path / "fixed.jsonl", [_row(client, "q", text="right")]), client.cache.path) == (0, 1)
+    assert import_replies(_archive(tmp_path / "fixed.jsonl", [_row(client, "q", text="right")]), client.cache.path) == (
+        0,
+        1,
+    )
     assert client.chat([{"role": "user", "content": "q"}]).text == "wrong"  # kept without --replace
     assert import_replies(tmp_path / "fixed.jsonl", client.cache.path, replace=True) == (1, 0)
     assert client.chat([{"role": "user", "content": "q"}]).text == "right"
@@ -401,17 +438,23 @@ def test_exported_replies_carry_their_request_and_import_bound(tmp_path):
 
 # ---- 8-11: inputs ---------------------------------------------------------------------------------
 
+
 def _kb(tmp_path: Path, nodes: list, edges: list | None = None) -> Path:
-    (tmp_path / "nodes.jsonl").write_text("".join((n if isinstance(n, str) else json.dumps(n)) + "\n" for n in nodes), encoding="utf-8")
+    (tmp_path / "nodes.jsonl").write_text(
+        "".join((n if isinstance(n, str) else json.dumps(n)) + "\n" for n in nodes), encoding="utf-8"
+    )
     (tmp_path / "edges.jsonl").write_text("".join(json.dumps(e) + "\n" for e in edges or []), encoding="utf-8")
     return tmp_path
 
 
-@pytest.mark.parametrize("line,field", [
-    ('{"id": "a", "type": "T", "fields": {"name": "bad\\u0000name"}}', "fields.name"),
-    ('{"id": "a", "type": "T", "fields": {"name": "half \\ud800 a pair"}}', "fields.name"),
-    ('{"id": "a", "type": "T", "fields": {"na\\u0000me": "x"}}', "fields.na\x00me"),
-])
+@pytest.mark.parametrize(
+    "line,field",
+    [
+        ('{"id": "a", "type": "T", "fields": {"name": "bad\\u0000name"}}', "fields.name"),
+        ('{"id": "a", "type": "T", "fields": {"name": "half \\ud800 a pair"}}', "fields.name"),
+        ('{"id": "a", "type": "T", "fields": {"na\\u0000me": "x"}}', "fields.na\x00me"),
+    ],
+)
 def test_text_no_store_can_hold_is_refused_with_its_line_and_field(tmp_path, line, field):
     from sagegraph.corpus.jsonl import ErrorPolicy
     from sagegraph.corpus.kb import load_kb
@@ -422,13 +465,41 @@ def test_text_no_store_can_hold_is_refused_with_its_line_and_field(tmp_path, lin
     assert err.value.line == 2 and err.value.field == field
 
 
-@pytest.mark.parametrize("nodes,edges,where,field", [
-    ([{"id": "a", "type": "T", "fields": {"na me": "x"}}, {"id": "b", "type": "T", "fields": {"na_me": "y"}}], [], "nodes.jsonl", "fields.na_me"),
-    ([{"id": "a", "type": "T", "fields": {"name": "x", "na-me": "y"}}, {"id": "b", "type": "T", "fields": {"na_me": "y"}}], [], "nodes.jsonl", "fields.na_me"),
-    ([{"id": "a", "type": "Film-Star", "fields": {"name": "x"}}, {"id": "b", "type": "Film Star", "fields": {"name": "y"}}], [], "nodes.jsonl", "type"),
-    ([{"id": "a", "type": "T", "fields": {"name": "x"}}, {"id": "b", "type": "T", "fields": {"name": "y"}}],
-     [{"src": "a", "dst": "b", "type": "depends-on"}, {"src": "b", "dst": "a", "type": "depends on"}], "edges.jsonl", "type"),
-])
+@pytest.mark.parametrize(
+    "nodes,edges,where,field",
+    [
+        (
+            [{"id": "a", "type": "T", "fields": {"na me": "x"}}, {"id": "b", "type": "T", "fields": {"na_me": "y"}}],
+            [],
+            "nodes.jsonl",
+            "fields.na_me",
+        ),
+        (
+            [
+                {"id": "a", "type": "T", "fields": {"name": "x", "na-me": "y"}},
+                {"id": "b", "type": "T", "fields": {"na_me": "y"}},
+            ],
+            [],
+            "nodes.jsonl",
+            "fields.na_me",
+        ),
+        (
+            [
+                {"id": "a", "type": "Film-Star", "fields": {"name": "x"}},
+                {"id": "b", "type": "Film Star", "fields": {"name": "y"}},
+            ],
+            [],
+            "nodes.jsonl",
+            "type",
+        ),
+        (
+            [{"id": "a", "type": "T", "fields": {"name": "x"}}, {"id": "b", "type": "T", "fields": {"name": "y"}}],
+            [{"src": "a", "dst": "b", "type": "depends-on"}, {"src": "b", "dst": "a", "type": "depends on"}],
+            "edges.jsonl",
+            "type",
+        ),
+    ],
+)
 def test_names_the_store_would_merge_are_an_error(tmp_path, nodes, edges, where, field):
     from sagegraph.corpus.jsonl import ErrorPolicy
     from sagegraph.corpus.kb import load_kb
@@ -442,7 +513,9 @@ def test_a_field_named_like_the_nodes_own_text_does_not_overwrite_it():
     from sagegraph.model import ENTITY, Node
     from sagegraph.store.mapping import node_row
 
-    node = Node("e1", ENTITY, "T", "name: x\ntext: y", "a", "x", 0, {"fields": {"name": "x", "text": "y", "topic": "z"}})
+    node = Node(
+        "e1", ENTITY, "T", "name: x\ntext: y", "a", "x", 0, {"fields": {"name": "x", "text": "y", "topic": "z"}}
+    )
     props = node_row(node, None)["props"]
     assert props["text"] == "name: x\ntext: y" and props["field_text"] == "y" and props["field_topic"] == "z"
 
@@ -451,8 +524,13 @@ def test_a_question_past_the_length_bound_is_refused_with_its_line(tmp_path, mon
     from sagegraph.corpus.questions import load_questions
 
     path = tmp_path / "q.jsonl"
-    path.write_text(json.dumps({"id": "1", "question": "short?", "answer_ids": ["a"]}) + "\n"
-                    + json.dumps({"id": "2", "question": "x" * 5000, "answer_ids": ["a"]}) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps({"id": "1", "question": "short?", "answer_ids": ["a"]})
+        + "\n"
+        + json.dumps({"id": "2", "question": "x" * 5000, "answer_ids": ["a"]})
+        + "\n",
+        encoding="utf-8",
+    )
     with pytest.raises(InputError) as err:
         load_questions(path)
     assert (err.value.line, err.value.field) == (2, "question")
@@ -473,6 +551,7 @@ def test_a_long_name_is_never_a_schema_card_example():
 
 # ---- 7: bounded graph work on a hub ----------------------------------------------------------------
 
+
 def _view_with_hub(hub_edges: int):
     """A KB view of 2,001 nodes in which node 0 has `hub_edges` relations (20 types), beside 5,000
     sparse ones: the probe's hub KB, held in memory."""
@@ -485,7 +564,11 @@ def _view_with_hub(hub_edges: int):
     rng = np.random.default_rng(0)
     n = 2001
     view = KBView.__new__(KBView)
-    view.g, view.n, view._columns = types.SimpleNamespace(types=np.array(["Hub"] + ["Item"] * 1000 + ["Person"] * 1000, dtype=object)), n, {}
+    view.g, view.n, view._columns = (
+        types.SimpleNamespace(types=np.array(["Hub"] + ["Item"] * 1000 + ["Person"] * 1000, dtype=object)),
+        n,
+        {},
+    )
     src = np.concatenate([np.zeros(hub_edges, dtype=np.int64), rng.integers(1, n, 5000)])
     dst = np.concatenate([rng.integers(1, n, hub_edges), rng.integers(1, n, 5000)])
     rel = np.concatenate([rng.integers(0, 20, hub_edges), rng.integers(20, 25, 5000)])
@@ -501,7 +584,9 @@ def test_chains_from_a_hub_stop_at_their_bound_and_say_so():
         budget = WalkBudget()
         chains = list(chains_from(view, start, 3, budget=budget))
         assert budget.capped and len(chains) <= budget.max_chains and budget.work <= budget.max_work + 200_000 * 2
-        assert [len(h) for h, _ in chains] == sorted(len(h) for h, _ in chains)  # shortest first: what is kept is the nearest
+        assert [len(h) for h, _ in chains] == sorted(
+            len(h) for h, _ in chains
+        )  # shortest first: what is kept is the nearest
 
 
 def test_a_walk_within_its_bound_is_the_unbounded_walk():
@@ -510,11 +595,14 @@ def test_a_walk_within_its_bound_is_the_unbounded_walk():
     view = _view_with_hub(0)
     budget = WalkBudget()
     bounded = [(h, e.tolist()) for h, e in chains_from(view, 5, 3, budget=budget)]
-    unbounded = [(h, e.tolist()) for h, e in chains_from(view, 5, 3, budget=WalkBudget(max_work=10**12, max_chains=10**9))]
+    unbounded = [
+        (h, e.tolist()) for h, e in chains_from(view, 5, 3, budget=WalkBudget(max_work=10**12, max_chains=10**9))
+    ]
     assert not budget.capped and bounded == unbounded
 
 
 # ---- 10, 12: one line, not a traceback ---------------------------------------------------------------
+
 
 def test_a_folder_where_a_jsonl_file_belongs_is_one_line(tmp_path):
     from sagegraph.corpus.jsonl import ErrorPolicy
@@ -544,8 +632,13 @@ def test_a_sweep_that_expands_past_its_bound_is_refused_before_any_work(tmp_path
 
     from sagegraph.eval.sweep import load_sweep
 
-    sweep = {"name": "big", "graph": str(tmp_path / "graph"), "questions": str(tmp_path / "q.jsonl"), "out": str(tmp_path / "out"),
-             "grid": [{"retriever": ["sage"], "k": list(range(1, 101)), "params": {"k_prime": list(range(1, 101))}}]}
+    sweep = {
+        "name": "big",
+        "graph": str(tmp_path / "graph"),
+        "questions": str(tmp_path / "q.jsonl"),
+        "out": str(tmp_path / "out"),
+        "grid": [{"retriever": ["sage"], "k": list(range(1, 101)), "params": {"k_prime": list(range(1, 101))}}],
+    }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
     with pytest.raises(ConfigError, match="more than 500 configurations"):
         load_sweep(tmp_path / "s.yaml")
@@ -595,7 +688,11 @@ def test_a_long_name_is_cut_where_a_reranker_reads_a_candidates_relations():
     from sagegraph.retrieve.kb.view import KBView
 
     view = KBView.__new__(KBView)
-    view.g, view.n, view._columns = types.SimpleNamespace(types=np.array(["A", "B"], dtype=object), title=lambda i: ""), 2, {}
+    view.g, view.n, view._columns = (
+        types.SimpleNamespace(types=np.array(["A", "B"], dtype=object), title=lambda i: ""),
+        2,
+        {},
+    )
     view.__dict__["_edges"] = (np.array([0]), np.array([1]), np.array([0]), ["KNOWS"])
     view.__dict__["fields"] = [{"name": "short"}, {"name": "n" * 100_000}]
     view.__dict__["names"] = ["short", "n" * 100_000]

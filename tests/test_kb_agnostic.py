@@ -7,20 +7,31 @@ import json
 import pytest
 
 from sagegraph.config import LLMConfig
-from sagegraph.corpus.records import Question
 from sagegraph.corpus.questions import matching_questions, sample_questions
+from sagegraph.corpus.records import Question
 from sagegraph.retrieve import get_retriever
-from sagegraph.retrieve.kb.grounding import ground_query, view_schema
 from sagegraph.retrieve.dgr.params import ToolParams
 from sagegraph.retrieve.dgr.tools import GraphTools, ToolError
 from sagegraph.retrieve.kb.entities import NER_SYSTEM
+from sagegraph.retrieve.kb.grounding import ground_query, view_schema
 from sagegraph.retrieve.kb.view import kb_view, normalise
 from sagegraph.retrieve.resources import open_resources
 from sagegraph.retrieve.spark.retriever import SYSTEM as SPARK_SYSTEM
 from tests.fake_openai import FakeOpenAI, completion
 from tests.kb_mini import build_mini, family_records
 
-FILM_WORDS = ("Movie", "Person", "Studio", "DIRECTED", "ACTED_IN", "PRODUCED_BY", "Ana Silva", "Harbour", "film", "director")
+FILM_WORDS = (
+    "Movie",
+    "Person",
+    "Studio",
+    "DIRECTED",
+    "ACTED_IN",
+    "PRODUCED_BY",
+    "Ana Silva",
+    "Harbour",
+    "film",
+    "director",
+)
 FAMILY_WORDS = ("Human", "Town", "Guild", "child_of", "born_in", "member_of", "Ørsted", "Tromsø", "Bergen", "Fjord")
 
 
@@ -38,6 +49,7 @@ def paper_tools(graph, **settings):
     """DGR's tools with the paper's observations (no relaxed filters, no relation kinds) unless told."""
     return GraphTools(graph, ToolParams(**{"relax_filters": False, "relation_kinds": False, **settings}))
 
+
 def _res(g, tmp_path, url="http://127.0.0.1:9/v1"):
     return open_resources(g, LLMConfig(base_url=url, model="test-model", max_retries=1, cache_dir=tmp_path / "cache"))
 
@@ -46,8 +58,14 @@ def _prompts(g, tmp_path) -> str:
     res = _res(g, tmp_path)
     dgr = get_retriever("dgr", res, mode="json")
     af = get_retriever("af", res, reranker="none")
-    return "\n".join([dgr.system_prompt("json"), dgr.system_prompt("native"), af.cypher_messages("q?", None)[0]["content"],
-                      af.type_messages("q?")[0]["content"]])
+    return "\n".join(
+        [
+            dgr.system_prompt("json"),
+            dgr.system_prompt("native"),
+            af.cypher_messages("q?", None)[0]["content"],
+            af.type_messages("q?")[0]["content"],
+        ]
+    )
 
 
 def test_fixed_prompt_text_names_no_kb(film):
@@ -70,7 +88,9 @@ def test_prompt_examples_are_read_from_the_kb_queried(kb, own, other, request, t
 
 def test_names_match_across_case_accents_punctuation_and_a_leading_the(family):
     assert normalise("the fjord guild") == normalise("The Fjord-Guild.") == "fjord guild"
-    assert normalise("Hakon Orsted") == normalise("HÅKON ØRSTED") or normalise("Hakon Orsted") == normalise("HÅKON ORSTED")
+    assert normalise("Hakon Orsted") == normalise("HÅKON ØRSTED") or normalise("Hakon Orsted") == normalise(
+        "HÅKON ORSTED"
+    )
     assert normalise("Håkon Ørsted") != "" and normalise("The") == "the"  # an article alone is a name
     v = kb_view(family)
     assert [family.source_ids[r] for r in v.name_index[normalise("fjord guild")]] == ["r1"]
@@ -100,10 +120,23 @@ def test_a_filter_that_matches_nothing_is_relaxed_and_said_when_asked(family):
 
 def test_a_relaxed_filter_is_counted_and_the_agent_answers_from_what_it_was_shown(family, tmp_path):
     h2, c2 = int(family.row["nh2"]), int(family.row["nc2"])
-    steps = [{"calls": [{"tool": "search_in_graph", "args": {"query": "Ingrid"}}]},
-             {"calls": [{"tool": "search_in_neighborhood", "args": {"node_index": h2, "node_type": "Human", "edge_type": "born_in"}}]},
-             {"calls": [{"tool": "add_to_answer", "args": {"answer_nodes": [{"node_index": c2, "reasoning": "born there"}]}}]},
-             {"calls": [{"tool": "finish", "args": {}}]}]
+    steps = [
+        {"calls": [{"tool": "search_in_graph", "args": {"query": "Ingrid"}}]},
+        {
+            "calls": [
+                {
+                    "tool": "search_in_neighborhood",
+                    "args": {"node_index": h2, "node_type": "Human", "edge_type": "born_in"},
+                }
+            ]
+        },
+        {
+            "calls": [
+                {"tool": "add_to_answer", "args": {"answer_nodes": [{"node_index": c2, "reasoning": "born there"}]}}
+            ]
+        },
+        {"calls": [{"tool": "finish", "args": {}}]},
+    ]
 
     def reply(body):
         n = sum(1 for m in body["messages"] if m["role"] == "assistant")
@@ -111,7 +144,9 @@ def test_a_relaxed_filter_is_counted_and_the_agent_answers_from_what_it_was_show
 
     with FakeOpenAI(reply) as server:
         res = _res(family, tmp_path, server.base_url)
-        r = get_retriever("dgr", res, mode="json", n_agents=1, t_max=5, relax_filters=True).search("Where was Ingrid Ørsted born?", 3)
+        r = get_retriever("dgr", res, mode="json", n_agents=1, t_max=5, relax_filters=True).search(
+            "Where was Ingrid Ørsted born?", 3
+        )
     assert [family.source_ids[i] for i in r.idx] == ["c2"] and r.found_by == ["agents"]
     c = r.trace["counters"]
     assert c["relaxed_filters"] == 1 and c["fallback_answers"] == 0
@@ -127,13 +162,20 @@ def test_af_grounds_its_derived_query_in_the_kb_unless_asked_not_to(family, tmp_
         return 200, completion("MATCH (t:Town)-[:born_in]->(h:Town {name: 'Ingrid Ørsted'}) RETURN t.name")
 
     with FakeOpenAI(reply) as server:
-        plain = get_retriever("af", _res(family, tmp_path, server.base_url), reranker="none", ground=False).search("Where was Ingrid Ørsted born?", 3)
-        grounded = get_retriever("af", _res(family, tmp_path / "g", server.base_url), reranker="none").search("Where was Ingrid Ørsted born?", 3)
+        plain = get_retriever("af", _res(family, tmp_path, server.base_url), reranker="none", ground=False).search(
+            "Where was Ingrid Ørsted born?", 3
+        )
+        grounded = get_retriever("af", _res(family, tmp_path / "g", server.base_url), reranker="none").search(
+            "Where was Ingrid Ørsted born?", 3
+        )
     assert plain.found_by[0] != "grounded" and "grounded" not in plain.trace["counters"]
     assert [family.source_ids[i] for i in grounded.idx][:1] == ["c2"] and grounded.found_by[0] == "grounded"
     c, s = grounded.trace["counters"], grounded.trace["steps"]
     assert c["grounded"] == 1 and c["ground_direction"] == 1 and c["ground_label_moved"] == 1
-    assert s["cypher"].startswith("MATCH (t:Town)-[:born_in]->") and s["cypher_grounded"] == "MATCH (t:Town)<-[:born_in]-(h:Human {name: 'Ingrid Ørsted'}) RETURN t.name"
+    assert (
+        s["cypher"].startswith("MATCH (t:Town)-[:born_in]->")
+        and s["cypher_grounded"] == "MATCH (t:Town)<-[:born_in]-(h:Human {name: 'Ingrid Ørsted'}) RETURN t.name"
+    )
 
 
 def test_view_schema_knows_the_labels_of_a_name_however_it_is_written(family):
@@ -144,7 +186,10 @@ def test_view_schema_knows_the_labels_of_a_name_however_it_is_written(family):
 
 
 def test_a_sweep_sample_can_keep_one_split_first():
-    qs = [Question(f"q{i}", "x?", ["a"], meta={"split": "test" if i % 3 == 0 else "train", "hops": 2 + i % 2}) for i in range(30)]
+    qs = [
+        Question(f"q{i}", "x?", ["a"], meta={"split": "test" if i % 3 == 0 else "train", "hops": 2 + i % 2})
+        for i in range(30)
+    ]
     test = matching_questions(qs, {"split": "test"})
     assert len(test) == 10 and all(q.meta["split"] == "test" for q in test)
     assert len(matching_questions(qs, {"split": ["test", "train"], "hops": 3})) == 15

@@ -8,8 +8,11 @@ from sagegraph.retrieve.spark.diagnostics import miss_kind as spark_kind
 
 
 def test_spark_misses():
-    ran = {"counters": {"fallback": 0}, "plan": {"cypher": "MATCH (a:P {name: 'x'})-[:r]->(b:P) RETURN b.id AS id"},
-           "cypher_executed": "MATCH (a:P {name: 'x'})-[:r]->(b:P) RETURN b.id AS id"}
+    ran = {
+        "counters": {"fallback": 0},
+        "plan": {"cypher": "MATCH (a:P {name: 'x'})-[:r]->(b:P) RETURN b.id AS id"},
+        "cypher_executed": "MATCH (a:P {name: 'x'})-[:r]->(b:P) RETURN b.id AS id",
+    }
     assert spark_kind({"counters": {}, "plan": {"cypher": None}}, "P", 2) == "no query"
     assert spark_kind({**ran, "counters": {"fallback": 1}}, "P", 2) == "empty"
     assert spark_kind(ran, "P", 2) == "fewer relations"
@@ -26,7 +29,10 @@ def test_af_misses():
 
 
 def test_graphraft_misses():
-    template = "MATCH (e0:Person)-[:DIRECTED]->(:Movie)-[:PRODUCED_BY]->(x:Studio) WHERE e0.id IN $e0 RETURN DISTINCT x.id AS id"
+    template = (
+        "MATCH (e0:Person)-[:DIRECTED]->(:Movie)-[:PRODUCED_BY]->(x:Studio) WHERE e0.id IN $e0 RETURN "
+        "DISTINCT x.id AS id"
+    )
     assert graphraft_kind({}, "Movie", 1) == "no template"
     assert graphraft_kind({"chosen_template": template}, "Movie", 1) == "answer type"
     assert graphraft_kind({"chosen_template": template}, "Studio", 2) == "right type"

@@ -8,7 +8,9 @@ from sagegraph.eval.diagnose import group_runs, group_table
 
 
 def _sweep(tmp_path: Path) -> Path:
-    qs = [{"id": f"q{i}", "question": f"question {i}", "answer_ids": ["a"], "hops": 2 if i < 2 else 3} for i in range(4)]
+    qs = [
+        {"id": f"q{i}", "question": f"question {i}", "answer_ids": ["a"], "hops": 2 if i < 2 else 3} for i in range(4)
+    ]
     (tmp_path / "questions.sample.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
     run = tmp_path / "runs" / "r1"
     run.mkdir(parents=True)
@@ -16,7 +18,14 @@ def _sweep(tmp_path: Path) -> Path:
     (run / "metrics.json").write_text("{}")
     rows = []
     for i in range(4):
-        row = {"qid": f"q{i}", "hit@1": float(i == 0), "hit@5": float(i < 2), "recall@20": 0.5, "mrr": 0.25, "llm_calls": 2}
+        row = {
+            "qid": f"q{i}",
+            "hit@1": float(i == 0),
+            "hit@5": float(i < 2),
+            "recall@20": 0.5,
+            "mrr": 0.25,
+            "llm_calls": 2,
+        }
         if i != 3:  # q3's trace has no agent step (an error): it must not count as "not shown"
             row["diagnostics"] = {"seen_hit": float(i in (0, 2))}
         rows.append(row)

@@ -14,7 +14,9 @@ def test_import_contracts_hold():
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if exe is None:
         pytest.fail("lint-imports is not installed: `make setup` installs the test extra (import-linter)")
-    res = subprocess.run([exe, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    res = subprocess.run(
+        [exe, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=ROOT, capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     assert "6 kept, 0 broken" in res.stdout
 
@@ -41,18 +43,48 @@ def test_flows_tasks_and_deployments_are_installed_under_the_sagegraph_name(tmp_
     import zipfile
 
     src = tmp_path / "src"  # a copy, so the build leaves nothing in the checkout
-    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(".venv", ".git", "work", "data", "build", "*.egg-info", "__pycache__", "mlruns"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(src)],
-                           capture_output=True, text=True, timeout=300)
+    shutil.copytree(
+        ROOT,
+        src,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".venv", ".git", "work", "data", "build", "*.egg-info", "__pycache__", "mlruns"),
+    )
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("sagegraph-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"sagegraph/flows/sweep.py", "sagegraph/tasks/evaluate.py", "sagegraph/deployments/deploy.py", "sagegraph/cli.py"} <= set(names)
+    assert {
+        "sagegraph/flows/sweep.py",
+        "sagegraph/tasks/evaluate.py",
+        "sagegraph/deployments/deploy.py",
+        "sagegraph/cli.py",
+    } <= set(names)
     assert not [n for n in names if n.split("/")[0] in ("flows", "tasks", "deployments", "tests", "benchmarks")]
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
     code = "import sagegraph.flows.sweep as s, sagegraph.tasks.build, sagegraph.deployments.deploy; print(s.__file__)"
-    ran = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
-                         capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert ran.stdout.strip().startswith(str(tmp_path / "site"))
-

@@ -3,21 +3,52 @@ from pathlib import Path
 
 import pytest
 
-from sagegraph.construct.metadata import TableMetadata, TextMetadata, extract_metadata, heuristic_metadata, llm_metadata
 from sagegraph.config import LLMConfig
+from sagegraph.construct.metadata import TableMetadata, TextMetadata, extract_metadata, heuristic_metadata, llm_metadata
 from sagegraph.errors import LLMError
 from sagegraph.llm import LLMClient, parse_json_reply
 from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Node
 from tests.fake_openai import FakeOpenAI, completion
 
-TEXT_NODE = Node("d1", DOC_CHUNK, "Passage", "Cartier Field was a stadium in Notre Dame, Indiana. It opened in 1900.", "/wiki/Cartier_Field", "Cartier Field", 0, {})
-TABLE_NODE = Node("t1", TABLE_CHUNK, "Table", "...", "nd_0", "1911 Notre Dame football", 0,
-                  {"header": ["Date", "Opponent"], "rows": [["October 7", "Ohio Northern"], ["October 14", "St. Viator"]], "row_start": 0})
+TEXT_NODE = Node(
+    "d1",
+    DOC_CHUNK,
+    "Passage",
+    "Cartier Field was a stadium in Notre Dame, Indiana. It opened in 1900.",
+    "/wiki/Cartier_Field",
+    "Cartier Field",
+    0,
+    {},
+)
+TABLE_NODE = Node(
+    "t1",
+    TABLE_CHUNK,
+    "Table",
+    "...",
+    "nd_0",
+    "1911 Notre Dame football",
+    0,
+    {
+        "header": ["Date", "Opponent"],
+        "rows": [["October 7", "Ohio Northern"], ["October 14", "St. Viator"]],
+        "row_start": 0,
+    },
+)
 
-TEXT_REPLY = {"entities": {"Cartier Field": {"details": ["A stadium in Notre Dame, Indiana."]}}, "events": {}, "timeline": ["1900 - Cartier Field opened"], "topic": "A former stadium of Notre Dame."}
-TABLE_REPLY = {"table_title": "1911 Notre Dame football", "table_description": "Games of the 1911 season.", "table_summary": "Early wins.",
-               "col_desc": {"Date": "Game date", "Opponent": "Opposing team"}, "col_format": {"Date": "date (Month Day)", "Opponent": "string - team names"},
-               "entities": {"Ohio Northern": {"type": "organization", "category": "named", "description": "Opposing team"}}}
+TEXT_REPLY = {
+    "entities": {"Cartier Field": {"details": ["A stadium in Notre Dame, Indiana."]}},
+    "events": {},
+    "timeline": ["1900 - Cartier Field opened"],
+    "topic": "A former stadium of Notre Dame.",
+}
+TABLE_REPLY = {
+    "table_title": "1911 Notre Dame football",
+    "table_description": "Games of the 1911 season.",
+    "table_summary": "Early wins.",
+    "col_desc": {"Date": "Game date", "Opponent": "Opposing team"},
+    "col_format": {"Date": "date (Month Day)", "Opponent": "string - team names"},
+    "entities": {"Ohio Northern": {"type": "organization", "category": "named", "description": "Opposing team"}},
+}
 
 
 def recorded(body):
@@ -105,7 +136,11 @@ def test_json_reply_parsing_tolerates_fences():
 
 def test_heuristic_metadata_has_the_same_shapes():
     text = heuristic_metadata(TEXT_NODE)
-    assert "Cartier Field" in text["entities"] and text["topic"].startswith("Cartier Field was") and text["timeline"][0].startswith("1900")
+    assert (
+        "Cartier Field" in text["entities"]
+        and text["topic"].startswith("Cartier Field was")
+        and text["timeline"][0].startswith("1900")
+    )
     table = heuristic_metadata(TABLE_NODE)
     assert table["col_format"] == {"Date": "date", "Opponent": "string"} and "Ohio Northern" in table["entities"]
 
@@ -114,7 +149,9 @@ def test_heuristic_metadata_has_the_same_shapes():
 def test_a_refused_or_unreachable_endpoint_stops_the_batch_instead_of_falling_back(tmp_path, monkeypatch):
     """Only an unusable reply falls back; a metadata batch of fallbacks would be resumed later as
     if the LLM had written it."""
-    with FakeOpenAI(lambda b: (401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})) as server:
+    with FakeOpenAI(
+        lambda b: (401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+    ) as server:
         c = client(server, tmp_path)
         with pytest.raises(LLMError, match="AuthenticationError"):
             extract_metadata([TEXT_NODE, TABLE_NODE] * 50, "llm", c, concurrency=2)
@@ -125,14 +162,16 @@ def test_a_refused_or_unreachable_endpoint_stops_the_batch_instead_of_falling_ba
 
 
 def test_preflight_wants_a_key_only_while_llm_metadata_is_unwritten(tmp_path, monkeypatch):
+    from sagegraph.config import load_config
     from sagegraph.construct.artifacts import Layout
     from sagegraph.construct.stages import ingest, preflight
-    from sagegraph.config import load_config
     from tests.fixtures import make_ottqa, write_config
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     corpus = make_ottqa(tmp_path / "ottqa")
-    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(corpus)}, tmp_path / "out"), metadata="llm")
+    cfg = load_config(
+        write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(corpus)}, tmp_path / "out"), metadata="llm"
+    )
     with pytest.raises(LLMError, match="no API key: set OPENAI_API_KEY"):
         preflight(cfg)
     assert not (tmp_path / "out").exists()  # the check wrote nothing
@@ -154,7 +193,13 @@ def test_an_llm_metadata_batch_reports_its_progress(tmp_path):
     lines: list[str] = []
     tick = ticker("metadata batch-1", 20, "nodes", lines.append, every_s=0.0)
     with FakeOpenAI(recorded) as server:
-        metas, _ = extract_metadata([TEXT_NODE, TABLE_NODE] * 10, "llm", client(server, tmp_path), concurrency=2, on_done=tick)
+        metas, _ = extract_metadata(
+            [TEXT_NODE, TABLE_NODE] * 10, "llm", client(server, tmp_path), concurrency=2, on_done=tick
+        )
     assert len(metas) == 20 and len(lines) == 20  # every reply, at every_s = 0
-    assert lines[0].startswith("metadata batch-1: 1/20 nodes") and lines[-1].endswith(", done") and "20/20 nodes" in lines[-1]
+    assert (
+        lines[0].startswith("metadata batch-1: 1/20 nodes")
+        and lines[-1].endswith(", done")
+        and "20/20 nodes" in lines[-1]
+    )
     assert ticker("x", 0, "nodes", lines.append) is None and ticker("x", 5, "nodes", None) is None

@@ -24,7 +24,10 @@ def test_the_same_request_in_flight_twice_is_paid_once(tmp_path):
         cfg = LLMConfig(base_url=server.base_url, model="m", concurrency=8)
         clients = [LLMClient(cfg, tmp_path / "llm.sqlite") for _ in range(4)]  # as in separate workers
         replies = []
-        threads = [threading.Thread(target=lambda c=c: replies.append(c.chat([{"role": "user", "content": "same"}]))) for c in clients]
+        threads = [
+            threading.Thread(target=lambda c=c: replies.append(c.chat([{"role": "user", "content": "same"}])))
+            for c in clients
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -62,7 +65,9 @@ def test_model_parts_join_in_numeric_order_and_anything_else_is_refused(tmp_path
 def test_the_local_server_binds_loopback_only(tmp_path):
     cmd = serve_command(tmp_path / "m.gguf", port=8081, threads=2)
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--cache") + 1] == "true"
-    assert "--cache" not in serve_command(tmp_path / "m.gguf", prompt_cache=False)  # the benchmark's "last prompt only" server
+    assert "--cache" not in serve_command(
+        tmp_path / "m.gguf", prompt_cache=False
+    )  # the benchmark's "last prompt only" server
     with pytest.raises(ConfigError, match="loopback"):
         serve_command(tmp_path / "m.gguf", host="0.0.0.0")
 
@@ -75,7 +80,9 @@ def test_an_outage_error_carries_no_openai_exception_across_processes(tmp_path):
 
     from sagegraph.errors import LLMUnavailable
 
-    client = LLMClient(LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0, timeout_s=5), tmp_path / "llm.sqlite")
+    client = LLMClient(
+        LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0, timeout_s=5), tmp_path / "llm.sqlite"
+    )
     with pytest.raises(LLMUnavailable, match="APIConnectionError") as caught:
         client.chat([{"role": "user", "content": "hello"}])
     assert caught.value.__cause__ is None and caught.value.__context__ is None
@@ -94,7 +101,12 @@ def test_a_cached_reply_counts_as_work_but_not_as_paid(tmp_path):
         with usage_scope() as replay:
             client.chat([{"role": "user", "content": "q"}])
     assert (live.prompt_tokens, live.work_prompt_tokens, live.work_completion_tokens) == (10, 10, 2)
-    assert (replay.prompt_tokens, replay.cached, replay.work_prompt_tokens, replay.work_completion_tokens) == (0, 1, 10, 2)
+    assert (replay.prompt_tokens, replay.cached, replay.work_prompt_tokens, replay.work_completion_tokens) == (
+        0,
+        1,
+        10,
+        2,
+    )
     assert replay.work_seconds == pytest.approx(live.work_seconds) and live.work_seconds > 0
 
 

@@ -19,10 +19,12 @@ def encode(texts):
 
 
 FILLER = "The score was praised. The crew was small. The season was long. "
-TEXTS = [FILLER + "A puppet leads the film. A desert hides a map.",  # the motifs, among filler
-         FILLER + "The film is about a season.",
-         "puppet",  # one sentence: no sentence vectors, the node vector scores it
-         FILLER + "A desert. A map."]
+TEXTS = [
+    FILLER + "A puppet leads the film. A desert hides a map.",  # the motifs, among filler
+    FILLER + "The film is about a season.",
+    "puppet",  # one sentence: no sentence vectors, the node vector scores it
+    FILLER + "A desert. A map.",
+]
 
 
 def test_a_phrase_scores_a_node_by_its_closest_sentence(tmp_path):

@@ -17,9 +17,9 @@ from sagegraph.config import LLMConfig, load_config
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError, InputError, StoreUnavailable
 from sagegraph.eval.runner import EvalConfig, read_done, run_eval
-from sagegraph.runfiles import cut_to_last_line, replaced, write_metrics, write_text_whole
 from sagegraph.llm import LLMClient, retry_wait, usage_scope
 from sagegraph.retrieve.base import Retrieval
+from sagegraph.runfiles import cut_to_last_line, replaced, write_metrics, write_text_whole
 from sagegraph.runlock import DirectoryLocked, hold
 from tests.fake_openai import FakeOpenAI, completion
 from tests.fixtures import ROOT, run_all, write_config
@@ -27,8 +27,10 @@ from tests.fixtures import ROOT, run_all, write_config
 
 # ---- locks: two runs into one directory (findings 3 and 6) ----
 def _hold_in_child(directory: Path) -> subprocess.Popen:
-    code = ("import sys, time; from sagegraph.runlock import hold\n"
-            f"with hold({str(directory)!r}, 'build'):\n    print('held', flush=True); time.sleep(60)")
+    code = (
+        "import sys, time; from sagegraph.runlock import hold\n"
+        f"with hold({str(directory)!r}, 'build'):\n    print('held', flush=True); time.sleep(60)"
+    )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert child.stdout.readline().strip() == "held"
     return child
@@ -54,7 +56,9 @@ def test_a_second_build_into_one_out_dir_stops_before_any_server(tmp_path):
     from tests.fixtures import sagegraph
 
     (tmp_path / "docs.jsonl").write_text(json.dumps({"id": "d1", "text": "One document."}) + "\n")
-    cfg = write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(tmp_path / "docs.jsonl")}, tmp_path / "out")
+    cfg = write_config(
+        tmp_path / "c.yaml", {"kind": "generic", "documents": str(tmp_path / "docs.jsonl")}, tmp_path / "out"
+    )
     child = _hold_in_child(tmp_path / "out")
     try:
         t0 = time.monotonic()
@@ -152,7 +156,9 @@ def test_a_question_that_hangs_times_out_and_the_rest_still_run_on_one_worker(gr
         assert not hung_returned.is_set()  # the run finished without waiting for the stuck question
     finally:
         release.set()
-    rows = {json.loads(x)["qid"]: json.loads(x) for x in (tmp_path / "run" / "per_query.jsonl").read_text().splitlines()}
+    rows = {
+        json.loads(x)["qid"]: json.loads(x) for x in (tmp_path / "run" / "per_query.jsonl").read_text().splitlines()
+    }
     assert sorted(rows) == sorted(q.id for q in qs) and summary["timeouts"] == 1
     assert rows["q1"]["error"] == "timed out after 0.5 s" and not any(rows[q.id]["error"] for q in qs if q.id != "q1")
 
@@ -171,9 +177,11 @@ def test_cut_to_last_line_keeps_whole_lines_only(tmp_path):
 def test_a_writer_killed_before_its_rename_leaves_the_old_file_whole(tmp_path):
     path = tmp_path / "metrics.json"
     path.write_text('{"hit@1": 0.5}')
-    code = ("import sys, time; from pathlib import Path; from sagegraph.runfiles import replaced\n"
-            f"with replaced(Path({str(path)!r})) as tmp:\n"
-            "    tmp.write_text('{\"hit@1\": 0.'); print('writing', flush=True); time.sleep(60)")
+    code = (
+        "import sys, time; from pathlib import Path; from sagegraph.runfiles import replaced\n"
+        f"with replaced(Path({str(path)!r})) as tmp:\n"
+        "    tmp.write_text('{\"hit@1\": 0.'); print('writing', flush=True); time.sleep(60)"
+    )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert child.stdout.readline().strip() == "writing"
@@ -193,7 +201,8 @@ def test_a_writer_killed_before_its_rename_leaves_the_old_file_whole(tmp_path):
         (tmp_path / f".other.json.{child.pid}-1.tmp").write_text("{")  # another file's: not this writer's to judge
         write_metrics(path, {"hit@1": 0.75})
         assert sorted(f.name for f in tmp_path.iterdir()) == sorted(
-            ["metrics.json", f".metrics.json.{live.pid}-1.tmp", f".other.json.{child.pid}-1.tmp"])
+            ["metrics.json", f".metrics.json.{live.pid}-1.tmp", f".other.json.{child.pid}-1.tmp"]
+        )
         assert json.loads(path.read_text()) == {"hit@1": 0.75}
     finally:
         live.kill()
@@ -262,10 +271,10 @@ def test_a_store_without_its_finished_load_is_an_outage_not_empty_results(kb_bui
     loaded = json.loads(marker.read_text())
     marker.write_text(json.dumps({**loaded, "nodes": loaded["nodes"] + 5}))  # the load wrote more than is there
     with pytest.raises(StoreUnavailable, match="holds .* nodes .* its load wrote"):
-        open_resources(GraphIndex(out / "graph")).store
+        _ = open_resources(GraphIndex(out / "graph")).store
     marker.unlink()  # a load that never finished
     with pytest.raises(StoreUnavailable, match="no finished load"):
-        open_resources(GraphIndex(out / "graph")).store
+        _ = open_resources(GraphIndex(out / "graph")).store
 
 
 @pytest.mark.e2e
@@ -275,8 +284,22 @@ def test_evaluate_on_a_half_loaded_store_exits_with_one_line_and_no_metrics(kb_b
     out = _copy_of(kb_built.out, tmp_path / "out")
     _loaded(out, kb_built.store.graph)[1].unlink()
     qfile = tmp_path / "q.jsonl"
-    qfile.write_text(json.dumps({"id": "q1", "question": "Which papers cite dense retrieval?", "answer_ids": ["p2"]}) + "\n")
-    code = cli.main(["evaluate", str(out / "graph"), "--retriever", "spark", "--questions", str(qfile), "--out", str(tmp_path / "run"), "--oracle"])
+    qfile.write_text(
+        json.dumps({"id": "q1", "question": "Which papers cite dense retrieval?", "answer_ids": ["p2"]}) + "\n"
+    )
+    code = cli.main(
+        [
+            "evaluate",
+            str(out / "graph"),
+            "--retriever",
+            "spark",
+            "--questions",
+            str(qfile),
+            "--out",
+            str(tmp_path / "run"),
+            "--oracle",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "no finished load" in err.splitlines()[-1], err
     assert not (tmp_path / "run" / "metrics.json").exists()
@@ -303,7 +326,13 @@ def test_llm_serve_passes_no_bind_address_from_the_environment(monkeypatch, tmp_
     monkeypatch.setattr(local_model, "server_available", lambda: True)
     monkeypatch.setattr(local_model, "verify", lambda model: None)
     monkeypatch.setattr(os, "execve", lambda path, argv, env: seen.update(argv=argv, env=env))
-    for name, value in {"HOST": "0.0.0.0", "PORT": "9999", "host": "0.0.0.0", "Model": "/tmp/x.gguf", "KEEP_ME": "1"}.items():
+    for name, value in {
+        "HOST": "0.0.0.0",
+        "PORT": "9999",
+        "host": "0.0.0.0",
+        "Model": "/tmp/x.gguf",
+        "KEEP_ME": "1",
+    }.items():
         monkeypatch.setenv(name, value)
     cli.main(["llm", "serve", "--model", str(tmp_path / "m.gguf"), "--skip-check"])
     assert seen["argv"][seen["argv"].index("--host") + 1] == "127.0.0.1"
@@ -318,8 +347,10 @@ def test_a_server_reading_host_from_its_environment_listens_on_loopback(tmp_path
 
     from sagegraph.local_model import server_env
 
-    standin = ("import os, socket, time\ns = socket.socket(); s.bind((os.environ.get('HOST', '127.0.0.1'), 0)); s.listen(1)\n"
-               "print(s.getsockname()[1], flush=True); time.sleep(30)")
+    standin = (
+        "import os, socket, time\ns = socket.socket(); s.bind((os.environ.get('HOST', '127.0.0.1'), 0)); s.listen(1)\n"
+        "print(s.getsockname()[1], flush=True); time.sleep(30)"
+    )
     env = server_env({**os.environ, "HOST": "0.0.0.0"})
     child = subprocess.Popen([sys.executable, "-c", standin], env=env, stdout=subprocess.PIPE, text=True)
     try:
@@ -333,11 +364,25 @@ def test_a_server_reading_host_from_its_environment_listens_on_loopback(tmp_path
 
 # ---- odd endpoint replies (findings 8 and 9) ----
 def _client(server, tmp_path, **kw) -> LLMClient:
-    return LLMClient(LLMConfig(base_url=server.base_url, model="m", max_retries=2, **kw), tmp_path / "llm.sqlite", sleep=lambda s: None)
+    return LLMClient(
+        LLMConfig(base_url=server.base_url, model="m", max_retries=2, **kw),
+        tmp_path / "llm.sqlite",
+        sleep=lambda s: None,
+    )
 
 
-@pytest.mark.parametrize("header,expected", [("-5", (1.0, 1.1)), ("nan", (1.0, 1.1)), ("inf", (1.0, 1.1)), ("1e9", (60.0, 66.0)),
-                                             ("soon", (1.0, 1.1)), ("3", (3.0, 3.3)), (None, (1.0, 1.1))])
+@pytest.mark.parametrize(
+    "header,expected",
+    [
+        ("-5", (1.0, 1.1)),
+        ("nan", (1.0, 1.1)),
+        ("inf", (1.0, 1.1)),
+        ("1e9", (60.0, 66.0)),
+        ("soon", (1.0, 1.1)),
+        ("3", (3.0, 3.3)),
+        (None, (1.0, 1.1)),
+    ],
+)
 def test_retry_after_is_clamped(header, expected):
     assert expected[0] <= retry_wait(header, 1.0) <= expected[1]
 
@@ -359,11 +404,26 @@ def test_an_html_page_with_status_200_is_retried_then_stops_the_run_with_one_lin
     assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize("body,counter", [
-    ({**completion("x"), "choices": []}, "malformed"),
-    ({**completion("x"), "choices": [{"index": 0, "finish_reason": "stop"}]}, "malformed"),
-    ({**completion('{"cypher": "MATCH (n) RET'), "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"cypher": "MATCH (n) RET'}, "finish_reason": "length"}]}, "truncated"),
-])
+@pytest.mark.parametrize(
+    "body,counter",
+    [
+        ({**completion("x"), "choices": []}, "malformed"),
+        ({**completion("x"), "choices": [{"index": 0, "finish_reason": "stop"}]}, "malformed"),
+        (
+            {
+                **completion('{"cypher": "MATCH (n) RET'),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": '{"cypher": "MATCH (n) RET'},
+                        "finish_reason": "length",
+                    }
+                ],
+            },
+            "truncated",
+        ),
+    ],
+)
 def test_an_empty_or_cut_reply_is_counted_and_never_served_again_as_good(tmp_path, body, counter):
     answers = [body, completion('{"cypher": "MATCH (n) RETURN n"}')]
     with FakeOpenAI(lambda b: (200, answers[min(len(server.requests), 2) - 1])) as server:
@@ -372,7 +432,9 @@ def test_an_empty_or_cut_reply_is_counted_and_never_served_again_as_good(tmp_pat
             first = client.chat([{"role": "user", "content": "plan"}])
         assert getattr(u, counter) == 1 and not first.whole
         # A replay of this run reproduces the reply it recorded, and counts it again ...
-        replay = LLMClient(LLMConfig(base_url=server.base_url, model="m", cache_mode="replay"), tmp_path / "other.sqlite")
+        replay = LLMClient(
+            LLMConfig(base_url=server.base_url, model="m", cache_mode="replay"), tmp_path / "other.sqlite"
+        )
         assert replay.cache.insert_all([next(client.cache.rows([first.key]))]) == 1
         with usage_scope() as u:
             assert replay.chat([{"role": "user", "content": "plan"}]).whole is False
@@ -386,7 +448,7 @@ def test_an_empty_or_cut_reply_is_counted_and_never_served_again_as_good(tmp_pat
             # ... unless the user asks for cut replies to be asked again.
             reask = _client(server, tmp_path, reask_cut=True)
             second = reask.chat([{"role": "user", "content": "plan"}])
-        assert second.whole and second.text.endswith("RETURN n\"}") and len(server.requests) == 2
+        assert second.whole and second.text.endswith('RETURN n"}') and len(server.requests) == 2
         # Never served as good, and the whole reply that replaced it is what a rerun gets.
         assert client.chat([{"role": "user", "content": "plan"}]).whole and len(server.requests) == 2
 
@@ -420,21 +482,45 @@ def _load_kb(root: Path, **policy):
 
 
 def test_two_objects_under_one_id_name_both_lines_or_the_last_wins_counted(tmp_path):
-    root = _kb(tmp_path, ['{"id": "a", "type": "T", "name": "first"}', '{"id": "b", "type": "T", "name": "x"}', '{"id": "a", "type": "T", "name": "second"}'])
+    root = _kb(
+        tmp_path,
+        [
+            '{"id": "a", "type": "T", "name": "first"}',
+            '{"id": "b", "type": "T", "name": "x"}',
+            '{"id": "a", "type": "T", "name": "second"}',
+        ],
+    )
     with pytest.raises(InputError, match=r"nodes.jsonl:3: field 'id': duplicate id 'a': line 1 has it too"):
         _load_kb(root)
     (nodes, _), policy = _load_kb(root, on_duplicate="last")
     assert [n.fields["name"] for n in nodes if n.id == "a"] == ["second"] and policy.skipped == {"duplicate": 1}
 
 
-@pytest.mark.parametrize("value,field", [("NaN", "fields.score"), ("Infinity", "fields.score"), ("-Infinity", "fields.score"),
-                                         (str(2**70), "fields.score"), (f"[1, {2**64}]", "fields.score[1]")])
+@pytest.mark.parametrize(
+    "value,field",
+    [
+        ("NaN", "fields.score"),
+        ("Infinity", "fields.score"),
+        ("-Infinity", "fields.score"),
+        (str(2**70), "fields.score"),
+        (f"[1, {2**64}]", "fields.score[1]"),
+    ],
+)
 def test_non_finite_numbers_and_integers_beyond_64_bits_name_file_line_and_field(tmp_path, value, field):
-    root = _kb(tmp_path, ['{"id": "a", "type": "T", "fields": {"name": "ok"}}', '{"id": "b", "type": "T", "fields": {"name": "x", "score": ' + value + "}}"])
+    root = _kb(
+        tmp_path,
+        [
+            '{"id": "a", "type": "T", "fields": {"name": "ok"}}',
+            '{"id": "b", "type": "T", "fields": {"name": "x", "score": ' + value + "}}",
+        ],
+    )
     with pytest.raises(InputError) as caught:
         _load_kb(root)
     assert caught.value.line == 2 and caught.value.field == field and "nodes.jsonl" in caught.value.path
-    ok = _kb(tmp_path / "ok", ['{"id": "a", "type": "T", "fields": {"name": "NaN and Infinity are words", "n": 9223372036854775807}}'])
+    ok = _kb(
+        tmp_path / "ok",
+        ['{"id": "a", "type": "T", "fields": {"name": "NaN and Infinity are words", "n": 9223372036854775807}}'],
+    )
     (nodes, _), _ = _load_kb(ok)
     assert nodes[0].fields["n"] == 2**63 - 1
 
@@ -446,8 +532,11 @@ def test_an_empty_config_file_is_an_error(tmp_path):
 
 
 def test_an_edge_naming_an_unknown_node_names_its_line(tmp_path):
-    root = _kb(tmp_path, ['{"id": "a", "type": "T", "name": "x"}', '{"id": "b", "type": "T", "name": "y"}'],
-               ['{"src": "a", "dst": "b", "type": "R"}', '{"src": "a", "dst": "zz", "type": "R"}'])
+    root = _kb(
+        tmp_path,
+        ['{"id": "a", "type": "T", "name": "x"}', '{"id": "b", "type": "T", "name": "y"}'],
+        ['{"src": "a", "dst": "b", "type": "R"}', '{"src": "a", "dst": "zz", "type": "R"}'],
+    )
     with pytest.raises(InputError, match=r"edges.jsonl:2: field 'dst': names unknown node 'zz'"):
         _load_kb(root)
 
@@ -455,11 +544,16 @@ def test_an_edge_naming_an_unknown_node_names_its_line(tmp_path):
 def test_a_bad_node_line_stops_the_build_before_prefect_and_dask_start(tmp_path):
     from tests.fixtures import sagegraph
 
-    root = _kb(tmp_path, ['{"id": "a", "type": "T", "name": "x"}', '{"id": "b", "type": "T", "fields": {"score": NaN}}'])
+    root = _kb(
+        tmp_path, ['{"id": "a", "type": "T", "name": "x"}', '{"id": "b", "type": "T", "fields": {"score": NaN}}']
+    )
     cfg = write_config(tmp_path / "c.yaml", {"kind": "kb", "path": str(root)}, tmp_path / "out")
     done = sagegraph("build", str(cfg))
     assert done.returncode == 2
-    assert done.stderr.strip() == f"sagegraph: error: {root / 'nodes.jsonl'}:2: field 'fields.score': NaN is not a finite number"
+    assert (
+        done.stderr.strip()
+        == f"sagegraph: error: {root / 'nodes.jsonl'}:2: field 'fields.score': NaN is not a finite number"
+    )
     assert "Prefect" not in done.stdout and not (tmp_path / ".prefect").exists()
 
 
@@ -468,11 +562,20 @@ def test_a_bad_node_line_stops_the_build_before_prefect_and_dask_start(tmp_path)
 def test_kill_9_of_a_build_leaves_no_orphan_server_or_worker(tmp_path):
     import psutil
 
-    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "text": f"Document {i} about rivers."}) + "\n" for i in range(4)))
-    cfg = write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(tmp_path / "docs.jsonl")}, tmp_path / "out")
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(json.dumps({"id": f"d{i}", "text": f"Document {i} about rivers."}) + "\n" for i in range(4))
+    )
+    cfg = write_config(
+        tmp_path / "c.yaml", {"kind": "generic", "documents": str(tmp_path / "docs.jsonl")}, tmp_path / "out"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    build = subprocess.Popen([sys.executable, "-m", "sagegraph.cli", "build", str(cfg)], cwd=ROOT, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    build = subprocess.Popen(
+        [sys.executable, "-m", "sagegraph.cli", "build", str(cfg)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     parent = psutil.Process(build.pid)
     deadline, helpers = time.monotonic() + 120, []
     while time.monotonic() < deadline:  # until the API server and the workers are up
@@ -503,7 +606,9 @@ def test_finished_configurations_reach_mlflow_before_a_later_one_fails_and_the_p
     seen_at_failure = []
 
     def third():
-        seen_at_failure.extend(r.info.run_name for r in client.search_runs([tracker.experiment_id], "tags.mlflow.parentRunId != ''"))
+        seen_at_failure.extend(
+            r.info.run_name for r in client.search_runs([tracker.experiment_id], "tags.mlflow.parentRunId != ''")
+        )
         raise RuntimeError("retriever exploded on its third configuration\nsecond line")
 
     uri = default_tracking_uri(tmp_path)
@@ -517,8 +622,13 @@ def test_finished_configurations_reach_mlflow_before_a_later_one_fails_and_the_p
             raise
     assert sorted(seen_at_failure) == sorted(c.label() for c, _ in done)  # logged as they finished
     parent = client.get_run(tracker.parent_id)
-    assert parent.info.status == "FAILED" and parent.data.tags["sagegraph.failure"] == "RuntimeError: retriever exploded on its third configuration"
-    again = SweepTracker(uri, "exp", tmp_path / "mlflow_parent.json", "sweep")  # the resumed sweep: the same parent, nothing logged twice
+    assert (
+        parent.info.status == "FAILED"
+        and parent.data.tags["sagegraph.failure"] == "RuntimeError: retriever exploded on its third configuration"
+    )
+    again = SweepTracker(
+        uri, "exp", tmp_path / "mlflow_parent.json", "sweep"
+    )  # the resumed sweep: the same parent, nothing logged twice
     assert again.parent_id == tracker.parent_id and client.get_run(again.parent_id).info.status == "RUNNING"
     assert again.log_as_finished([lambda: done], runs) == done
     assert len(client.search_runs([again.experiment_id], "tags.mlflow.parentRunId != ''")) == 2
@@ -535,8 +645,10 @@ def test_no_question_raises_out_of_an_llm_retriever_whatever_the_model_replies(s
 
     qs = list({q.meta["family"]: q for q in synth_kb["questions"] if q.meta["split"] == "test"}.values())
     with FakeOpenAI(responder) as server:
-        res = open_resources(GraphIndex(synth_kb["graph"]), LLMConfig(base_url=server.base_url, model="hostile", max_retries=1,
-                                                                      cache_dir=tmp_path / "cache"))
+        res = open_resources(
+            GraphIndex(synth_kb["graph"]),
+            LLMConfig(base_url=server.base_url, model="hostile", max_retries=1, cache_dir=tmp_path / "cache"),
+        )
         try:
             before = (res.store.count_nodes(), res.store.count_edges())
             rows = run_configs(res, qs, tmp_path, timeout_s=60)

@@ -4,12 +4,10 @@ import pytest
 from sagegraph.errors import SageGraphError
 from sagegraph.graph import Adjacency
 from sagegraph.retrieve import get_retriever, retriever_names
-from sagegraph.retrieve.base import Resources
-from sagegraph.retrieve.sage import SageParams
-from sagegraph.retrieve.base import Retrieval
+from sagegraph.retrieve.base import Resources, Retrieval
 from sagegraph.retrieve.fusion import fuse, minmax, rank
 from sagegraph.retrieve.graph_index import GraphIndex
-from sagegraph.retrieve.sage import SageRetriever
+from sagegraph.retrieve.sage import SageParams, SageRetriever
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +76,9 @@ def test_sage_short_neighbourhood_is_reported_not_an_error(g):
 def test_minus_edge_policy_skips_expansion_for_edge_constrained_seeds(g):
     class Constrained:
         def search(self, query, k):
-            return Retrieval(np.array([0, 1]), np.array([1.0, 0.5], np.float32), ["cypher"] * 2, {"edge_constrained": True})
+            return Retrieval(
+                np.array([0, 1]), np.array([1.0, 0.5], np.float32), ["cypher"] * 2, {"edge_constrained": True}
+            )
 
     minus = SageRetriever(Resources(g), SageParams(k_prime=5, policy="-edge"), seed=Constrained())
     plus = SageRetriever(Resources(g), SageParams(k_prime=5, policy="+edge"), seed=Constrained())
@@ -136,7 +136,13 @@ def test_a_retriever_in_another_package_registers_through_an_entry_point(tmp_pat
         "    pass\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "entry_points", lambda group: [EntryPoint("plugin-bm25", "sg_plugin_retriever", group)] if group == registry.ENTRY_POINTS else [])
+    monkeypatch.setattr(
+        registry,
+        "entry_points",
+        lambda group: (
+            [EntryPoint("plugin-bm25", "sg_plugin_retriever", group)] if group == registry.ENTRY_POINTS else []
+        ),
+    )
     monkeypatch.setattr(registry, "_loaded", False)
     try:
         assert "plugin-bm25" in retriever_names() and {"bm25", "sage", "spark"} <= set(retriever_names())

@@ -14,9 +14,9 @@ from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.oracle import oracle_endpoint
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve import get_retriever
+from sagegraph.retrieve.af.retriever import PROMPT_VERSION as AF_PROMPT
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.resources import open_resources
-from sagegraph.retrieve.af.retriever import PROMPT_VERSION as AF_PROMPT
 from sagegraph.retrieve.spark.retriever import PROMPT_VERSION, traverses_edges
 from tests.fake_openai import FakeOpenAI, completion
 
@@ -52,9 +52,16 @@ def test_store_has_typed_properties_and_every_pattern(kb):
     res = open_resources(GraphIndex(kb["graph"]))
     try:
         schema = res.store.introspect()
-        assert schema.properties["Movie"]["year"].type == "INTEGER" and schema.properties["Movie"]["rating"].type == "FLOAT"
+        assert (
+            schema.properties["Movie"]["year"].type == "INTEGER"
+            and schema.properties["Movie"]["rating"].type == "FLOAT"
+        )
         assert schema.properties["Person"]["aliases"].type == "LIST"
-        assert ("Person", "DIRECTED", "Movie") in schema.patterns and ("Studio", "BASED_IN", "Country") in schema.patterns
+        assert ("Person", "DIRECTED", "Movie") in schema.patterns and (
+            "Studio",
+            "BASED_IN",
+            "Country",
+        ) in schema.patterns
         assert ("Movie", "SEQUEL_OF", "Movie") in schema.patterns or "SEQUEL_OF" not in schema.relationship_types
         assert schema.label_counts["Movie"] == 240
     finally:
@@ -82,18 +89,24 @@ def test_spark_runs_a_plan_and_fills_to_k(kb, tmp_path):
     assert top == set(q.gold_sources) and len(r) == len(q.gold_sources) + 5
     assert r.found_by[: len(q.gold_sources)] == ["cypher"] * len(q.gold_sources) and "fill" in r.found_by
     assert r.trace["edge_constrained"] is True and r.usage["calls"] == 1 and r.usage["prompt_tokens"] == 100
-    assert "Schema:" in server.requests[0]["messages"][1]["content"] and "(:Person)-[:DIRECTED]->(:Movie)" in server.requests[0]["messages"][1]["content"]
+    assert (
+        "Schema:" in server.requests[0]["messages"][1]["content"]
+        and "(:Person)-[:DIRECTED]->(:Movie)" in server.requests[0]["messages"][1]["content"]
+    )
 
 
-@pytest.mark.parametrize("reply,counter", [
-    ("Sure, here is my plan: find the films.", None),
-    (plan("MATCH (m:Movie) DETACH DELETE m"), "cypher_rejected"),
-    (plan("MATCH (m:Movie) SET m.title = 'x' RETURN m.id AS id"), "cypher_rejected"),
-    (plan("CALL dbms.security.createUser('x', 'y', false)"), "cypher_rejected"),
-    (plan("LOAD CSV FROM 'file:///etc/passwd' AS row RETURN row"), "cypher_rejected"),
-    (plan("MATCH (m:Movie) RETURN m.id AS id; MATCH (n) DETACH DELETE n"), "cypher_rejected"),
-    (plan("MATCH (m:Movie {title: 'No Such Film'}) RETURN m.id AS id"), "cypher_empty"),
-])
+@pytest.mark.parametrize(
+    "reply,counter",
+    [
+        ("Sure, here is my plan: find the films.", None),
+        (plan("MATCH (m:Movie) DETACH DELETE m"), "cypher_rejected"),
+        (plan("MATCH (m:Movie) SET m.title = 'x' RETURN m.id AS id"), "cypher_rejected"),
+        (plan("CALL dbms.security.createUser('x', 'y', false)"), "cypher_rejected"),
+        (plan("LOAD CSV FROM 'file:///etc/passwd' AS row RETURN row"), "cypher_rejected"),
+        (plan("MATCH (m:Movie) RETURN m.id AS id; MATCH (n) DETACH DELETE n"), "cypher_rejected"),
+        (plan("MATCH (m:Movie {title: 'No Such Film'}) RETURN m.id AS id"), "cypher_empty"),
+    ],
+)
 def test_bad_plans_fall_back_to_hybrid_and_leave_the_graph_unchanged(kb, tmp_path, reply, counter):
     with scripted(kb, tmp_path, lambda b: (200, completion(reply))) as (_, res):
         before = (res.store.count_nodes(), res.store.count_edges())
@@ -107,7 +120,9 @@ def test_bad_plans_fall_back_to_hybrid_and_leave_the_graph_unchanged(kb, tmp_pat
 
 def test_a_cypher_syntax_error_gets_one_repair_fed_the_error(kb, tmp_path):
     q = next(q for q in kb["questions"] if q.meta["template"] == "movies_starring")
-    replies = iter([plan("MATCH (p:Person {name: 'x'})-[:ACTED_IN]->(m:Movie RETURN m.id AS id"), plan(q.meta["gold_cypher"])])
+    replies = iter(
+        [plan("MATCH (p:Person {name: 'x'})-[:ACTED_IN]->(m:Movie RETURN m.id AS id"), plan(q.meta["gold_cypher"])]
+    )
     with scripted(kb, tmp_path, lambda b: (200, completion(next(replies)))) as (server, res):
         g = res.graph
         r = get_retriever("spark", res).search(q.text, len(q.gold_sources) + 2)
@@ -124,7 +139,9 @@ def test_a_reply_whose_query_the_store_stopped_is_asked_again_live_not_served_as
     from sagegraph.llm import STOPPED
 
     q = kb["questions"][0]
-    with scripted(kb, tmp_path, lambda b: (200, completion(plan("MATCH (m:Movie) RETURN range(1, 10000000) AS id")))) as (server, res):
+    with scripted(
+        kb, tmp_path, lambda b: (200, completion(plan("MATCH (m:Movie) RETURN range(1, 10000000) AS id")))
+    ) as (server, res):
         first = get_retriever("spark", res).search(q.text, 5)
         row = res.llm.cache.get(first.trace["events"][0]["key"])
         again = get_retriever("spark", res).search(q.text, 5)
@@ -200,18 +217,26 @@ def test_exported_replies_reproduce_a_run_elsewhere_with_zero_new_calls(kb, tmp_
         assert import_replies(tmp_path / "replies.jsonl", tmp_path / "elsewhere" / "llm.sqlite") == (6, 0)
         assert import_replies(tmp_path / "replies.jsonl", tmp_path / "elsewhere" / "llm.sqlite") == (0, 6)
         # gzip by the name, byte for byte the same on a second export (archives are committed)
-        assert export_replies(tmp_path / "live", tmp_path / "a.jsonl.gz") == 6 == export_replies(tmp_path / "live", tmp_path / "b.jsonl.gz")
+        assert (
+            export_replies(tmp_path / "live", tmp_path / "a.jsonl.gz")
+            == 6
+            == export_replies(tmp_path / "live", tmp_path / "b.jsonl.gz")
+        )
         assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
         assert import_replies(tmp_path / "a.jsonl.gz", tmp_path / "gz" / "llm.sqlite") == (6, 0)
         (tmp_path / "cut.jsonl.gz").write_bytes((tmp_path / "a.jsonl.gz").read_bytes()[:-9])
         with pytest.raises(InputError, match="cut.jsonl.gz"):
             import_replies(tmp_path / "cut.jsonl.gz", tmp_path / "gz" / "llm.sqlite")
         sent = len(server.requests)
-        res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path, cache_mode="replay", cache_dir=tmp_path / "elsewhere"))
+        res = open_resources(
+            GraphIndex(kb["graph"]), llm_cfg(server, tmp_path, cache_mode="replay", cache_dir=tmp_path / "elsewhere")
+        )
         again = evaluate_one(res, EvalConfig("spark", k=10), qs, tmp_path / "replay")
         res.close()
         assert len(server.requests) == sent and again["llm_cached"] == 6
-        assert {k: v for k, v in again.items() if k.startswith(("hit", "recall", "mrr"))} == {k: v for k, v in first.items() if k.startswith(("hit", "recall", "mrr"))}
+        assert {k: v for k, v in again.items() if k.startswith(("hit", "recall", "mrr"))} == {
+            k: v for k, v in first.items() if k.startswith(("hit", "recall", "mrr"))
+        }
         res = open_resources(GraphIndex(kb["graph"]), llm_cfg(server, tmp_path, cache_mode="replay"))
         with pytest.raises(ReplayMiss):
             get_retriever("spark", res).search("A question nobody asked before?", 5)
@@ -226,7 +251,9 @@ def test_sage_expands_spark_seeds_and_minus_edge_skips_after_a_traversal(kb, tmp
         minus = get_retriever("sage", res, seed_retriever="spark", k_prime=5, policy="-edge").search(q.text, 5)
     assert len(plus) == 10 and plus.trace["expanded"] and plus.usage["calls"] == 1
     assert len(minus) == 5 and minus.trace["expanded"] is False
-    assert traverses_edges("MATCH (a)-[:R]->(b) RETURN b") and not traverses_edges("MATCH (m:Movie) WHERE m.title = 'a->b' RETURN m")
+    assert traverses_edges("MATCH (a)-[:R]->(b) RETURN b") and not traverses_edges(
+        "MATCH (m:Movie) WHERE m.title = 'a->b' RETURN m"
+    )
 
 
 def test_unknown_retriever_params_are_refused_by_name(kb):
@@ -236,7 +263,9 @@ def test_unknown_retriever_params_are_refused_by_name(kb):
         get_retriever("spark", GraphIndex(kb["graph"]), bogus=1)
     with pytest.raises(ConfigError, match="alpha"):
         get_retriever("hybrid", GraphIndex(kb["graph"]), alpha=2)
-    assert np.array_equal(GraphIndex(kb["graph"]).rows_for_ids(["movie:0", "nope"]), GraphIndex(kb["graph"]).rows_for_ids(["movie:0"]))
+    assert np.array_equal(
+        GraphIndex(kb["graph"]).rows_for_ids(["movie:0", "nope"]), GraphIndex(kb["graph"]).rows_for_ids(["movie:0"])
+    )
 
 
 def test_spark_queries_become_mlflow_traces_with_token_usage(kb, tmp_path):
@@ -256,7 +285,9 @@ def test_spark_queries_become_mlflow_traces_with_token_usage(kb, tmp_path):
     traces = mlflow.search_traces(locations=[tracker.experiment_id], return_type="list")
     assert len(traces) == 3 and {t.info.request_metadata.get("mlflow.sourceRun") for t in traces} == {run_id}
     spans = traces[0].data.spans
-    assert [s.span_type for s in spans] == ["RETRIEVER", "CHAT_MODEL", "TOOL"] and spans[2].inputs["query"].startswith("MATCH")
+    assert [s.span_type for s in spans] == ["RETRIEVER", "CHAT_MODEL", "TOOL"] and spans[2].inputs["query"].startswith(
+        "MATCH"
+    )
     assert traces[0].info.token_usage["total_tokens"] > 0
     assert tracker.client.get_run(run_id).data.params["prompt"] == "spark-2"
 
@@ -274,20 +305,41 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
 
     qs = [q for q in kb["questions"] if q.meta["split"] == "test"]
     with oracle_endpoint(qs) as server:
-        spec = {"name": "kb", "graph": str(kb["graph"]), "questions": str(kb["root"] / "data" / "questions-test.jsonl"),
-                "out": str(tmp_path / "live"), "sample": {"n": 7, "by": "family"}, "concurrency": 2,
-                "llm": {"base_url": server.base_url, "model": "oracle", "cache_dir": str(tmp_path / "cache")},
-                "mlflow": {"experiment": "kb"}, "plot_totals": [10],
-                "grid": [{"retriever": ["hybrid", "spark"], "k": [10], "params": {"alpha": [0.6]}},
-                         {"retriever": ["sage"], "seed_retriever": ["spark"], "policy": ["+edge", "-edge"], "k": [5], "k_prime": [5]},
-                         {"retriever": ["af"], "k": [10], "params": {"alpha": [0.333333, 1.0], "reranker": ["none"]}}]}
+        spec = {
+            "name": "kb",
+            "graph": str(kb["graph"]),
+            "questions": str(kb["root"] / "data" / "questions-test.jsonl"),
+            "out": str(tmp_path / "live"),
+            "sample": {"n": 7, "by": "family"},
+            "concurrency": 2,
+            "llm": {"base_url": server.base_url, "model": "oracle", "cache_dir": str(tmp_path / "cache")},
+            "mlflow": {"experiment": "kb"},
+            "plot_totals": [10],
+            "grid": [
+                {"retriever": ["hybrid", "spark"], "k": [10], "params": {"alpha": [0.6]}},
+                {
+                    "retriever": ["sage"],
+                    "seed_retriever": ["spark"],
+                    "policy": ["+edge", "-edge"],
+                    "k": [5],
+                    "k_prime": [5],
+                },
+                {"retriever": ["af"], "k": [10], "params": {"alpha": [0.333333, 1.0], "reranker": ["none"]}},
+            ],
+        }
         (tmp_path / "live.yaml").write_text(yaml.safe_dump(spec))
         live = sagegraph("sweep", str(tmp_path / "live.yaml"), "--workers", "1")
         assert live.returncode == 0, live.stderr[-3000:]
-        # SPARK's sentence vectors (semantic_text, also SAGE's seeds') were ready before the fan-out, not built inside a question
-        assert "prepared 600 nodes, 7 questions, sentence vectors" in live.stderr and (kb["graph"] / "passages" / "meta.json").exists()
+        # SPARK's sentence vectors (semantic_text, also SAGE's seeds') were ready before the fan-out, not built
+        # inside a question
+        assert (
+            "prepared 600 nodes, 7 questions, sentence vectors" in live.stderr
+            and (kb["graph"] / "passages" / "meta.json").exists()
+        )
         sent = len(server.requests)
-        assert sent == 7 + 14  # spark and both sage policies share one plan per question; af's 2 calls are shared by both alphas
+        assert (
+            sent == 7 + 14
+        )  # spark and both sage policies share one plan per question; af's 2 calls are shared by both alphas
         spec["out"] = str(tmp_path / "replay")
         (tmp_path / "replay.yaml").write_text(yaml.safe_dump(spec))
         again = sagegraph("sweep", str(tmp_path / "replay.yaml"), "--workers", "1", "--cache-mode", "replay")
@@ -295,21 +347,36 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
         assert len(server.requests) == sent
     rows = {r["config"]: r for r in csv.DictReader((tmp_path / "live" / "summary.csv").open())}
     replay = {r["config"]: r for r in csv.DictReader((tmp_path / "replay" / "summary.csv").open())}
-    assert {c: r["recall@10"] for c, r in rows.items()} == {c: r["recall@10"] for c, r in replay.items()} and len(rows) == 6
+    assert {c: r["recall@10"] for c, r in rows.items()} == {c: r["recall@10"] for c, r in replay.items()} and len(
+        rows
+    ) == 6
     spark = next(r for c, r in rows.items() if c.startswith("spark"))
-    assert float(spark["questions"]) == 7 and float(spark["llm_calls_per_query"]) == 1.0 and float(spark["rate_plan_parsed"]) == 1.0
+    assert (
+        float(spark["questions"]) == 7
+        and float(spark["llm_calls_per_query"]) == 1.0
+        and float(spark["rate_plan_parsed"]) == 1.0
+    )
     assert len((tmp_path / "live" / "questions.sample.jsonl").read_text().splitlines()) == 7
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'live' / 'mlflow.db'}")
     exp = client.get_experiment_by_name("kb")
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "spark")
-    assert child.data.params["llm.model"] == "oracle" and child.data.params["params.alpha"] == "0.6" and child.data.params["prompt"] == PROMPT_VERSION
+    assert (
+        child.data.params["llm.model"] == "oracle"
+        and child.data.params["params.alpha"] == "0.6"
+        and child.data.params["prompt"] == PROMPT_VERSION
+    )
     assert "llm_calls_per_query" in child.data.metrics
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'live' / 'mlflow.db'}")
-    assert len(mlflow.search_traces(locations=[exp.experiment_id], return_type="list")) == 7 * 5  # spark, sage[spark] x 2, af x 2
+    assert (
+        len(mlflow.search_traces(locations=[exp.experiment_id], return_type="list")) == 7 * 5
+    )  # spark, sage[spark] x 2, af x 2
     af = [r for c, r in rows.items() if c.startswith("af")]
-    assert all(float(r["diag_target_type_accuracy"]) == 1.0 and float(r["llm_work_completion_tokens_per_query"]) >= 0 for r in af)
+    assert all(
+        float(r["diag_target_type_accuracy"]) == 1.0 and float(r["llm_work_completion_tokens_per_query"]) >= 0
+        for r in af
+    )
     assert {float(r["llm_calls_per_query"]) for r in af} == {2.0}
     child = next(r for r in client.search_runs([exp.experiment_id]) if r.data.params.get("retriever") == "af")
     assert child.data.params["prompt"] == AF_PROMPT and child.data.params["params.reranker"] == "none"
@@ -321,13 +388,19 @@ def test_grounding_turns_a_reversed_relationship_and_says_what_it_did(kb, tmp_pa
     name = q.meta["topic_entities"][0]["name"]
     wrong = f"MATCH (m:Movie)-[:DIRECTED]->(p:Person {{name: '{name}'}}) RETURN DISTINCT m.id AS id"
     with scripted(kb, tmp_path, lambda b: (200, completion(plan(wrong)))) as (server, res):
-        paper = get_retriever("spark", res, fill=False, ground=False, card_examples=False, link=False, card_similarity=True).search(q.text, 10)
-        grounded = get_retriever("spark", res, fill=False, ground=True, card_examples=True, link=True).search(q.text, 10)
+        paper = get_retriever(
+            "spark", res, fill=False, ground=False, card_examples=False, link=False, card_similarity=True
+        ).search(q.text, 10)
+        grounded = get_retriever("spark", res, fill=False, ground=True, card_examples=True, link=True).search(
+            q.text, 10
+        )
         prompt = server.requests[-1]["messages"][1]["content"]
     assert paper.trace["counters"]["cypher_empty"] == 1 and paper.trace["counters"]["fallback"] == 1
     c = grounded.trace["counters"]
     assert c["grounded"] == 1 and c["ground_direction"] == 1 and c["cypher_empty"] == 0 and c["fallback"] == 0
-    assert grounded.trace["cypher_model"] == [wrong] and grounded.trace["cypher_executed"].startswith("MATCH (m:Movie)<-[:DIRECTED]-(p:Person")
+    assert grounded.trace["cypher_model"] == [wrong] and grounded.trace["cypher_executed"].startswith(
+        "MATCH (m:Movie)<-[:DIRECTED]-(p:Person"
+    )
     assert grounded.trace["repairs"][0].startswith("direction:")
     got = {res.graph.source_ids[i] for i in grounded.idx}
     assert got == set(q.gold_sources)
@@ -343,7 +416,9 @@ def test_grounding_extends_a_plan_that_returns_its_topic_to_the_target_label(kb,
     with scripted(kb, tmp_path, lambda b: (200, completion(plan(stops, target="Movie")))) as (_, res):
         r = get_retriever("spark", res, fill=False, ground=True).search(q.text, 50)
     assert r.trace["counters"]["ground_return_extended"] == 1 and r.trace["counters"]["fallback"] == 0
-    assert set(q.gold_sources) <= {res.graph.source_ids[i] for i in r.idx}  # every film the person is joined to, gold among them
+    assert set(q.gold_sources) <= {
+        res.graph.source_ids[i] for i in r.idx
+    }  # every film the person is joined to, gold among them
 
 
 def test_a_grounded_query_that_finds_nothing_runs_once_more_either_way(kb, tmp_path):
@@ -352,7 +427,10 @@ def test_a_grounded_query_that_finds_nothing_runs_once_more_either_way(kb, tmp_p
     the film it continues, counted and in the trace. The paper's SPARK falls back."""
     res = open_resources(GraphIndex(kb["graph"]))
     try:
-        pair = res.store.read("MATCH (a:Movie)-[:SEQUEL_OF]->(b:Movie) WHERE NOT (:Movie)-[:SEQUEL_OF]->(a) RETURN a, b LIMIT 1", max_rows=1)[0]
+        pair = res.store.read(
+            "MATCH (a:Movie)-[:SEQUEL_OF]->(b:Movie) WHERE NOT (:Movie)-[:SEQUEL_OF]->(a) RETURN a, b LIMIT 1",
+            max_rows=1,
+        )[0]
     finally:
         res.close()
     key = "title" if "title" in pair["a"] else "name"
@@ -363,7 +441,12 @@ def test_a_grounded_query_that_finds_nothing_runs_once_more_either_way(kb, tmp_p
         grounded = get_retriever("spark", res, fill=False, ground=True).search("Which film is this a sequel of?", 10)
     assert paper.trace["counters"]["cypher_empty"] == 1 and paper.trace["counters"]["fallback"] == 1
     c = grounded.trace["counters"]
-    assert c["ground_direction_relaxed"] == 1 and c["ground_direction"] == 0 and c["cypher_empty"] == 0 and c["fallback"] == 0
+    assert (
+        c["ground_direction_relaxed"] == 1
+        and c["ground_direction"] == 0
+        and c["cypher_empty"] == 0
+        and c["fallback"] == 0
+    )
     assert grounded.trace["cypher_executed"] == wrong.replace("<-[:SEQUEL_OF]-", "-[:SEQUEL_OF]-")
     assert int(res.graph.rows_for_ids([pair["b"]["id"]])[0]) in set(grounded.idx.tolist())
 
@@ -384,25 +467,40 @@ def test_the_card_leaves_out_the_builds_similarity_edges_unless_asked(kb, tmp_pa
 
 
 def test_a_copied_name_is_dropped_the_plan_goes_on_to_its_target_and_the_named_film_ranks_last(kb, tmp_path):
-    """"The other films of the studio that made X": the 1.5B model wrote the hop to the studio,
+    """ "The other films of the studio that made X": the 1.5B model wrote the hop to the studio,
     pinned the studio to a name from nowhere in the question and returned X itself. Grounded, the
     name goes, the query goes on from the studio to its films, and X ranks after them."""
     res = open_resources(GraphIndex(kb["graph"]))
     try:
-        row = res.store.read("MATCH (a:Movie)-[:PRODUCED_BY]->(s:Studio)<-[:PRODUCED_BY]-(b:Movie) WHERE a <> b "
-                             "RETURN a.id AS a, a.title AS title, s.id AS s LIMIT 1", max_rows=1)[0]
-        films = {r["id"] for r in res.store.read("MATCH (s:Studio {id: $s})<-[:PRODUCED_BY]-(m:Movie) RETURN m.id AS id", {"s": row["s"]}, max_rows=500)}
+        row = res.store.read(
+            "MATCH (a:Movie)-[:PRODUCED_BY]->(s:Studio)<-[:PRODUCED_BY]-(b:Movie) WHERE a <> b "
+            "RETURN a.id AS a, a.title AS title, s.id AS s LIMIT 1",
+            max_rows=1,
+        )[0]
+        films = {
+            r["id"]
+            for r in res.store.read(
+                "MATCH (s:Studio {id: $s})<-[:PRODUCED_BY]-(m:Movie) RETURN m.id AS id", {"s": row["s"]}, max_rows=500
+            )
+        }
     finally:
         res.close()
     title = row["title"].replace("'", "\\'")
-    wrong = (f"MATCH (m:Movie {{title: '{title}'}})-[:PRODUCED_BY]->(s:Studio) WHERE s.name = 'Nowhere Pictures' "
-             "RETURN DISTINCT m.id AS id")
+    wrong = (
+        f"MATCH (m:Movie {{title: '{title}'}})-[:PRODUCED_BY]->(s:Studio) WHERE s.name = 'Nowhere Pictures' "
+        "RETURN DISTINCT m.id AS id"
+    )
     question = f"Which other films were made by the studio that produced {row['title']}?"
     with scripted(kb, tmp_path, lambda b: (200, completion(plan(wrong)))) as (_, res):
         r = get_retriever("spark", res, fill=False).search(question, len(films) + 5)
         plain = get_retriever("spark", res, fill=False, named_last=False).search(question, len(films) + 5)
     c = r.trace["counters"]
-    assert c["ground_name_dropped"] == 1 and c["ground_return_path_end"] == 1 and c["ground_return_to_target"] == 1 and c["fallback"] == 0
+    assert (
+        c["ground_name_dropped"] == 1
+        and c["ground_return_path_end"] == 1
+        and c["ground_return_to_target"] == 1
+        and c["fallback"] == 0
+    )
     rows = set(res.graph.rows_for_ids(sorted(films)).tolist())
     got = r.idx.tolist()
     assert set(got) == rows and got[-1] == int(res.graph.rows_for_ids([row["a"]])[0]) and r.trace["named_last"] == 1
@@ -412,7 +510,10 @@ def test_a_copied_name_is_dropped_the_plan_goes_on_to_its_target_and_the_named_f
 def test_a_text_condition_that_matches_nothing_is_relaxed_to_the_named_nodes_films(kb, tmp_path):
     q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
     name = q.meta["topic_entities"][0]["name"].replace("'", "\\'")
-    words = f"MATCH (p:Person {{name: '{name}'}})-[:DIRECTED]->(m:Movie) WHERE toLower(m.description) CONTAINS 'zqxj nothing says this' RETURN m.id AS id"
+    words = (
+        f"MATCH (p:Person {{name: '{name}'}})-[:DIRECTED]->(m:Movie) WHERE toLower(m.description) CONTAINS "
+        "'zqxj nothing says this' RETURN m.id AS id"
+    )
     with scripted(kb, tmp_path, lambda b: (200, completion(plan(words)))) as (_, res):
         paper = get_retriever("spark", res, fill=False, ground=False).search(q.text + " involving a zqxj?", 10)
         r = get_retriever("spark", res, fill=False).search(q.text + " involving a zqxj?", 10)
@@ -432,7 +533,12 @@ def test_only_configurations_that_read_sentence_vectors_prepare_them():
             Graph.built += 1
 
     g = Graph()
-    assert retriever_class("spark").prepare(g, validate_params("spark", {"semantic_text": False})) == [] and Graph.built == 0
-    assert retriever_class("sage").prepare(g, validate_params("sage", {"seed_retriever": "spark"})) == ["sentence vectors"] and Graph.built == 1
+    assert (
+        retriever_class("spark").prepare(g, validate_params("spark", {"semantic_text": False})) == []
+        and Graph.built == 0
+    )
+    assert (
+        retriever_class("sage").prepare(g, validate_params("sage", {"seed_retriever": "spark"})) == ["sentence vectors"]
+        and Graph.built == 1
+    )
     assert retriever_class("hybrid").prepare(g, validate_params("hybrid", {})) == [] and Graph.built == 1
-

@@ -15,24 +15,65 @@ from sagegraph.corpus.questions import load_questions
 from sagegraph.corpus.stark import convert, label_of, qa_rows, rel_of, write_kb, write_questions
 from sagegraph.errors import ConfigError
 
-PRIME_TYPES = ["disease", "gene/protein", "molecular_function", "drug", "pathway", "anatomy", "effect/phenotype",
-               "biological_process", "cellular_component", "exposure"]  # PrimeSKB.NODE_TYPES, in its order
+PRIME_TYPES = [
+    "disease",
+    "gene/protein",
+    "molecular_function",
+    "drug",
+    "pathway",
+    "anatomy",
+    "effect/phenotype",
+    "biological_process",
+    "cellular_component",
+    "exposure",
+]  # PrimeSKB.NODE_TYPES, in its order
 NODE_TYPES = dict(enumerate(PRIME_TYPES))
 TYPES_OF_NODES = [0, 1, 1, 3]
 EDGE_TYPES = {0: "ppi", 1: "off-label use", 2: "associated with"}
 NODE_INFO = {
-    0: {"id": 1, "type": "disease", "name": "asthma", "source": "MONDO", "details": {"mondo_definition": "A chronic airway disease.", "umls": ["C0004096"]}},
+    0: {
+        "id": 1,
+        "type": "disease",
+        "name": "asthma",
+        "source": "MONDO",
+        "details": {"mondo_definition": "A chronic airway disease.", "umls": ["C0004096"]},
+    },
     1: {"id": 2, "type": "gene/protein", "name": "IL13", "source": "NCBI"},
-    2: {"id": 3, "type": "gene/protein", "name": "IL4R", "source": "NCBI", "details": {"summary": "Interleukin 4 receptor."}},
-    3: {"id": 4, "type": "drug", "name": "dupilumab", "source": "DrugBank", "details": {"description": "An antibody.", "half_life": "nan"}},
+    2: {
+        "id": 3,
+        "type": "gene/protein",
+        "name": "IL4R",
+        "source": "NCBI",
+        "details": {"summary": "Interleukin 4 receptor."},
+    },
+    3: {
+        "id": 4,
+        "type": "drug",
+        "name": "dupilumab",
+        "source": "DrugBank",
+        "details": {"description": "An antibody.", "half_life": "nan"},
+    },
 }
 EDGES = ([1, 2, 3, 0], [2, 1, 0, 1], [0, 0, 1, 2])  # heads, tails, types
-QA = pd.DataFrame({"id": [0, 1, 2], "query": ["Which genes interact with IL13?", "Which drug is used off-label for asthma?", "Genes tied to asthma?"],
-                   "answer_ids": ["[2]", "[3]", "[1]"]})
+QA = pd.DataFrame(
+    {
+        "id": [0, 1, 2],
+        "query": [
+            "Which genes interact with IL13?",
+            "Which drug is used off-label for asthma?",
+            "Genes tied to asthma?",
+        ],
+        "answer_ids": ["[2]", "[3]", "[1]"],
+    }
+)
 
 
 def test_names_become_cypher_safe_labels_and_relation_types():
-    assert label_of("gene/protein") == "GeneProtein" and label_of("effect/phenotype") == "EffectPhenotype" and label_of("paper") == "Paper"
+    assert (
+        label_of("gene/protein") == "GeneProtein"
+        and label_of("effect/phenotype") == "EffectPhenotype"
+        and label_of("paper") == "Paper"
+    )
     assert rel_of("off-label use") == "OFF_LABEL_USE" and rel_of("author___writes___paper") == "AUTHOR_WRITES_PAPER"
 
 
@@ -41,14 +82,24 @@ def test_conversion_keeps_ids_direction_and_lifts_details(tmp_path):
     assert counts["nodes"] == 4 and counts["edges_by_type"] == {"PPI": 2, "OFF_LABEL_USE": 1, "ASSOCIATED_WITH": 1}
     nodes, edges = load_kb(tmp_path, ErrorPolicy("raise"))
     asthma = next(n for n in nodes if n.id == "0")
-    assert asthma.type == "Disease" and asthma.fields["mondo_definition"].startswith("A chronic") and asthma.fields["umls"] == ["C0004096"]
-    assert asthma.fields["stark_type"] == "disease" and "half_life" not in next(n for n in nodes if n.id == "3").fields  # 'nan' dropped
+    assert (
+        asthma.type == "Disease"
+        and asthma.fields["mondo_definition"].startswith("A chronic")
+        and asthma.fields["umls"] == ["C0004096"]
+    )
+    assert (
+        asthma.fields["stark_type"] == "disease" and "half_life" not in next(n for n in nodes if n.id == "3").fields
+    )  # 'nan' dropped
     assert ("3", "0", "OFF_LABEL_USE") in {(e.src, e.dst, e.type) for e in edges}  # drug -> disease, as stored
     fake_qa = SimpleNamespace(data=QA, indices=[0, 1, 2], split_indices={"train": [0], "val": [], "test": [1, 2]})
     write_questions(tmp_path, qa_rows(fake_qa))
     qs = load_questions(tmp_path / "questions-test.jsonl")
     assert [(q.id, q.gold_sources) for q in qs] == [("1", ["3"]), ("2", ["1"])]
-    bad = SimpleNamespace(data=pd.DataFrame({"id": [0], "query": ["q"], "answer_ids": ["__import__('os')"]}), indices=[0], split_indices={"test": [0]})
+    bad = SimpleNamespace(
+        data=pd.DataFrame({"id": [0], "query": ["q"], "answer_ids": ["__import__('os')"]}),
+        indices=[0],
+        split_indices={"test": [0]},
+    )
     with pytest.raises(ConfigError, match="not a list of node ids"):
         write_questions(tmp_path, qa_rows(bad))
 
@@ -72,12 +123,18 @@ def test_a_tiny_skb_in_starks_own_format_loads_with_stark_qa_and_converts(tmp_pa
         (qa_dir / "split" / f"{split}.index").write_text("\n".join(map(str, ids)))
     import stark_qa.retrieval.dataset as ds
 
-    monkeypatch.setattr(ds, "download_hf_folder", lambda repo, folder, repo_type, save_as_folder: str(qa_dir))  # no hub here
+    monkeypatch.setattr(
+        ds, "download_hf_folder", lambda repo, folder, repo_type, save_as_folder: str(qa_dir)
+    )  # no hub here
     skb = stark_qa.load_skb("prime", root=str(root), download_processed=False, indirected=False)
     qa = stark_qa.load_qa("prime", root=str(root))
     human = stark_qa.load_qa("prime", root=str(root), human_generated_eval=True)
     counts = convert(skb, qa, human, tmp_path / "kb")
-    assert counts["nodes"] == 4 and counts["edges"] == 4 and counts["questions"] == {"train": 1, "val": 1, "test": 1, "human": 1}
+    assert (
+        counts["nodes"] == 4
+        and counts["edges"] == 4
+        and counts["questions"] == {"train": 1, "val": 1, "test": 1, "human": 1}
+    )
     nodes, _ = load_kb(tmp_path / "kb", ErrorPolicy("raise"))
     assert {n.id: n.type for n in nodes} == {"0": "Disease", "1": "GeneProtein", "2": "GeneProtein", "3": "Drug"}
     assert json.loads((tmp_path / "kb" / "questions-human.jsonl").read_text())["id"] == "human-0"

@@ -18,9 +18,29 @@ BACKENDS = ["falkordb", "falkordb-server"] + (["neo4j"] if os.environ.get("NEO4J
 
 def _graph():
     nodes = [
-        Node("d1", DOC_CHUNK, "Passage", "The Amarin River flows south.", "/wiki/Amarin", "Amarin River", 0, {"topic": "a river", "entities": {"Amarin River": {}}}),
-        Node("d2", DOC_CHUNK, "Passage", "Its delta is wide.", "/wiki/Amarin", "Amarin River", 1, {"topic": "the delta"}),
-        Node("t1", TABLE_CHUNK, "Table", "Rivers | Length", "rivers_0", "List of rivers", 0, {"table_description": "rivers"}),
+        Node(
+            "d1",
+            DOC_CHUNK,
+            "Passage",
+            "The Amarin River flows south.",
+            "/wiki/Amarin",
+            "Amarin River",
+            0,
+            {"topic": "a river", "entities": {"Amarin River": {}}},
+        ),
+        Node(
+            "d2", DOC_CHUNK, "Passage", "Its delta is wide.", "/wiki/Amarin", "Amarin River", 1, {"topic": "the delta"}
+        ),
+        Node(
+            "t1",
+            TABLE_CHUNK,
+            "Table",
+            "Rivers | Length",
+            "rivers_0",
+            "List of rivers",
+            0,
+            {"table_description": "rivers"},
+        ),
         Node("k1", ENTITY, "Paper", "title: Graph retrieval", "p1", "Graph retrieval", 0, {}),
     ]
     vecs = np.eye(4, 8, dtype=np.float32)
@@ -62,9 +82,13 @@ def test_edge_table_load_matches_edge_objects(store):
     from sagegraph.model import edges_to_table
 
     nodes, vecs, edges = _load(store)
-    before = store.read("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, b")
+    before = store.read(
+        "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, b"
+    )
     store.load_edge_table(edges_to_table(edges), batch_size=2)  # the bulk path MERGEs onto the same edges
-    after = store.read("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, b")
+    after = store.read(
+        "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, b"
+    )
     assert store.count_edges() == 3 and len(after) == 3
     for x, y in zip(before, after):
         assert (x["a"], x["t"], x["b"]) == (y["a"], y["t"], y["b"]) and x["w"] == pytest.approx(y["w"])
@@ -87,7 +111,11 @@ def test_schema_introspection(store):
 def test_read_returns_plain_rows_and_neighbours(store):
     _load(store)
     rows = store.read("MATCH (n:Node {id: $id}) RETURN n.title AS title, n", {"id": "t1"})
-    assert rows[0]["title"] == "List of rivers" and rows[0]["n"]["source_id"] == "rivers_0" and "embedding" not in rows[0]["n"]
+    assert (
+        rows[0]["title"] == "List of rivers"
+        and rows[0]["n"]["source_id"] == "rivers_0"
+        and "embedding" not in rows[0]["n"]
+    )
     nb = {r["id"]: r["type"] for r in store.neighbours("d1")}
     assert nb == {"d2": "NEXT_CHUNK", "t1": "SIMILAR_TOPIC_TITLE", "k1": "CITES"}
 
@@ -158,8 +186,17 @@ def test_falkor_parameter_header_matches_the_client():
 
     params = {
         "rows": [
-            {"id": "a\"b\\c", "props": {"weight": 0.25, "n": 3, "ok": True, "none": None, "tags": ["x", 'y"'], "empty": ""}},
-            {"id": "v", "props": {"embedding": np.random.default_rng(0).normal(size=16).astype(np.float32).tolist(), "mixed": [1, 2.5]}},
+            {
+                "id": 'a"b\\c',
+                "props": {"weight": 0.25, "n": 3, "ok": True, "none": None, "tags": ["x", 'y"'], "empty": ""},
+            },
+            {
+                "id": "v",
+                "props": {
+                    "embedding": np.random.default_rng(0).normal(size=16).astype(np.float32).tolist(),
+                    "mixed": [1, 2.5],
+                },
+            },
         ],
         "k": 5,
     }
@@ -226,7 +263,12 @@ def test_falkor_vector_index_finds_true_neighbours(tmp_path):
         s.ensure_indexes(None)
         s.load_nodes(nodes, vecs)
         s.ensure_indexes(128)
-        recall = np.mean([len({h for h, _ in s.vector_search(vecs[q], 10)} & {f"n{j}" for j in exact[i]}) / 10 for i, q in enumerate(queries)])
+        recall = np.mean(
+            [
+                len({h for h, _ in s.vector_search(vecs[q], 10)} & {f"n{j}" for j in exact[i]}) / 10
+                for i, q in enumerate(queries)
+            ]
+        )
     assert recall >= 0.9, recall
 
 
@@ -241,14 +283,18 @@ def test_falkor_bulk_edge_text_reads_back_like_the_generic_rows(tmp_path):
 
     nodes = [Node(f'n"{i}\\', DOC_CHUNK, "", f"text {i}", f"s{i}", "", 0, {}) for i in range(4)]
     meta = ['{"q": "say \\"hi\\""}', 'back\\slash and "quotes"', "line\nbreak, ünïcödé ✓", None, "{}"]
-    table = pa.table({
-        "src": [nodes[i].id for i in (0, 1, 2, 3, 0)],
-        "dst": [nodes[i].id for i in (1, 2, 3, 0, 2)],
-        "type": ["SIMILAR_A", "SIMILAR_B", "SIMILAR_A", "NEXT_CHUNK", "SIMILAR_B"],
-        "weight": pa.array([1.0, 0.5958, 2.0, 1e-7, 0.25], pa.float32()),
-        "metadata": meta,
-    })
-    query = "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, t, b"
+    table = pa.table(
+        {
+            "src": [nodes[i].id for i in (0, 1, 2, 3, 0)],
+            "dst": [nodes[i].id for i in (1, 2, 3, 0, 2)],
+            "type": ["SIMILAR_A", "SIMILAR_B", "SIMILAR_A", "NEXT_CHUNK", "SIMILAR_B"],
+            "weight": pa.array([1.0, 0.5958, 2.0, 1e-7, 0.25], pa.float32()),
+            "metadata": meta,
+        }
+    )
+    query = (
+        "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, t, b"
+    )
     with open_store("falkordb", tmp_path / "s", "bulk") as s:
         s.load_nodes(nodes, create=True)
         assert s.load_edge_table(table, batch_size=2, create=True) == 5
@@ -296,7 +342,9 @@ def test_falkor_close_stops_the_server_without_a_snapshot_and_keeps_the_data(tmp
     except psutil.NoSuchProcess:
         pass
     assert not (tmp_path / "st" / "graph.db.settings").exists()  # no stale-state warning next time
-    assert not (tmp_path / "st" / "graph.db").exists() or (tmp_path / "st" / "graph.db").stat().st_size < 1000  # no RDB snapshot: the AOF is the data
+    assert (
+        not (tmp_path / "st" / "graph.db").exists() or (tmp_path / "st" / "graph.db").stat().st_size < 1000
+    )  # no RDB snapshot: the AOF is the data
     with open_store("falkordb", tmp_path / "st", "g") as again:
         assert again.count_nodes() == 4 and again.count_edges() == 3
 
@@ -319,21 +367,31 @@ def test_an_embedded_server_that_never_answers_is_stopped_and_started_again(tmp_
     with open_store("falkordb", tmp_path / "st", "g") as s:
         s.load_nodes(nodes, vecs, create=True)
     sock, pidfile = tmp_path / "hung.sock", tmp_path / "hung.pid"
-    mute = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen(8)\nheld = []\nwhile True:\n    held.append(s.accept())\n"
+    mute = (
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen(8)\nheld = "
+        "[]\nwhile True:\n    held.append(s.accept())\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", mute, str(sock)])
     for _ in range(100):
         if sock.exists():
             break
         time.sleep(0.05)
     pidfile.write_text(str(proc.pid))
-    (tmp_path / "st" / "graph.db.settings").write_text(json.dumps({"pidfile": str(pidfile), "unixsocket": str(sock),
-                                                                  "dbdir": str(tmp_path / "st"), "dbfilename": "graph.db"}))
+    (tmp_path / "st" / "graph.db.settings").write_text(
+        json.dumps(
+            {"pidfile": str(pidfile), "unixsocket": str(sock), "dbdir": str(tmp_path / "st"), "dbfilename": "graph.db"}
+        )
+    )
     t0 = time.perf_counter()
     db = start_embedded(tmp_path / "st", answer_timeout_s=1.0)
     try:
         assert proc.wait(20) is not None and time.perf_counter() - t0 < 30  # the mute one stopped; no ten retries
         assert db.client.ping() and db.client.connection_pool.connection_kwargs["socket_timeout"] is None
-        assert all(c._sock.gettimeout() is None for c in db.client.connection_pool._available_connections if c._sock is not None)
+        assert all(
+            c._sock.gettimeout() is None
+            for c in db.client.connection_pool._available_connections
+            if c._sock is not None
+        )
         assert db.select_graph("g").query("MATCH (n) RETURN count(n)").result_set[0][0] == 4
     finally:
         db.client._cleanup()
@@ -370,7 +428,13 @@ def test_falkor_bulk_edges_refuse_missing_ends_and_bad_weights():
     from sagegraph.errors import StoreError
     from sagegraph.store.falkor import edge_literals
 
-    good = {"src": ["a", "b"], "dst": ["b", "a"], "type": ["T", "T"], "weight": pa.array([1.0, 0.5], pa.float32()), "metadata": ["{}", None]}
+    good = {
+        "src": ["a", "b"],
+        "dst": ["b", "a"],
+        "type": ["T", "T"],
+        "weight": pa.array([1.0, 0.5], pa.float32()),
+        "metadata": ["{}", None],
+    }
     assert edge_literals(pa.table(good)).to_pylist()[0] == '{src:"a",dst:"b",props:{weight:1.0,metadata:"{}"}}'
     with pytest.raises(StoreError, match="1 edges have no src"):
         edge_literals(pa.table({**good, "src": ["a", None]}))

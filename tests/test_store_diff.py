@@ -19,23 +19,43 @@ def _node(i: str, text: str, kind: str = DOC_CHUNK, ntype: str = "Passage", fiel
 
 
 def _old():
-    nodes = [_node("a", "alpha"), _node("b", "beta"), _node("c", "gamma"), _node("d", "delta"),
-             _node("k", "kb", ENTITY, "Paper", {"year": 2001, "venue": "X"})]
+    nodes = [
+        _node("a", "alpha"),
+        _node("b", "beta"),
+        _node("c", "gamma"),
+        _node("d", "delta"),
+        _node("k", "kb", ENTITY, "Paper", {"year": 2001, "venue": "X"}),
+    ]
     vecs = np.arange(len(nodes) * 4, dtype=np.float32).reshape(len(nodes), 4) / 10
-    edges = [Edge("a", "b", "NEXT_CHUNK", 1.0, {}), Edge("b", "c", "SIMILAR", 0.5, {"s": 1}),
-             Edge("c", "d", "SIMILAR", 0.7, {}), Edge("k", "a", "CITES", 1.0, {}), Edge("d", "a", "SIMILAR", 0.2, {})]
+    edges = [
+        Edge("a", "b", "NEXT_CHUNK", 1.0, {}),
+        Edge("b", "c", "SIMILAR", 0.5, {"s": 1}),
+        Edge("c", "d", "SIMILAR", 0.7, {}),
+        Edge("k", "a", "CITES", 1.0, {}),
+        Edge("d", "a", "SIMILAR", 0.2, {}),
+    ]
     return nodes, vecs, edges
 
 
 def _new():
     """From _old: d removed, e added, c's text changed (same id: re-created), k's fields changed
     and its type (label) with them, b-c's weight changed, a-b kept, c-d gone with d, e-a added."""
-    nodes = [_node("a", "alpha"), _node("b", "beta"), _node("c", "gamma, edited"), _node("e", "epsilon"),
-             _node("k", "kb", ENTITY, "Article", {"year": 2002})]
+    nodes = [
+        _node("a", "alpha"),
+        _node("b", "beta"),
+        _node("c", "gamma, edited"),
+        _node("e", "epsilon"),
+        _node("k", "kb", ENTITY, "Article", {"year": 2002}),
+    ]
     vecs = np.arange(len(nodes) * 4, dtype=np.float32).reshape(len(nodes), 4) / 10
     vecs[3] += 7  # e's own vector
-    edges = [Edge("a", "b", "NEXT_CHUNK", 1.0, {}), Edge("b", "c", "SIMILAR", 0.6, {"s": 1}),
-             Edge("k", "a", "CITES", 1.0, {}), Edge("e", "a", "SIMILAR", 0.9, {}), Edge("c", "a", "SIMILAR", 0.3, {})]
+    edges = [
+        Edge("a", "b", "NEXT_CHUNK", 1.0, {}),
+        Edge("b", "c", "SIMILAR", 0.6, {"s": 1}),
+        Edge("k", "a", "CITES", 1.0, {}),
+        Edge("e", "a", "SIMILAR", 0.9, {}),
+        Edge("c", "a", "SIMILAR", 0.3, {}),
+    ]
     return nodes, vecs, edges
 
 
@@ -46,7 +66,14 @@ def _diff(old, new):
 
 def test_diff_counts_what_changed():
     d = _diff(_old(), _new())
-    assert d.counts == {"nodes_added": 1, "nodes_removed": 1, "nodes_changed": 2, "edges_added": 2, "edges_changed": 1, "edges_removed": 2}
+    assert d.counts == {
+        "nodes_added": 1,
+        "nodes_removed": 1,
+        "nodes_changed": 2,
+        "edges_added": 2,
+        "edges_changed": 1,
+        "edges_removed": 2,
+    }
     assert sorted(d.delete_nodes) == ["c", "d", "k"]  # gone, or re-created because their row changed
     assert sorted(d.write_nodes) == [2, 3, 4]  # c, e, k in the new graph's order
     # added (e-a, c-a), changed (b-c) and unchanged but touching a re-created node (k-a); a-b stays as it is
@@ -68,8 +95,12 @@ def test_repeated_edge_key_is_detected():
 
 def _dump(store) -> tuple[list, list]:
     nodes = store.read("MATCH (n) RETURN n.id AS id, labels(n) AS labels, n AS n ORDER BY id")
-    edges = store.read("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, t, b")
-    return [(r["id"], sorted(r["labels"]), sorted((k, str(v)) for k, v in r["n"].items() if k != "_labels")) for r in nodes], edges
+    edges = store.read(
+        "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, r.weight AS w, r.metadata AS m ORDER BY a, t, b"
+    )
+    return [
+        (r["id"], sorted(r["labels"]), sorted((k, str(v)) for k, v in r["n"].items() if k != "_labels")) for r in nodes
+    ], edges
 
 
 def _embeddings(store) -> dict[str, list[float]]:

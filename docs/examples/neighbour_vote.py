@@ -23,21 +23,25 @@ class NeighbourVoteParams(BaseModel):
 
 
 @register("neighbour-vote")
-class NeighbourVoteRetriever(Retriever):
+class NeighbourVoteRetriever(Retriever[NeighbourVoteParams]):
     """BM25 candidates plus votes from their one-hop neighbours."""
 
     uses_edges = True  # its results depend on the graph's edges: sweeps run it on every edge variant
     Params = NeighbourVoteParams
 
     def _search(self, query: str, k: int) -> Retrieval:
-        bm25 = self.g.bm25_scores(query)
-        top = np.argsort(-bm25)[: self.p.depth]
+        bm25 = self.graph.bm25_scores(query)
+        top = np.argsort(-bm25)[: self.params.depth]
         top = top[bm25[top] > 0]
         score: dict[int, float] = {int(i): float(bm25[i]) for i in top}
         for i in top:
-            for n in self.g.adjacency.one_hop(np.array([i])):
-                score[int(n)] = score.get(int(n), 0.0) + self.p.weight * float(bm25[i])
+            for n in self.graph.adjacency.one_hop(np.array([i])):
+                score[int(n)] = score.get(int(n), 0.0) + self.params.weight * float(bm25[i])
         ranked = sorted(score, key=lambda r: (-score[r], r))[:k]
         found = ["bm25" if r in set(top.tolist()) else "neighbour" for r in ranked]
-        return Retrieval(np.array(ranked, np.int64), np.array([score[r] for r in ranked], np.float32), found,
-                         {"candidates": int(len(top)), "voted": len(score)})
+        return Retrieval(
+            np.array(ranked, np.int64),
+            np.array([score[r] for r in ranked], np.float32),
+            found,
+            {"candidates": int(len(top)), "voted": len(score)},
+        )

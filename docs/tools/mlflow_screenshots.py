@@ -21,8 +21,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from sagegraph.tracking import VIEW_KEY, VIEW_TAG_PREFIX, default_tracking_uri, runs_view_url
 
@@ -41,8 +41,12 @@ def mlflow_ui(sweep_out: Path) -> Iterator[str]:
     uri = default_tracking_uri(sweep_out)
     port = _free_port()
     mlflow = Path(sys.executable).with_name("mlflow")
-    proc = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(mlflow), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     host = f"http://127.0.0.1:{port}"
     try:
         for _ in range(240):
@@ -72,8 +76,12 @@ def _experiment(sweep_out: Path):
 
 # On a first visit the UI opens its assistant panel and a tip over the table; these are the
 # localStorage entries it remembers them by (MLflow 3.x), set as a returning user has them.
-_SEEN = {"mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true", "mlflow.assistant.panelOpen_v1": "false",
-         "mlflow.detectIssues.guidanceShown_v1": "true", "mlflow.flagForReview.guidanceShown_v1": "true"}
+_SEEN = {
+    "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true",
+    "mlflow.assistant.panelOpen_v1": "false",
+    "mlflow.detectIssues.guidanceShown_v1": "true",
+    "mlflow.flagForReview.guidanceShown_v1": "true",
+}
 
 
 def _page(browser):
@@ -102,7 +110,16 @@ def trace_view(browser, sweep_out: Path, retriever: str, span: str | None, to: P
     runs = client.search_runs([exp], filter_string=f"tags.`sagegraph.retriever` = '{retriever}'", max_results=50)
     runs = sorted(runs, key=lambda r: sum(k.startswith("params.") for k in r.data.params))  # its defaults first
     keys = [r.data.tags["sagegraph.config_key"] for r in runs]
-    trace = next((t for k in keys for t in client.search_traces(locations=[exp], filter_string=f"tags.`sagegraph.config_key` = '{k}'", max_results=1)), None)
+    trace = next(
+        (
+            t
+            for k in keys
+            for t in client.search_traces(
+                locations=[exp], filter_string=f"tags.`sagegraph.config_key` = '{k}'", max_results=1
+            )
+        ),
+        None,
+    )
     if trace is None:
         raise SystemExit(f"{sweep_out}: no MLflow trace of a {retriever} run")
     with mlflow_ui(sweep_out) as host:
@@ -123,11 +140,19 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, help="a sweep's out directory: its runs view")
     ap.add_argument("--trace", type=Path, help="a sweep's out directory with LLM retrievers: one query's trace")
-    ap.add_argument("--of", nargs="+", default=["spark:cypher"], metavar="RETRIEVER[:SPAN]",
-                    help="whose trace, and which of its spans to open (default: spark:cypher, the query that ran)")
+    ap.add_argument(
+        "--of",
+        nargs="+",
+        default=["spark:cypher"],
+        metavar="RETRIEVER[:SPAN]",
+        help="whose trace, and which of its spans to open (default: spark:cypher, the query that ran)",
+    )
     ap.add_argument("--to", type=Path, default=Path("docs/img"))
-    ap.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"),
-                    help="browser binary (default: chromium on PATH, else Playwright's own)")
+    ap.add_argument(
+        "--chromium",
+        default=shutil.which("chromium") or shutil.which("chromium-browser"),
+        help="browser binary (default: chromium on PATH, else Playwright's own)",
+    )
     ap.add_argument("--wait-ms", type=int, default=4000, help="time for the page to finish rendering")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright

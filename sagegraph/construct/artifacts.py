@@ -16,7 +16,6 @@ from sagegraph.config import BuildConfig
 from sagegraph.model import content_id
 from sagegraph.runfiles import replaced, write_text_whole
 
-
 # A stage's code version, bumped when a change alters what the stage writes: an upgraded sagegraph
 # then redoes that stage and the ones after it, in a resumed build or a sweep, instead of keeping
 # what the old code wrote. Version 1 adds nothing to a fingerprint, so stage outputs written before
@@ -37,8 +36,10 @@ class Layout:
     cfg_fp: dict[str, str]
 
     @classmethod
-    def of(cls, cfg: BuildConfig) -> "Layout":
-        base = cfg.stage_fingerprint("corpus", "max_sources") + content_id(str(cfg.runner.batch_size), str(cfg.runner.n_workers))
+    def of(cls, cfg: BuildConfig) -> Layout:
+        base = cfg.stage_fingerprint("corpus", "max_sources") + content_id(
+            str(cfg.runner.batch_size), str(cfg.runner.n_workers)
+        )
         if cfg.subset != "prefix":  # added later: builds made before it keep their fingerprints
             base = content_id(base, cfg.subset)
         # The corpus state (construct.changes) names what is made of the whole corpus: its ingest,
@@ -48,11 +49,16 @@ class Layout:
         version = f"corpus-{cfg.corpus_version}" if cfg.corpus_version else ""
         src = content_id(base, version) if version else base
         chunks = content_id(base, cfg.stage_fingerprint("chunking", "tables"), cfg.embedding.resolved_name())
-        meta = content_id(chunks, cfg.stage_fingerprint("metadata"), cfg.llm.model if cfg.metadata.mode == "llm" else "")
+        meta = content_id(
+            chunks, cfg.stage_fingerprint("metadata"), cfg.llm.model if cfg.metadata.mode == "llm" else ""
+        )
         vecs = content_id(meta, cfg.embedding.resolved_name())
         nodes = content_id(vecs, version) if version else vecs
         edges = versioned(content_id(nodes, cfg.stage_fingerprint("edges")), "edges")
-        return cls(cfg.out, {"sources": src, "chunks": chunks, "metadata": meta, "vectors": vecs, "nodes": nodes, "edges": edges})
+        return cls(
+            cfg.out,
+            {"sources": src, "chunks": chunks, "metadata": meta, "vectors": vecs, "nodes": nodes, "edges": edges},
+        )
 
     def stage_path(self, stage: str) -> Path:
         """Where a stage's outputs live, without creating it (for checks that must not write)."""

@@ -99,8 +99,13 @@ class ChangeSet:
         return {what: {k: len(v) for k, v in getattr(self, what).items()} for what in ("added", "changed", "removed")}
 
     def as_dict(self) -> dict[str, Any]:
-        return {"first_build": self.first_build, "counts": self.counts(),
-                **{what: {k: v[:SHOWN] for k, v in getattr(self, what).items()} for what in ("added", "changed", "removed")}}
+        return {
+            "first_build": self.first_build,
+            "counts": self.counts(),
+            **{
+                what: {k: v[:SHOWN] for k, v in getattr(self, what).items()} for what in ("added", "changed", "removed")
+            },
+        }
 
     def line(self) -> str:
         """`+4 / ~1 / -0 sources (documents +4, ~1)` for a log line and the CLI."""
@@ -111,8 +116,15 @@ class ChangeSet:
             return "corpus unchanged since the last build"
         tot = {w: sum(len(v) for v in getattr(self, w).values()) for w in ("added", "changed", "removed")}
         kinds = sorted(set(self.added) | set(self.changed) | set(self.removed))
-        per = ", ".join(f"{k} " + " ".join(f"{s}{len(getattr(self, w).get(k, []))}" for w, s in (("added", "+"), ("changed", "~"), ("removed", "-"))
-                                            if getattr(self, w).get(k)) for k in kinds)
+        per = ", ".join(
+            f"{k} "
+            + " ".join(
+                f"{s}{len(getattr(self, w).get(k, []))}"
+                for w, s in (("added", "+"), ("changed", "~"), ("removed", "-"))
+                if getattr(self, w).get(k)
+            )
+            for k in kinds
+        )
         return f"corpus changed: +{tot['added']} added, ~{tot['changed']} changed, -{tot['removed']} removed ({per})"
 
     def markdown(self, stage_seconds: Mapping[str, float] | None = None, work: Mapping[str, Any] | None = None) -> str:
@@ -128,9 +140,13 @@ class ChangeSet:
             lines.append("| (none) | 0 | 0 | 0 |")
         text = ("First build.\n\n" if self.first_build else "") + "\n".join(lines)
         if work:
-            text += "\n\n| what the build did | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in work_lines(work))
+            text += "\n\n| what the build did | |\n|---|---|\n" + "\n".join(
+                f"| {k} | {v} |" for k, v in work_lines(work)
+            )
         if stage_seconds:
-            text += "\n\n| stage | seconds |\n|---|---|\n" + "\n".join(f"| {s} | {v:.2f} |" for s, v in stage_seconds.items())
+            text += "\n\n| stage | seconds |\n|---|---|\n" + "\n".join(
+                f"| {s} | {v:.2f} |" for s, v in stage_seconds.items()
+            )
         return text
 
 

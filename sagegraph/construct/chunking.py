@@ -8,7 +8,8 @@ maximum are cut again at their weakest boundary.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,9 @@ def _split_long(start: int, end: int, sims: np.ndarray, lengths: list[int], max_
     return _split_long(start, cut + 1, sims, lengths, max_chars) + _split_long(cut + 1, end, sims, lengths, max_chars)
 
 
-def segment(sentences: Sequence[str], sims: np.ndarray, theta: float, min_chars: int = 0, max_chars: int = 10**9) -> list[str]:
+def segment(
+    sentences: Sequence[str], sims: np.ndarray, theta: float, min_chars: int = 0, max_chars: int = 10**9
+) -> list[str]:
     """Group sentences into chunks given boundary similarities and a threshold."""
     n = len(sentences)
     if n == 0:
@@ -109,7 +112,9 @@ def chunk_documents(
     documents whose chunks depend on their similarities are encoded: under per-document scope that
     is `cut_can_survive`; under corpus scope every document of 2+ sentences feeds the shared theta.
     """
-    windows, spans, encoded = [], [], []
+    windows: list[str] = []
+    spans: list[tuple[int, int]] = []
+    encoded: list[Any] = []
     for sents in docs_sentences:
         start = len(windows)
         needed = cut_can_survive(sents, min_chars, max_chars) if scope == "document" else len(sents) > 1

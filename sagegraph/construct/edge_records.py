@@ -92,7 +92,9 @@ def shared_names(entity_names: Sequence[str], cols: np.ndarray) -> pa.Array:
     return json_strings([entity_names[c] for c in used.tolist()]).take(pa.array(at))
 
 
-def pair_edge_table(result: PairResult, ids: Sequence[str], E: sp.csr_matrix, entity_names: Sequence[str], extra: Extra | None = None) -> pa.Table:
+def pair_edge_table(
+    result: PairResult, ids: Sequence[str], E: sp.csr_matrix, entity_names: Sequence[str], extra: Extra | None = None
+) -> pa.Table:
     """Kept pairs of one PairResult as rows of EDGE_SCHEMA; the type is the passing signal with the
     largest margin over its threshold, in units of that signal's spread."""
     keep = result.keep
@@ -113,7 +115,9 @@ def pair_edge_table(result: PairResult, ids: Sequence[str], E: sp.csr_matrix, en
 
     # which signals passed: one JSON list per bit pattern, looked up by the pattern's number
     pattern = (above * (1 << np.arange(len(signals)))).sum(axis=1)
-    passed_json = pa.array([json.dumps([s for k, s in enumerate(signals) if p >> k & 1]) for p in range(1 << len(signals))], pa.string())
+    passed_json = pa.array(
+        [json.dumps([s for k, s in enumerate(signals) if p >> k & 1]) for p in range(1 << len(signals))], pa.string()
+    )
     fields: dict[str, pa.Array] = {
         "signals": json_objects({s: numbers(vals[:, k], 4) for k, s in enumerate(signals)}),
         "passed": passed_json.take(pa.array(pattern)),
@@ -121,7 +125,12 @@ def pair_edge_table(result: PairResult, ids: Sequence[str], E: sp.csr_matrix, en
         "confidence": numbers(margin[rows, best], 3),
     }
     if extra is not None:
-        fields.update({k: v if isinstance(v, pa.Array) else pa.array(v, pa.string()) for k, v in extra(kept, entity_names).items()})
+        fields.update(
+            {
+                k: v if isinstance(v, pa.Array) else pa.array(v, pa.string())
+                for k, v in extra(kept, entity_names).items()
+            }
+        )
     id_arr = pa.array(ids, pa.string())
     types = pa.array([edge_type(s) for s in signals], pa.string())
     return pa.Table.from_arrays(
@@ -138,6 +147,7 @@ def pair_edge_table(result: PairResult, ids: Sequence[str], E: sp.csr_matrix, en
 
 # ---- extras: metadata that needs node content -----------------------------------------------------
 
+
 def joinable_columns(nodes: Sequence[Node]) -> Extra:
     """Table-table edges: header names both chunks share (after normalisation), i.e. join keys."""
     headers: dict[int, dict[str, str]] = {}
@@ -147,7 +157,7 @@ def joinable_columns(nodes: Sequence[Node]) -> Extra:
             headers[i] = {k: h for h in nodes[i].metadata.get("header", []) if (k := normalise(h))}
         return headers[i]
 
-    def extra(kept: KeptPairs, entity_names: Sequence[str]) -> dict[str, list[str]]:
+    def extra(kept: KeptPairs, entity_names: Sequence[str]) -> dict[str, Sequence[str] | pa.Array]:
         out = []
         for i, j in zip(kept.a.tolist(), kept.b.tolist()):
             hi, hj = header(i), header(j)

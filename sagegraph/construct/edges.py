@@ -33,9 +33,21 @@ class Signal:
 
 ENTITY_OVERLAP = Signal("entity", "entity")
 PAIR_SIGNALS: dict[tuple[str, str], tuple[Signal, ...]] = {
-    (DOC_CHUNK, DOC_CHUNK): (Signal("topic", "vector", "topic", "topic"), Signal("content", "vector", "content", "content"), ENTITY_OVERLAP),
-    (TABLE_CHUNK, TABLE_CHUNK): (Signal("column", "vector", "columns", "columns"), Signal("title", "vector", "title", "title"), ENTITY_OVERLAP),
-    (DOC_CHUNK, TABLE_CHUNK): (Signal("content_column", "vector", "content", "columns"), Signal("topic_title", "vector", "topic", "title"), ENTITY_OVERLAP),
+    (DOC_CHUNK, DOC_CHUNK): (
+        Signal("topic", "vector", "topic", "topic"),
+        Signal("content", "vector", "content", "content"),
+        ENTITY_OVERLAP,
+    ),
+    (TABLE_CHUNK, TABLE_CHUNK): (
+        Signal("column", "vector", "columns", "columns"),
+        Signal("title", "vector", "title", "title"),
+        ENTITY_OVERLAP,
+    ),
+    (DOC_CHUNK, TABLE_CHUNK): (
+        Signal("content_column", "vector", "content", "columns"),
+        Signal("topic_title", "vector", "topic", "title"),
+        ENTITY_OVERLAP,
+    ),
     (ENTITY, ENTITY): (Signal("description", "vector", "content", "content"), ENTITY_OVERLAP),
 }
 
@@ -60,6 +72,7 @@ class PairResult:
 
 # ---- candidates -----------------------------------------------------------------------------------
 
+
 def ann_method(n_queries: int, n_base: int, params: EdgeConfig) -> str:
     """auto: exact search when either side is small (n_queries x n_base is then cheaper than any
     index, e.g. 1,257 tables proposing among 29,698 passages); otherwise clustered search, whose
@@ -69,7 +82,9 @@ def ann_method(n_queries: int, n_base: int, params: EdgeConfig) -> str:
     return "flat" if min(n_queries, n_base) < params.flat_below else "cluster"
 
 
-def cluster_search(query: np.ndarray, base: np.ndarray, m: int, size: int = 256, probes: int = 16, seed: int = 0) -> np.ndarray:
+def cluster_search(
+    query: np.ndarray, base: np.ndarray, m: int, size: int = 256, probes: int = 16, seed: int = 0
+) -> np.ndarray:
     """Approximate top-m inner-product neighbours, (n_queries, m) base rows, -1 padded.
 
     Spherical k-means cuts the base into cells of about `size` nodes; every query is scored exactly
@@ -115,6 +130,7 @@ def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
 def _faiss_search(query: np.ndarray, base: np.ndarray, m: int, method: str, params: EdgeConfig) -> np.ndarray:
     import faiss
 
+    index: faiss.Index
     if method == "hnsw":
         index = faiss.IndexHNSWFlat(base.shape[1], params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = 80
@@ -125,7 +141,9 @@ def _faiss_search(query: np.ndarray, base: np.ndarray, m: int, method: str, para
     return index.search(query, m)[1]
 
 
-def ann_pairs(query: np.ndarray, q_ids: np.ndarray, base: np.ndarray, b_ids: np.ndarray, params: EdgeConfig) -> tuple[np.ndarray, np.ndarray]:
+def ann_pairs(
+    query: np.ndarray, q_ids: np.ndarray, base: np.ndarray, b_ids: np.ndarray, params: EdgeConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """Each query node's top-M base nodes (self excluded): (query ids, base ids)."""
     if len(query) == 0 or len(base) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -206,6 +224,7 @@ def canonical_pairs(a: np.ndarray, b: np.ndarray, same_modality: bool, n: int) -
 
 # ---- signals ----------------------------------------------------------------------------------
 
+
 def pair_cosine(va: np.ndarray, vb: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 256) -> np.ndarray:
     """Small chunks keep the gathered rows in cache: on OTT-QA's 2-2.6M candidate pairs, 256 rows
     per chunk took 0.39-0.40 s per signal, 2,048 rows 0.63-0.70 s and 200k rows ~3x that."""
@@ -239,6 +258,7 @@ def select(values: np.ndarray, thresholds: np.ndarray, logic: str) -> np.ndarray
 
 
 # ---- one modality pair ---------------------------------------------------------------------------
+
 
 def similarity_pair(
     pair: tuple[str, str],
@@ -287,10 +307,13 @@ def similarity_pair(
     keep = select(values, thr, params.logic)
     t2 = time.perf_counter()
     log.info("%s-%s: %d candidates, %d kept", ma, mb, len(a), int(keep.sum()))
-    return PairResult(pair, [s.name for s in signals], a, b, values, thr, keep, {"candidates": t1 - t0, "signals": t2 - t1})
+    return PairResult(
+        pair, [s.name for s in signals], a, b, values, thr, keep, {"candidates": t1 - t0, "signals": t2 - t1}
+    )
 
 
 # ---- structural -----------------------------------------------------------------------------------
+
 
 def structural_edges(ids: list[str], sources: list[str], positions: list[int], max_same_source: int = 20) -> list[Edge]:
     """NEXT_CHUNK between consecutive chunks; SAME_SOURCE between all chunks of a source (a star on

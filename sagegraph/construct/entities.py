@@ -10,10 +10,63 @@ from urllib.parse import unquote
 
 _CONNECTORS = {"of", "the", "de", "and", "for", "in", "on", "von", "van", "la", "le", "du", "del", "da", "di", "&"}
 _STARTERS = {
-    "the", "a", "an", "in", "on", "at", "he", "she", "it", "they", "we", "i", "his", "her", "its", "their", "this", "that",
-    "these", "those", "there", "after", "before", "during", "when", "while", "as", "but", "and", "or", "if", "from", "with",
-    "by", "for", "to", "of", "since", "although", "however", "also", "then", "thus", "later", "following", "following",
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december",
+    "the",
+    "a",
+    "an",
+    "in",
+    "on",
+    "at",
+    "he",
+    "she",
+    "it",
+    "they",
+    "we",
+    "i",
+    "his",
+    "her",
+    "its",
+    "their",
+    "this",
+    "that",
+    "these",
+    "those",
+    "there",
+    "after",
+    "before",
+    "during",
+    "when",
+    "while",
+    "as",
+    "but",
+    "and",
+    "or",
+    "if",
+    "from",
+    "with",
+    "by",
+    "for",
+    "to",
+    "of",
+    "since",
+    "although",
+    "however",
+    "also",
+    "then",
+    "thus",
+    "later",
+    "following",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 }
 _TOKEN = re.compile(r"[A-Za-z0-9À-ÿ][\w'’\-\.]*")
 _PUNCTUATION = re.compile(r"[^\w\s]")
@@ -25,7 +78,8 @@ def normalise(name: str) -> str:
 
 def capitalised_spans(text: str, max_spans: int = 30) -> list[str]:
     tokens = _TOKEN.findall(text)
-    spans, run = [], []
+    spans: list[str] = []
+    run: list[str] = []
 
     def flush():
         while run and run[-1].lower() in _CONNECTORS:

@@ -18,7 +18,12 @@ def field_texts(node: Node) -> dict[str, str]:
         title = ". ".join(x for x in (meta.get("table_title") or node.title, meta.get("table_description", "")) if x)
         cols = meta.get("col_desc") or {}
         columns = "; ".join(f"{h}: {cols.get(h, '')}".rstrip(": ") for h in meta.get("header", cols.keys()))
-        return {"content": node.text, "topic": meta.get("table_description") or title, "title": title, "columns": columns or title}
+        return {
+            "content": node.text,
+            "topic": meta.get("table_description") or title,
+            "title": title,
+            "columns": columns or title,
+        }
     topic = meta.get("topic") or node.text[:300]
     title = meta.get("title") or node.title or topic
     return {"content": node.text, "topic": topic, "title": title, "columns": node.text}

@@ -62,16 +62,21 @@ def publish(out: Path, gen_dir: Path) -> dict[str, Any]:
         return record(out)
     if current is not None and not link.is_symlink():
         if not is_generation(current):
-            raise ConfigError(f"{link}: a folder sagegraph did not write is where the published graph goes; "
-                              "move it out of the way (sagegraph never moves or deletes files it did not write)")
+            raise ConfigError(
+                f"{link}: a folder sagegraph did not write is where the published graph goes; "
+                "move it out of the way (sagegraph never moves or deletes files it did not write)"
+            )
         legacy = out / GRAPHS / "legacy"
         if legacy.exists():
             move_aside(legacy, "old")
         legacy.parent.mkdir(parents=True, exist_ok=True)
         current = link.rename(legacy).resolve()
     _switch(out, gen_dir)
-    rec = {"current": gen_dir.name, "previous": current.name if current is not None and current != gen_dir and is_generation(current) else None,
-           "published_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    rec = {
+        "current": gen_dir.name,
+        "previous": current.name if current is not None and current != gen_dir and is_generation(current) else None,
+        "published_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
     write_json(out / GRAPHS / RECORD, rec)
     return rec
 
@@ -83,8 +88,10 @@ def rollback(out: Path) -> dict[str, Any]:
     rec = record(out)
     previous = rec.get("previous")
     if not previous or not (out / GRAPHS / previous / "manifest.json").exists():
-        raise ConfigError(f"{out}: no previous graph to roll back to (each build keeps the one before it; "
-                          f"{'none was published before this one' if not previous else previous + ' is gone'})")
+        raise ConfigError(
+            f"{out}: no previous graph to roll back to (each build keeps the one before it; "
+            f"{'none was published before this one' if not previous else previous + ' is gone'})"
+        )
     return publish(out, out / GRAPHS / previous)
 
 
@@ -92,7 +99,11 @@ def is_generation(path: Path) -> bool:
     """A graph folder a build wrote: its first file (`nodes.fingerprint`, written with its nodes)
     or its manifest is there. Anything else under `graphs/` is not sagegraph's to delete."""
     path = Path(path)
-    return path.is_dir() and not path.is_symlink() and ((path / "nodes.fingerprint").is_file() or (path / "manifest.json").is_file())
+    return (
+        path.is_dir()
+        and not path.is_symlink()
+        and ((path / "nodes.fingerprint").is_file() or (path / "manifest.json").is_file())
+    )
 
 
 def retired(out: Path) -> list[Path]:
@@ -101,7 +112,9 @@ def retired(out: Path) -> list[Path]:
     rec = record(out)
     keep = {rec.get("current"), rec.get("previous")}
     root = Path(out) / GRAPHS
-    return [d for d in sorted(root.iterdir()) if d.name not in keep and is_generation(d)] if root.is_dir() and rec else []
+    return (
+        [d for d in sorted(root.iterdir()) if d.name not in keep and is_generation(d)] if root.is_dir() and rec else []
+    )
 
 
 def keep_stats(out: Path, gen_dir: Path) -> None:

@@ -24,8 +24,13 @@ def build_in_process(cfg: BuildConfig) -> dict[str, Any]:
         cfg, changes = stages.resolve_corpus(cfg)
         stages.preflight(cfg)
         if changes is not None and changes.empty and (done := stages.up_to_date(cfg)) is not None:
-            return {**done, "published": generations.record(cfg.out), "up_to_date": True, "changes": changes.as_dict(),
-                    "corpus_version": cfg.corpus_version}
+            return {
+                **done,
+                "published": generations.record(cfg.out),
+                "up_to_date": True,
+                "changes": changes.as_dict(),
+                "corpus_version": cfg.corpus_version,
+            }
         t0 = time.perf_counter()
         ingested = stages.ingest(cfg)
         metas, vectors = [], []
@@ -39,9 +44,18 @@ def build_in_process(cfg: BuildConfig) -> dict[str, Any]:
         store = stages.load_store(cfg)
         stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
         published = stages.publish_graph(cfg)
-        report = {"graph": str(cfg.out / "graph"), "stats": stats["path"], "counts": stats["summary"], "edges": final["edges"], "store": store,
-                  "published": published, "seconds": round(time.perf_counter() - t0, 2), "up_to_date": False,
-                  "changes": changes.as_dict() if changes is not None else None, "corpus_version": cfg.corpus_version}
+        report = {
+            "graph": str(cfg.out / "graph"),
+            "stats": stats["path"],
+            "counts": stats["summary"],
+            "edges": final["edges"],
+            "store": store,
+            "published": published,
+            "seconds": round(time.perf_counter() - t0, 2),
+            "up_to_date": False,
+            "changes": changes.as_dict() if changes is not None else None,
+            "corpus_version": cfg.corpus_version,
+        }
         if changes is not None:
             write_json(cfg.out / "stats" / "changes.json", {**changes.as_dict(), "corpus_version": cfg.corpus_version})
         return report

@@ -16,17 +16,20 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from sagegraph.construct.entities import capitalised_spans, link_title
-from sagegraph.index.sentences import split_sentences
 from sagegraph.errors import LLMUnavailable, ReplyRejected
+from sagegraph.index.sentences import split_sentences
 from sagegraph.llm import LLMClient, estimate_tokens, parse_json_reply
 from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Node
 
 _YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
 _NUMBER = re.compile(r"^[\s$€£]*-?[\d,.]+\s*%?$")
-_DATEISH = re.compile(r"\b(\d{1,2}\s+)?(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b\d{4}-\d{2}-\d{2}\b", re.I)
+_DATEISH = re.compile(
+    r"\b(\d{1,2}\s+)?(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b\d{4}-\d{2}-\d{2}\b", re.I
+)
 
 
 # ---- schemas (sage.txt appendix G) -------------------------------------------------------------
+
 
 class TableEntity(BaseModel):
     type: str = "thing"
@@ -60,6 +63,7 @@ class TextMetadata(BaseModel):
 
 
 # ---- heuristic extractor ---------------------------------------------------------------------------
+
 
 def column_format(values: list[str]) -> str:
     vals = [v for v in values if v.strip()]
@@ -108,7 +112,11 @@ def heuristic_table_metadata(node: Node) -> dict[str, Any]:
             for name in names:
                 if name and name not in entities and len(entities) < 60:
                     col = header[c] if c < len(header) else ""
-                    entities[name] = {"type": "thing", "category": "named", "description": f"{col} in {heading}".strip()}
+                    entities[name] = {
+                        "type": "thing",
+                        "category": "named",
+                        "description": f"{col} in {heading}".strip(),
+                    }
     meta = TableMetadata(
         table_title=heading,
         table_description=f"{section or 'Table'} of {node.metadata.get('page_title') or heading} with columns {cols}.",
@@ -134,7 +142,7 @@ Keys:
 - "col_desc": for every column header, what the column holds and why it matters.
 - "col_format": for every column header, its data format, e.g. "string - team names", "number - points", "date (Month Day)".
 - "entities": every distinct entity in the rows, keyed by its name, each {"type": person|place|organization|event|concept|thing, "category": named|non-named, "description": a short gloss}.
-No markdown, no comments, unique keys."""
+No markdown, no comments, unique keys."""  # noqa: E501 - a prompt: its text is the recorded replies' key
 
 TEXT_SYSTEM = """You extract metadata from one passage of text and reply with a single JSON object, nothing else.
 Keys:
@@ -142,7 +150,7 @@ Keys:
 - "events": one key per named event, each {"date": "YYYY-MM-DD" or null, "details": one sentence on its significance}.
 - "timeline": the dated mentions in chronological order, each "<ISO date> - <what happened>".
 - "topic": one sentence stating what the passage is about.
-No markdown, no comments, unique keys."""
+No markdown, no comments, unique keys."""  # noqa: E501 - a prompt: its text is the recorded replies' key
 
 
 def _table_prompt(node: Node) -> list[dict[str, str]]:
@@ -190,8 +198,14 @@ def estimate_llm_tokens(nodes: list[Node], completion_per_call: int = 350) -> tu
     return prompt, completion_per_call * len(nodes)
 
 
-def extract_metadata(nodes: list[Node], mode: str, client: LLMClient | None = None, fallback: bool = True, concurrency: int = 4,
-                     on_done: Callable[[], None] | None = None) -> tuple[list[dict[str, Any]], int]:
+def extract_metadata(
+    nodes: list[Node],
+    mode: str,
+    client: LLMClient | None = None,
+    fallback: bool = True,
+    concurrency: int = 4,
+    on_done: Callable[[], None] | None = None,
+) -> tuple[list[dict[str, Any]], int]:
     """Metadata for each node, in order, plus the count of LLM replies that fell back to heuristics.
     `on_done` is called (from the worker threads) as each node's reply is in: an LLM batch takes
     minutes, and its progress is the caller's to report."""
@@ -212,6 +226,7 @@ def extract_metadata(nodes: list[Node], mode: str, client: LLMClient | None = No
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(one, n) for n in nodes]
         if on_done is not None:
+
             def answered(f) -> None:  # a failed or cancelled node is not progress
                 if not f.cancelled() and f.exception() is None:
                     on_done()
@@ -230,4 +245,12 @@ def extract_metadata(nodes: list[Node], mode: str, client: LLMClient | None = No
     return [r[0] for r in results], sum(1 for r in results if not r[1])
 
 
-__all__ = ["extract_metadata", "heuristic_metadata", "llm_metadata", "estimate_llm_tokens", "TableMetadata", "TextMetadata", "DOC_CHUNK"]
+__all__ = [
+    "extract_metadata",
+    "heuristic_metadata",
+    "llm_metadata",
+    "estimate_llm_tokens",
+    "TableMetadata",
+    "TextMetadata",
+    "DOC_CHUNK",
+]

@@ -3,15 +3,15 @@ one node each)."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from sagegraph.construct.chunking import chunk_documents
-from sagegraph.index.sentences import split_sentences
-from sagegraph.construct.tables import segment_table, table_heading
 from sagegraph.config import ChunkingConfig
+from sagegraph.construct.chunking import chunk_documents
+from sagegraph.construct.tables import segment_table, table_heading
 from sagegraph.corpus.records import Document, KBObject, Table
+from sagegraph.index.sentences import split_sentences
 from sagegraph.model import DOC_CHUNK, ENTITY, TABLE_CHUNK, Node, node_id
 
 Encode = Callable[[Sequence[str]], np.ndarray]
@@ -44,7 +44,9 @@ def table_nodes(tables: list[Table], rows_per_segment: int, keep_links: bool = F
             }
             if keep_links and t.cell_links:
                 meta["cell_links"] = t.cell_links[start:end]
-            nodes.append(Node(node_id(TABLE_CHUNK, t.id, text), TABLE_CHUNK, "Table", text, t.id, table_heading(t), pos, meta))
+            nodes.append(
+                Node(node_id(TABLE_CHUNK, t.id, text), TABLE_CHUNK, "Table", text, t.id, table_heading(t), pos, meta)
+            )
     return nodes
 
 
@@ -52,5 +54,7 @@ def kb_nodes(objects: list[KBObject]) -> list[Node]:
     nodes = []
     for obj in objects:
         text = "\n".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in obj.fields.items())
-        nodes.append(Node(node_id(ENTITY, obj.id, obj.type), ENTITY, obj.type, text, obj.id, obj.name, 0, {"fields": obj.fields}))
+        nodes.append(
+            Node(node_id(ENTITY, obj.id, obj.type), ENTITY, obj.type, text, obj.id, obj.name, 0, {"fields": obj.fields})
+        )
     return nodes

@@ -13,34 +13,44 @@ import dataclasses
 import logging
 import os
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sagegraph.config import BuildConfig, EdgeConfig
 from sagegraph.construct import edges as E
 from sagegraph.construct import generations
-from sagegraph.construct.batches import batch_name, content_spans, target_size
 from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
+from sagegraph.construct.batches import batch_name, content_spans, target_size
 from sagegraph.construct.changes import ChangeSet, corpus_fingerprints, diff, digest, ingested_fingerprints
 from sagegraph.construct.edge_records import extra_for, pair_edge_table
 from sagegraph.construct.fields import FIELDS, entity_set, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
 from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
-from sagegraph.config import BuildConfig, EdgeConfig
 from sagegraph.corpus import load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, encode_reporting, make_encoder
 from sagegraph.errors import ConfigError, InputError
+from sagegraph.model import (
+    ENTITY,
+    Edge,
+    Node,
+    content_id,
+    edges_to_table,
+    nodes_to_table,
+    read_nodes,
+    table_to_nodes,
+    write_parquet,
+)
+from sagegraph.progress import ticker
+from sagegraph.runfiles import replaced, write_text_whole
 from sagegraph.store.base import GraphStore
 from sagegraph.store.diff import GraphDiff
 from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_marker, loaded_place
-from sagegraph.progress import ticker
-from sagegraph.runfiles import replaced, write_text_whole
-from sagegraph.model import ENTITY, Edge, Node, content_id, edges_to_table, nodes_to_table, read_nodes, table_to_nodes, write_parquet
 
 log = logging.getLogger("sagegraph.construct")
 _ENCODERS: dict[tuple, Encoder] = {}
@@ -79,6 +89,7 @@ def _encoded(enc: Encoder) -> int:
 
 # ---- 1. ingest --------------------------------------------------------------------------------
 
+
 def batch_file(stage_dir: Path, batch_path: str) -> Path:
     """A source batch keeps its name through chunk and metadata: sources/src-<hash>.json ->
     chunks/src-<hash>.parquet -> metadata/src-<hash>.parquet (ingests made before content batches:
@@ -88,7 +99,8 @@ def batch_file(stage_dir: Path, batch_path: str) -> Path:
 
 def preflight(cfg: BuildConfig) -> None:
     """What a build takes from outside (the corpus files, an LLM key), checked before a server,
-    workers or any stage start, on a config `resolve_corpus` returned. A finished stage needs neither again, so a resumed build whose
+    workers or any stage start, on a config `resolve_corpus` returned. A finished stage needs neither again, so
+    a resumed build whose
     corpus files are gone since ingest, or whose LLM metadata is all written, still runs."""
     from sagegraph.corpus.load import check_corpus
     from sagegraph.llm import require_credentials
@@ -128,7 +140,9 @@ def resolve_corpus(cfg: BuildConfig) -> tuple[BuildConfig, ChangeSet | None]:
         check_corpus(cfg.corpus)
     except ConfigError:
         if previous_dir is not None and (previous_dir / "manifest.json").exists():
-            version = (read_json(Layout.of(cfg).published / "manifest.json").get("config") or {}).get("corpus_version", "")
+            version = (read_json(Layout.of(cfg).published / "manifest.json").get("config") or {}).get(
+                "corpus_version", ""
+            )
             log.warning("corpus files are missing; building from the last build's ingest")
             return cfg.model_copy(update={"corpus_version": version}), None
         raise
@@ -163,10 +177,23 @@ def up_to_date(cfg: BuildConfig) -> dict[str, Any] | None:
         if store is None:
             return None
     summary = read_json(stats)
-    return {"graph": str(layout.published), "stats": str(stats), "plots": summary.get("plots", []), "store": store, "edges": built["edges"],
-            "counts": {k: summary[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")}, "up_to_date": True,
-            "stage_seconds": {}, "task_seconds": {}, "encode_seconds": 0.0, "seconds": 0.0, "llm_estimate": None, "llm_usage": None,
-            "skipped_records": {}, "resumed_batches": 0}
+    return {
+        "graph": str(layout.published),
+        "stats": str(stats),
+        "plots": summary.get("plots", []),
+        "store": store,
+        "edges": built["edges"],
+        "counts": {k: summary[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")},
+        "up_to_date": True,
+        "stage_seconds": {},
+        "task_seconds": {},
+        "encode_seconds": 0.0,
+        "seconds": 0.0,
+        "llm_estimate": None,
+        "llm_usage": None,
+        "skipped_records": {},
+        "resumed_batches": 0,
+    }
 
 
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
@@ -179,7 +206,11 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
     corpus = load_corpus(cfg.corpus, cfg.max_sources, cfg.subset)
     if len(corpus) == 0:
         raise ValueError(f"corpus {cfg.corpus.kind} at {cfg.corpus.path} has no usable sources")
-    items: list[tuple[str, Any]] = [("tables", t) for t in corpus.tables] + [("documents", x) for x in corpus.documents] + [("kb_nodes", k) for k in corpus.kb_nodes]
+    items: list[tuple[str, Any]] = (
+        [("tables", t) for t in corpus.tables]
+        + [("documents", x) for x in corpus.documents]
+        + [("kb_nodes", k) for k in corpus.kb_nodes]
+    )
     fingerprints = corpus_fingerprints(corpus)
     keys = [f"{kind}:{rec.id}={fingerprints[f'{kind}:{rec.id}']}" for kind, rec in items]
     batches = []
@@ -193,7 +224,12 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
     summary = {
         "batches": batches,
         "kb_edges": str(d / "kb_edges.json"),
-        "counts": {"tables": len(corpus.tables), "documents": len(corpus.documents), "kb_nodes": len(corpus.kb_nodes), "kb_edges": len(corpus.kb_edges)},
+        "counts": {
+            "tables": len(corpus.tables),
+            "documents": len(corpus.documents),
+            "kb_nodes": len(corpus.kb_nodes),
+            "kb_edges": len(corpus.kb_edges),
+        },
         "skipped_records": corpus.skipped,
         "seconds": time.perf_counter() - t0,
     }
@@ -203,10 +239,15 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
 
 def _load_batch(path: Path) -> tuple[list[Table], list[Document], list[KBObject]]:
     raw = read_json(Path(path))
-    return [Table(**t) for t in raw["tables"]], [Document(**x) for x in raw["documents"]], [KBObject(**k) for k in raw["kb_nodes"]]
+    return (
+        [Table(**t) for t in raw["tables"]],
+        [Document(**x) for x in raw["documents"]],
+        [KBObject(**k) for k in raw["kb_nodes"]],
+    )
 
 
 # ---- 2. chunk ---------------------------------------------------------------------------------
+
 
 def chunk_batch(cfg: BuildConfig, batch_path: str, report: Callable[[str], None] | None = None) -> dict[str, Any]:
     """`report` gets progress lines while the batch's windows are encoded (a task's logger)."""
@@ -222,11 +263,18 @@ def chunk_batch(cfg: BuildConfig, batch_path: str, report: Callable[[str], None]
     nodes += document_nodes(docs, encode, cfg.chunking)
     nodes += kb_nodes(kb)
     write_parquet(nodes_to_table(nodes), out)
-    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0,
-            "encoded": _encoded(enc) - n0}
+    return {
+        "path": str(out),
+        "nodes": len(nodes),
+        "resumed": False,
+        "seconds": time.perf_counter() - t0,
+        "encode_seconds": _encode_seconds(enc) - e0,
+        "encoded": _encoded(enc) - n0,
+    }
 
 
 # ---- 3. metadata ------------------------------------------------------------------------------
+
 
 def llm_client(cfg: BuildConfig):
     from sagegraph.llm import LLMClient
@@ -240,7 +288,13 @@ def estimate_metadata_cost(cfg: BuildConfig, chunk_paths: list[str]) -> dict[str
     nodes = [n for p in chunk_paths for n in read_nodes(Path(p))]
     prompt, completion = estimate_llm_tokens(nodes)
     cost = (prompt * cfg.llm.price_input_per_mtok + completion * cfg.llm.price_output_per_mtok) / 1e6
-    return {"calls": len(nodes), "prompt_tokens": prompt, "completion_tokens": completion, "estimated_usd": round(cost, 4), "model": cfg.llm.model}
+    return {
+        "calls": len(nodes),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "estimated_usd": round(cost, 4),
+        "model": cfg.llm.model,
+    }
 
 
 def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -254,9 +308,15 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
     nodes = read_nodes(Path(chunks_path))
     client = llm_client(cfg) if cfg.metadata.mode == "llm" else None
     tick = ticker(f"metadata {Path(chunks_path).stem}", len(nodes), "nodes", report) if client else None
-    metas, fallbacks = extract_metadata(nodes, cfg.metadata.mode, client, cfg.metadata.llm_fallback, cfg.llm.concurrency, on_done=tick)
+    metas, fallbacks = extract_metadata(
+        nodes, cfg.metadata.mode, client, cfg.metadata.llm_fallback, cfg.llm.concurrency, on_done=tick
+    )
     for n, m in zip(nodes, metas):
-        keep = {k: n.metadata[k] for k in ("header", "rows", "row_start", "row_end", "section_title", "page_title", "fields") if k in n.metadata}
+        keep: dict[str, Any] = {
+            k: n.metadata[k]
+            for k in ("header", "rows", "row_start", "row_end", "section_title", "page_title", "fields")
+            if k in n.metadata
+        }
         n.metadata = {**m, **keep}
     usage = {**(client.usage.as_dict() if client else {}), "fallbacks": fallbacks}
     write_json(usage_path, usage)
@@ -265,6 +325,7 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
 
 
 # ---- 4. embed ---------------------------------------------------------------------------------
+
 
 def embed_batch(cfg: BuildConfig, metadata_path: str, report: Callable[[str], None] | None = None) -> dict[str, Any]:
     out = Layout.of(cfg).stage_dir("vectors") / (Path(metadata_path).stem + ".npz")
@@ -281,11 +342,18 @@ def embed_batch(cfg: BuildConfig, metadata_path: str, report: Callable[[str], No
     vecs = encode(flat) if flat else np.zeros((0, enc.dim), np.float32)
     arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
     save_npz(out, **arrays)
-    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "encode_seconds": _encode_seconds(enc) - e0,
-            "encoded": _encoded(enc) - n0}
+    return {
+        "path": str(out),
+        "nodes": len(nodes),
+        "resumed": False,
+        "seconds": time.perf_counter() - t0,
+        "encode_seconds": _encode_seconds(enc) - e0,
+        "encoded": _encoded(enc) - n0,
+    }
 
 
 # ---- 5. assemble ------------------------------------------------------------------------------
+
 
 def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str]) -> dict[str, Any]:
     """Concatenate batches into graph/nodes.parquet and graph/vectors/<field>.npy (row-aligned)."""
@@ -324,6 +392,7 @@ def load_graph_inputs(graph_dir: Path) -> tuple[list[Node], dict[str, np.ndarray
 
 # ---- 6. edges ---------------------------------------------------------------------------------
 
+
 def edge_params(cfg: BuildConfig) -> EdgeConfig:
     """The edge settings, as validated with the rest of the build config: one model, no copy."""
     return cfg.edges
@@ -359,10 +428,21 @@ def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str], nodes_dir: Path | No
     table = pair_edge_table(res, ids, Emat, names, extra_for(pair, nodes))
     write_parquet(table, out)
     save_npz(stats_path, values=res.values, thresholds=res.thresholds, keep=res.keep, signals=np.array(res.signals))
-    return {"path": str(out), "stats": str(stats_path), "pair": list(pair), "candidates": res.n_candidates, "edges": table.num_rows, "resumed": False, "seconds": time.perf_counter() - t0, "phase_seconds": res.seconds}
+    return {
+        "path": str(out),
+        "stats": str(stats_path),
+        "pair": list(pair),
+        "candidates": res.n_candidates,
+        "edges": table.num_rows,
+        "resumed": False,
+        "seconds": time.perf_counter() - t0,
+        "phase_seconds": res.seconds,
+    }
 
 
-def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, graph_dir: Path | None = None) -> dict[str, Any]:
+def finalize_edges(
+    cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, graph_dir: Path | None = None
+) -> dict[str, Any]:
     """Similarity edges + structural edges + native KB edges -> graph/edges.parquet (or into
     graph_dir, an edge variant that holds the same nodes)."""
     import pyarrow as pa
@@ -374,9 +454,15 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
     cols = pq.read_table(graph / "nodes.parquet", columns=["id", "modality", "source_id", "position"]).to_pydict()
     ids, modality, source, position = cols["id"], cols["modality"], cols["source_id"], cols["position"]
     chunked = [i for i, m in enumerate(modality) if m != ENTITY]
-    structural = E.structural_edges([ids[i] for i in chunked], [source[i] for i in chunked], [position[i] for i in chunked])
+    structural = E.structural_edges(
+        [ids[i] for i in chunked], [source[i] for i in chunked], [position[i] for i in chunked]
+    )
     by_source = {source[i]: ids[i] for i, m in enumerate(modality) if m == ENTITY}
-    native = [Edge(by_source[r["src"]], by_source[r["dst"]], r["type"], 1.0, {}) for r in read_json(Path(kb_edges_path)) if r["src"] in by_source and r["dst"] in by_source]
+    native = [
+        Edge(by_source[r["src"]], by_source[r["dst"]], r["type"], 1.0, {})
+        for r in read_json(Path(kb_edges_path))
+        if r["src"] in by_source and r["dst"] in by_source
+    ]
     parts = [pq.read_table(p) for p in pair_paths] + [edges_to_table(structural + native)]
     table = pa.concat_tables(parts)
     write_parquet(table, graph / "edges.parquet")
@@ -395,6 +481,7 @@ def finalize_edges(cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, 
 
 
 # ---- 7. store ---------------------------------------------------------------------------------
+
 
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
     """Load the graph into the configured store, beside the graph readers use now (a FalkorDB graph
@@ -418,12 +505,19 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     expected = {"nodes": len(nodes), "edges": len(edges)}
     with open_store(cfg.store.backend, Path(path), key, url=cfg.store.url) as store:
         how = _load_difference(cfg, layout, store, path, intent, node_table, nodes, vectors, edges)
-        counts = {"nodes": store.count_nodes(), "edges": store.count_edges()} if how else None
+        counts: dict[str, int] | None = {"nodes": store.count_nodes(), "edges": store.count_edges()} if how else None
         if how and counts != expected:
-            log.warning("store graph %s holds %s after its difference was applied, not %s; loading it whole", key, counts, expected)
+            log.warning(
+                "store graph %s holds %s after its difference was applied, not %s; loading it whole",
+                key,
+                counts,
+                expected,
+            )
             how = None
         if how is None:
-            if previous is not None or intent.exists():  # another graph (or a half-applied difference) is here: replace it, do not mix
+            if (
+                previous is not None or intent.exists()
+            ):  # another graph (or a half-applied difference) is here: replace it, do not mix
                 store.clear()
             write_json(intent, {"mode": "full"})
             store.ensure_indexes(None)
@@ -440,8 +534,17 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
         store.ensure_indexes(vectors.shape[1], wait=False)
         if any(n.modality == ENTITY for n in nodes):
             store.ensure_fulltext()
-    summary = {"backend": cfg.store.backend, "path": str(path), "graph": key, "fingerprint": fp,
-               "graph_fingerprint": layout.cfg_fp["edges"], **counts, **how, "seconds": time.perf_counter() - t0}
+    assert counts is not None  # a difference applied or a full load: either counted the store
+    summary = {
+        "backend": cfg.store.backend,
+        "path": str(path),
+        "graph": key,
+        "fingerprint": fp,
+        "graph_fingerprint": layout.cfg_fp["edges"],
+        **counts,
+        **how,
+        "seconds": time.perf_counter() - t0,
+    }
     write_json(marker, summary)
     intent.unlink(missing_ok=True)
     return {**summary, "resumed": False}
@@ -462,7 +565,9 @@ def _diff_base(cfg: BuildConfig, layout: Layout, path: Path) -> tuple[Path, str]
         gen_fp = read_json(gen / "manifest.json").get("fingerprint", "")
         key, marker = loaded_place(cfg.store.backend, layout.out, path, cfg.store.graph, gen_fp)
         held = read_json(marker) if marker.exists() else {}
-        if held.get("graph_fingerprint") == gen_fp and held.get("fingerprint") == versioned(gen_fp, "store"):  # loaded by this store code
+        if held.get("graph_fingerprint") == gen_fp and held.get("fingerprint") == versioned(
+            gen_fp, "store"
+        ):  # loaded by this store code
             return gen, key
     return None
 
@@ -470,7 +575,11 @@ def _diff_base(cfg: BuildConfig, layout: Layout, path: Path) -> tuple[Path, str]
 def read_generation(gen: Path) -> tuple[pa.Table, np.ndarray, pa.Table]:
     """A generation's nodes.parquet table, content vectors (row-aligned) and edges.parquet table:
     what a store holds of it."""
-    return pq.read_table(gen / "nodes.parquet"), np.load(gen / "vectors" / "content.npy"), pq.read_table(gen / "edges.parquet")
+    return (
+        pq.read_table(gen / "nodes.parquet"),
+        np.load(gen / "vectors" / "content.npy"),
+        pq.read_table(gen / "edges.parquet"),
+    )
 
 
 def generation_diff(base: Path, nodes: pa.Table, vectors: np.ndarray, edges: pa.Table) -> GraphDiff | None:
@@ -497,8 +606,17 @@ def graph_changes(cfg: BuildConfig) -> dict[str, int] | None:
     return diff.counts if diff is not None else None
 
 
-def _load_difference(cfg: BuildConfig, layout: Layout, store: GraphStore, path: Path, intent: Path,
-                     node_table: pa.Table, nodes: list[Node], vectors: np.ndarray, edges: pa.Table) -> dict[str, Any] | None:
+def _load_difference(
+    cfg: BuildConfig,
+    layout: Layout,
+    store: GraphStore,
+    path: Path,
+    intent: Path,
+    node_table: pa.Table,
+    nodes: list[Node],
+    vectors: np.ndarray,
+    edges: pa.Table,
+) -> dict[str, Any] | None:
     """Write this graph into `store` as the difference from a generation the store holds (its
     copy, in FalkorDB; in place and in one transaction, in Neo4j). None when `store.update` says
     whole or there is no such generation; the caller loads the graph whole.
@@ -568,6 +686,7 @@ def _verified_reuse(cfg: BuildConfig, path: Path, key: str, marker: Path) -> dic
 
 # ---- 8. publication ---------------------------------------------------------------------------
 
+
 def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
     """Makes this build's graph the one readers get (`generations.publish`), once it is complete and
     loaded; then deletes the generations older than the one kept for a rollback, on disk and in
@@ -600,8 +719,12 @@ def _drop_store_graphs(cfg: BuildConfig, dirs: list[Path]) -> None:
 
     layout = Layout.of(cfg)
     path = Path(cfg.store.path or layout.out / "store")
-    places = [loaded_place(cfg.store.backend, layout.out, path, cfg.store.graph, read_json(d / "manifest.json").get("fingerprint", ""))
-              for d in dirs]
+    places = [
+        loaded_place(
+            cfg.store.backend, layout.out, path, cfg.store.graph, read_json(d / "manifest.json").get("fingerprint", "")
+        )
+        for d in dirs
+    ]
     keep = _store_place(cfg, layout)[1]
     try:
         with open_store(cfg.store.backend, path, keep, url=cfg.store.url) as store:
@@ -644,25 +767,58 @@ def _restore_in_place(cfg: BuildConfig, store: GraphStore, marker: Path, target:
         return
     current = cfg.out / generations.GRAPHS / (held or "")[:16]
     if not held or not (current / "manifest.json").exists():
-        raise ConfigError(f"{cfg.out}: cannot roll back to {target.name}: the store holds no graph this build knows ({marker.name})")
+        raise ConfigError(
+            f"{cfg.out}: cannot roll back to {target.name}: the store holds no graph this build knows ({marker.name})"
+        )
     node_table, vectors, edges = read_generation(target)
     nodes = table_to_nodes(node_table)
     diff = generation_diff(current, node_table, vectors, edges)
     if diff is None:
-        raise ConfigError(f"{cfg.out}: cannot roll back to {target.name} in place (its edges repeat a key); rebuild instead")
+        raise ConfigError(
+            f"{cfg.out}: cannot roll back to {target.name} in place (its edges repeat a key); rebuild instead"
+        )
     store.apply_diff(diff, nodes, vectors, cfg.store.batch_size)
-    write_json(marker, {**read_json(marker), "fingerprint": versioned(want, "store"), "graph_fingerprint": want,
-                        "nodes": store.count_nodes(), "edges": store.count_edges(), "mode": "difference", "base": current.name,
-                        "difference": diff.counts, "rows_written": diff.writes})
+    write_json(
+        marker,
+        {
+            **read_json(marker),
+            "fingerprint": versioned(want, "store"),
+            "graph_fingerprint": want,
+            "nodes": store.count_nodes(),
+            "edges": store.count_edges(),
+            "mode": "difference",
+            "base": current.name,
+            "difference": diff.counts,
+            "rows_written": diff.writes,
+        },
+    )
 
 
 __all__ = [
-    "ingest", "chunk_batch", "metadata_batch", "embed_batch", "assemble", "edges_for_pair", "finalize_edges",
-    "load_store", "publish_graph", "rollback_graph", "graph_stats", "present_pairs", "warm_up", "modalities_of", "estimate_metadata_cost", "content_id", "resolve_corpus", "up_to_date", "graph_changes",
+    "ingest",
+    "chunk_batch",
+    "metadata_batch",
+    "embed_batch",
+    "assemble",
+    "edges_for_pair",
+    "finalize_edges",
+    "load_store",
+    "publish_graph",
+    "rollback_graph",
+    "graph_stats",
+    "present_pairs",
+    "warm_up",
+    "modalities_of",
+    "estimate_metadata_cost",
+    "content_id",
+    "resolve_corpus",
+    "up_to_date",
+    "graph_changes",
 ]
 
 
 # ---- 9. statistics ----------------------------------------------------------------------------
+
 
 def graph_stats(cfg: BuildConfig, pair_stats: list[str], graph_dir: Path | None = None) -> dict[str, Any]:
     """Statistics JSON + plots into <out>/stats (an edge variant's: beside its graph dir)."""
@@ -677,4 +833,9 @@ def graph_stats(cfg: BuildConfig, pair_stats: list[str], graph_dir: Path | None 
     plots = plot_stats(stats, named, stats_dir)
     stats["plots"] = [str(p) for p in plots]
     write_json(stats_dir / "graph_stats.json", stats)
-    return {"path": str(stats_dir / "graph_stats.json"), "plots": stats["plots"], "seconds": time.perf_counter() - t0, "summary": {k: stats[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")}}
+    return {
+        "path": str(stats_dir / "graph_stats.json"),
+        "plots": stats["plots"],
+        "seconds": time.perf_counter() - t0,
+        "summary": {k: stats[k] for k in ("nodes", "nodes_by_modality", "edges", "edges_by_type")},
+    }

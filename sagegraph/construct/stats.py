@@ -20,7 +20,9 @@ def degree_stats(src: list[str], dst: list[str], node_ids: list[str]) -> dict[st
         return {"mean": 0.0, "median": 0.0, "max": 0, "isolated": 0, "histogram": {}}
     edges = [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10**9]
     hist, _ = np.histogram(d, bins=edges)
-    labels = [f"{edges[i]}-{edges[i + 1] - 1}" if edges[i + 1] < 10**9 else f">={edges[i]}" for i in range(len(edges) - 1)]
+    labels = [
+        f"{edges[i]}-{edges[i + 1] - 1}" if edges[i + 1] < 10**9 else f">={edges[i]}" for i in range(len(edges) - 1)
+    ]
     return {
         "mean": round(float(d.mean()), 3),
         "median": float(np.median(d)),
@@ -32,7 +34,12 @@ def degree_stats(src: list[str], dst: list[str], node_ids: list[str]) -> dict[st
 
 
 def signal_stats(values: np.ndarray, signals: list[str], thresholds: np.ndarray, keep: np.ndarray) -> dict[str, Any]:
-    out: dict[str, Any] = {"candidates": int(len(values)), "kept": int(keep.sum()), "kept_share": round(float(keep.mean()) if len(keep) else 0.0, 4), "signals": {}}
+    out: dict[str, Any] = {
+        "candidates": int(len(values)),
+        "kept": int(keep.sum()),
+        "kept_share": round(float(keep.mean()) if len(keep) else 0.0, 4),
+        "signals": {},
+    }
     for k, s in enumerate(signals):
         v = values[:, k]
         hist, bins = np.histogram(v, bins=20) if len(v) else (np.zeros(0), np.zeros(0))
@@ -46,7 +53,10 @@ def signal_stats(values: np.ndarray, signals: list[str], thresholds: np.ndarray,
     if len(values) > 2 and len(signals) > 1:
         with np.errstate(invalid="ignore", divide="ignore"):
             corr = np.corrcoef(values.T)
-        out["correlation"] = {a: {b: (None if np.isnan(corr[i, j]) else round(float(corr[i, j]), 3)) for j, b in enumerate(signals)} for i, a in enumerate(signals)}
+        out["correlation"] = {
+            a: {b: (None if np.isnan(corr[i, j]) else round(float(corr[i, j]), 3)) for j, b in enumerate(signals)}
+            for i, a in enumerate(signals)
+        }
     return out
 
 
@@ -65,7 +75,9 @@ def compute_stats(graph_dir: Path, pair_stats: dict[str, Path]) -> dict[str, Any
         "similarity_edges": int(sum(sim)),
         "density": round(2 * len(types) / (n * (n - 1)), 8) if n > 1 else 0.0,
         "degree_all": degree_stats(src, dst, node_ids),
-        "degree_similarity": degree_stats([s for s, f in zip(src, sim) if f], [d for d, f in zip(dst, sim) if f], node_ids),
+        "degree_similarity": degree_stats(
+            [s for s, f in zip(src, sim) if f], [d for d, f in zip(dst, sim) if f], node_ids
+        ),
         "pairs": {},
     }
     for name, path in pair_stats.items():

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sagegraph.construct.artifacts import Layout, read_json
 from sagegraph.config import BuildConfig, EdgeConfig
+from sagegraph.construct.artifacts import Layout, read_json
 from sagegraph.errors import ConfigError
 
 NODE_FILES = ("nodes.parquet", "nodes.fingerprint", "vectors", "bm25")
@@ -28,7 +28,9 @@ def edge_grid(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Every combination of the given edge settings, each checked against EdgeConfig."""
     unknown = sorted(set(axes) - set(EdgeConfig.model_fields))
     if unknown:
-        raise ConfigError(f"edges: unknown setting(s) {', '.join(unknown)}; known: {', '.join(EdgeConfig.model_fields)}")
+        raise ConfigError(
+            f"edges: unknown setting(s) {', '.join(unknown)}; known: {', '.join(EdgeConfig.model_fields)}"
+        )
     names = sorted(axes)
     combos = [dict(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
     for combo in combos:
@@ -36,7 +38,9 @@ def edge_grid(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
             EdgeConfig.model_validate(combo)
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise ConfigError(f"edges.{'.'.join(map(str, err['loc']))}: {err['msg']} (value {err.get('input')!r})") from None
+            raise ConfigError(
+                f"edges.{'.'.join(map(str, err['loc']))}: {err['msg']} (value {err.get('input')!r})"
+            ) from None
     return combos
 
 

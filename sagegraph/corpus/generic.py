@@ -21,7 +21,12 @@ def parse_table_record(obj: dict[str, Any], path: Path, lineno: int) -> Table:
     rows = require(obj, "rows", list, path, lineno)
     for r, row in enumerate(rows):
         if not isinstance(row, list) or len(row) != len(header):
-            raise InputError(path, lineno, f"rows[{r}]", f"ragged row: {len(row) if isinstance(row, list) else 'not a list'} cells, header has {len(header)}")
+            raise InputError(
+                path,
+                lineno,
+                f"rows[{r}]",
+                f"ragged row: {len(row) if isinstance(row, list) else 'not a list'} cells, header has {len(header)}",
+            )
     return Table(
         id=require(obj, "id", str, path, lineno),
         title=obj.get("title") or obj["id"],
@@ -55,7 +60,9 @@ def read_csv_table(path: Path, policy: ErrorPolicy) -> Table | None:
     return Table(id=path.stem, title=path.stem.replace("_", " "), header=header, rows=body)
 
 
-def load_generic(documents: Path | None, tables: Path | None, policy: ErrorPolicy) -> tuple[list[Table], list[Document]]:
+def load_generic(
+    documents: Path | None, tables: Path | None, policy: ErrorPolicy
+) -> tuple[list[Table], list[Document]]:
     docs = load_records(documents, parse_document, policy, key=lambda d: d.id) if documents else []
     tabs: list[Table] = []
     if tables is not None:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from sagegraph.errors import InputError
 
 OnError = Literal["raise", "skip"]
 OnDuplicate = Literal["error", "last"]
-T = TypeVar("T")
 INT64 = (-(2**63), 2**63 - 1)
 # Cheap byte patterns of a line that may hold a value no store keeps: a non-finite number, a long
 # integer, an escaped NUL or UTF-16 surrogate (JSON can spell a lone one, which no UTF-8 text holds).
@@ -88,7 +87,7 @@ def unstorable_value(obj: Any, where: str = "") -> tuple[str, str] | None:
         for k in obj:
             if (bad := _bad_text(str(k), f"{where}.{k}" if where else str(k))) is not None:
                 return bad
-        items = obj.items()
+        items: Iterable[tuple[str, Any]] = ((str(k), v) for k, v in obj.items())
     elif isinstance(obj, list):
         items = ((f"[{i}]", v) for i, v in enumerate(obj))
     else:
@@ -111,8 +110,14 @@ def _bad_text(text: str, where: str) -> tuple[str, str] | None:
     return None
 
 
-def load_numbered(path: Path, parse: Callable[[dict[str, Any], Path, int], T], policy: ErrorPolicy, limit: int | None = None,
-                  key: Callable[[T], str] | None = None, key_field: str = "id") -> list[tuple[int, T]]:
+def load_numbered[T](
+    path: Path,
+    parse: Callable[[dict[str, Any], Path, int], T],
+    policy: ErrorPolicy,
+    limit: int | None = None,
+    key: Callable[[T], str] | None = None,
+    key_field: str = "id",
+) -> list[tuple[int, T]]:
     """(line, record) for every record `parse` accepts; with `key`, at most one record per key."""
     out: list[tuple[int, T]] = []
     first: dict[str, int] = {}  # key -> index in out
@@ -129,7 +134,11 @@ def load_numbered(path: Path, parse: Callable[[dict[str, Any], Path, int], T], p
                     policy.skipped["duplicate"] = policy.skipped.get("duplicate", 0) + 1
                     out[first[k]] = (lineno, rec)
                 else:
-                    policy.handle(InputError(path, lineno, key_field, f"duplicate {key_field} {k!r}: line {out[first[k]][0]} has it too"))
+                    policy.handle(
+                        InputError(
+                            path, lineno, key_field, f"duplicate {key_field} {k!r}: line {out[first[k]][0]} has it too"
+                        )
+                    )
                 continue
             first[k] = len(out)
         out.append((lineno, rec))
@@ -138,12 +147,20 @@ def load_numbered(path: Path, parse: Callable[[dict[str, Any], Path, int], T], p
     return out
 
 
-def load_records(path: Path, parse: Callable[[dict[str, Any], Path, int], T], policy: ErrorPolicy, limit: int | None = None,
-                 key: Callable[[T], str] | None = None, key_field: str = "id") -> list[T]:
+def load_records[T](
+    path: Path,
+    parse: Callable[[dict[str, Any], Path, int], T],
+    policy: ErrorPolicy,
+    limit: int | None = None,
+    key: Callable[[T], str] | None = None,
+    key_field: str = "id",
+) -> list[T]:
     return [rec for _, rec in load_numbered(path, parse, policy, limit, key, key_field)]
 
 
-def require(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path, lineno: int, *, nonempty: bool = True) -> Any:
+def require(
+    obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path, lineno: int, *, nonempty: bool = True
+) -> Any:
     """Fetch a required field, naming file, line and field when it is missing, mistyped or empty."""
     if key not in obj or obj[key] is None:
         raise InputError(path, lineno, key, "missing")

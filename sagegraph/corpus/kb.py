@@ -43,7 +43,11 @@ def parse_kb_node(obj: dict[str, Any], path: Path, lineno: int) -> KBObject:
     fields = {str(k): field_value(v) for k, v in raw.items() if v not in (None, "", [], {})}
     if not fields:
         raise InputError(path, lineno, "fields", "no non-empty text field")
-    return KBObject(id=str(require(obj, "id", (str, int), path, lineno)), type=require(obj, "type", str, path, lineno), fields=fields)
+    return KBObject(
+        id=str(require(obj, "id", (str, int), path, lineno)),
+        type=require(obj, "type", str, path, lineno),
+        fields=fields,
+    )
 
 
 def parse_kb_edge(obj: dict[str, Any], path: Path, lineno: int) -> KBRelation:
@@ -67,23 +71,44 @@ class _StoreNames:
         seen = self.first.setdefault((what, stored), (name, lineno))
         if seen[0] == name:
             return True
-        self.policy.handle(InputError(self.path, lineno, field, f"{what} {name!r} is kept in the graph store as {stored!r}, as {what} "
-                                      f"{seen[0]!r} (line {seen[1]}) is: they would merge; rename one"))
+        self.policy.handle(
+            InputError(
+                self.path,
+                lineno,
+                field,
+                f"{what} {name!r} is kept in the graph store as {stored!r}, as {what} "
+                f"{seen[0]!r} (line {seen[1]}) is: they would merge; rename one",
+            )
+        )
         return False
 
 
 def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], list[KBRelation]]:
     names = _StoreNames(root / NODES, policy)
-    nodes = [n for lineno, n in load_numbered(root / NODES, parse_kb_node, policy, key=lambda n: n.id)
-             if names.ok("node type", n.type, safe_label(n.type), lineno, "type")
-             and all(names.ok("field", k, property_key(k), lineno, f"fields.{k}") for k in n.fields)]
+    nodes = [
+        n
+        for lineno, n in load_numbered(root / NODES, parse_kb_node, policy, key=lambda n: n.id)
+        if names.ok("node type", n.type, safe_label(n.type), lineno, "type")
+        and all(names.ok("field", k, property_key(k), lineno, f"fields.{k}") for k in n.fields)
+    ]
     known = {n.id for n in nodes}
     edges_path = root / EDGES
     numbered = load_numbered(edges_path, parse_kb_edge, policy) if edges_path.exists() else []
     relation_names = _StoreNames(edges_path, policy)
-    numbered = [(lineno, e) for lineno, e in numbered if relation_names.ok("relation type", e.type, safe_label(e.type), lineno, "type")]
+    numbered = [
+        (lineno, e)
+        for lineno, e in numbered
+        if relation_names.ok("relation type", e.type, safe_label(e.type), lineno, "type")
+    ]
     for lineno, e in numbered:
         if e.src not in known or e.dst not in known:
             missing = e.src if e.src not in known else e.dst
-            policy.handle(InputError(edges_path, lineno, "src" if e.src == missing else "dst", f"names unknown node {missing!r} (not in {NODES})"))
+            policy.handle(
+                InputError(
+                    edges_path,
+                    lineno,
+                    "src" if e.src == missing else "dst",
+                    f"names unknown node {missing!r} (not in {NODES})",
+                )
+            )
     return nodes, [e for _, e in numbered if e.src in known and e.dst in known]

@@ -20,7 +20,11 @@ def check_corpus(cfg: CorpusConfig) -> None:
     Finding out inside the flow cost a Prefect start-up and a task traceback in front of the one
     line that says what is wrong."""
     if cfg.kind == "generic":
-        wanted = [(f"corpus.{name}", Path(path)) for name, path in (("documents", cfg.documents), ("tables", cfg.tables)) if path is not None]
+        wanted = [
+            (f"corpus.{name}", Path(path))
+            for name, path in (("documents", cfg.documents), ("tables", cfg.tables))
+            if path is not None
+        ]
     else:
         if cfg.kind == "kb" and cfg.path is None:
             raise ConfigError(f"corpus.path: not set; corpus.kind 'kb' needs the directory that holds {NODES}")

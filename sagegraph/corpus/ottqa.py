@@ -71,7 +71,9 @@ def parse_question(obj: dict[str, Any], path: Path, lineno: int) -> Question:
     )
 
 
-def load_ottqa(root: Path, policy: ErrorPolicy, max_sources: int | None = None, around: list[str] | None = None) -> tuple[list[Table], list[Document]]:
+def load_ottqa(
+    root: Path, policy: ErrorPolicy, max_sources: int | None = None, around: list[str] | None = None
+) -> tuple[list[Table], list[Document]]:
     """Tables first, then passages; a --max-sources subset keeps tables and the passages they link,
     taken from the start of the files, or, with `around` (the questions' table ids), around them."""
     tables = load_records(root / TABLES, parse_table, policy, key=lambda t: t.id, key_field="uid")
@@ -84,7 +86,8 @@ def load_ottqa(root: Path, policy: ErrorPolicy, max_sources: int | None = None, 
     by_id = {p.id: p for p in passages}
     n_tables = max(1, max_sources // 10)
     chosen_tables = tables[:n_tables]
-    chosen, seen = [], set()
+    chosen: list[Document] = []
+    seen: set[str] = set()
     for t in chosen_tables:
         for row in t.cell_links:
             for cell in row:
@@ -105,8 +108,14 @@ def _linked(t: Table) -> list[str]:
     return list(dict.fromkeys(link for row in t.cell_links for cell in row for link in cell))
 
 
-def subset_around(tables: list[Table], passages: list[Document], around: list[str], max_sources: int,
-                  question_share: float = 0.7, seed: int = 0) -> tuple[list[Table], list[Document]]:
+def subset_around(
+    tables: list[Table],
+    passages: list[Document],
+    around: list[str],
+    max_sources: int,
+    question_share: float = 0.7,
+    seed: int = 0,
+) -> tuple[list[Table], list[Document]]:
     """A subset that keeps what the graph is for: up to `question_share` of the budget goes to the
     questions' tables (in question order) with every passage each table links, so neighbourhoods are
     whole; the rest are random distractor tables and passages (one table per ten sources, like the

@@ -27,8 +27,12 @@ def parse_kb_question(obj: dict[str, Any], path: Path, lineno: int) -> Question:
     text = require(obj, "question", str, path, lineno)
     if not text.strip():
         raise InputError(path, lineno, "question", "empty")
-    return Question(id=str(require(obj, "id", (str, int), path, lineno)), text=text, gold_sources=[str(a) for a in answers],
-                    meta={k: v for k, v in obj.items() if k not in KB_KEYS})
+    return Question(
+        id=str(require(obj, "id", (str, int), path, lineno)),
+        text=text,
+        gold_sources=[str(a) for a in answers],
+        meta={k: v for k, v in obj.items() if k not in KB_KEYS},
+    )
 
 
 # A question is sent to retrievers, encoders and models whole and written into every trace: one of
@@ -77,6 +81,7 @@ def matching_questions(questions: list[Question], where: dict[str, Any]) -> list
     """The questions whose metadata field equals the stated value (or one of the listed values),
     for every field of `where`, e.g. `{"split": "test"}` for a file that holds every split.
     Compared as text, so `hops: 2` matches a file's `"hops": 2` and `"2"` alike."""
+
     def wanted(v: Any) -> set[str]:
         return {str(x) for x in v} if isinstance(v, (list, tuple, set)) else {str(v)}
 

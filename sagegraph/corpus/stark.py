@@ -19,8 +19,9 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sagegraph.errors import ConfigError, InputError
 from sagegraph.runfiles import replaced, write_text_whole
@@ -68,8 +69,15 @@ def _empty(v: Any) -> bool:
     return v is None or (isinstance(v, float) and v != v) or str(v) in ("", "nan", "[]", "{}")
 
 
-def write_kb(out: Path, node_info: dict[int, dict[str, Any]], node_types: Iterable[int], node_type_dict: dict[int, str],
-             edge_index: tuple[Iterable[int], Iterable[int]], edge_types: Iterable[int], edge_type_dict: dict[int, str]) -> dict[str, Any]:
+def write_kb(
+    out: Path,
+    node_info: dict[int, dict[str, Any]],
+    node_types: Iterable[int],
+    node_type_dict: dict[int, str],
+    edge_index: tuple[Iterable[int], Iterable[int]],
+    edge_types: Iterable[int],
+    edge_type_dict: dict[int, str],
+) -> dict[str, Any]:
     """Write nodes.jsonl and edges.jsonl from an SKB's own arrays; returns counts."""
     out.mkdir(parents=True, exist_ok=True)
     types = [int(t) for t in node_types]
@@ -81,12 +89,16 @@ def write_kb(out: Path, node_info: dict[int, dict[str, Any]], node_types: Iterab
             fields = node_fields(node_info.get(idx, {}))
             fields.setdefault("name", fields.get("title") or f"{stark_type} {idx}")
             fields["stark_type"] = stark_type
-            fh.write(json.dumps({"id": str(idx), "type": label, "fields": fields}, ensure_ascii=False, default=str) + "\n")
+            fh.write(
+                json.dumps({"id": str(idx), "type": label, "fields": fields}, ensure_ascii=False, default=str) + "\n"
+            )
             by_label[label] = by_label.get(label, 0) + 1
     heads, tails = (list(map(int, edge_index[0])), list(map(int, edge_index[1])))
     rels = [int(t) for t in edge_types]
     if not (len(heads) == len(tails) == len(rels)):
-        raise InputError(out, None, "edge_index", f"{len(heads)} heads, {len(tails)} tails and {len(rels)} edge types differ")
+        raise InputError(
+            out, None, "edge_index", f"{len(heads)} heads, {len(tails)} tails and {len(rels)} edge types differ"
+        )
     by_rel: dict[str, int] = {}
     seen: set[tuple[int, int, int]] = set()
     with replaced(out / "edges.jsonl") as tmp, tmp.open("w", encoding="utf-8") as fh:
@@ -116,8 +128,15 @@ def write_questions(out: Path, rows: Iterable[tuple[Any, str, Any, str]]) -> dic
     by_split: dict[str, list[str]] = {}
     lines = []
     for qid, query, answers, split in rows:
-        line = json.dumps({"id": str(qid) if split != "human" else f"human-{qid}", "question": str(query),
-                           "answer_ids": [str(a) for a in answer_list(answers, f"question {qid}")], "split": split}, ensure_ascii=False)
+        line = json.dumps(
+            {
+                "id": str(qid) if split != "human" else f"human-{qid}",
+                "question": str(query),
+                "answer_ids": [str(a) for a in answer_list(answers, f"question {qid}")],
+                "split": split,
+            },
+            ensure_ascii=False,
+        )
         lines.append(line)
         by_split.setdefault(split, []).append(line)
     write_text_whole(out / "questions.jsonl", "\n".join(lines) + "\n")
@@ -126,7 +145,9 @@ def write_questions(out: Path, rows: Iterable[tuple[Any, str, Any, str]]) -> dic
     return {s: len(v) for s, v in by_split.items()}
 
 
-def qa_rows(qa, split_names: Iterable[str] = SPLITS, split_of_all: str | None = None) -> list[tuple[Any, str, Any, str]]:
+def qa_rows(
+    qa, split_names: Iterable[str] = SPLITS, split_of_all: str | None = None
+) -> list[tuple[Any, str, Any, str]]:
     """(qid, query, answer_ids, split) from a stark-qa STaRKDataset: its `data` frame and the
     positions in `split_indices` (positions into its sorted ids)."""
     by_id = {int(r["id"]): r for r in qa.data.to_dict("records")}
@@ -143,8 +164,15 @@ def qa_rows(qa, split_names: Iterable[str] = SPLITS, split_of_all: str | None = 
 
 def convert(skb, qa_synth, qa_human, out: Path) -> dict[str, Any]:
     """An SKB and its QA datasets, as stark-qa's classes hold them, into the KB layout."""
-    counts = write_kb(out, skb.node_info, skb.node_types.tolist(), skb.node_type_dict, skb.edge_index.tolist(),
-                      skb.edge_types.tolist(), skb.edge_type_dict)
+    counts = write_kb(
+        out,
+        skb.node_info,
+        skb.node_types.tolist(),
+        skb.node_type_dict,
+        skb.edge_index.tolist(),
+        skb.edge_types.tolist(),
+        skb.edge_type_dict,
+    )
     rows = qa_rows(qa_synth)
     if qa_human is not None:
         rows += qa_rows(qa_human, split_of_all="human")
@@ -159,7 +187,9 @@ def fetch_stark(name: str, out: Path, root: Path | None = None, human: bool = Tr
     try:
         import stark_qa
     except ImportError as exc:
-        raise ConfigError(f"STaRK needs the optional extra: pip install -e '.[stark]' (stark-qa; import failed: {exc})") from None
+        raise ConfigError(
+            f"STaRK needs the optional extra: pip install -e '.[stark]' (stark-qa; import failed: {exc})"
+        ) from None
     root = Path(root or Path(out) / "stark-raw")
     skb = stark_qa.load_skb(name, root=str(root), download_processed=True, indirected=False)
     qa = stark_qa.load_qa(name, root=str(root))

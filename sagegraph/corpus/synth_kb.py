@@ -25,9 +25,10 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -80,6 +81,7 @@ def with_article(word: str) -> str:
 
 # ---- the graph ---------------------------------------------------------------------------------
 
+
 def _sizes(size: int) -> dict[str, int]:
     return {
         "Genre": len(V.GENRES),
@@ -107,8 +109,13 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
     for i in range(n["Studio"]):
         name = f"{rng.choice(V.STUDIO_WORDS)} {rng.choice(V.STUDIO_SUFFIXES)}"
         founded = rng.randint(1920, 2015)
-        sid = kb.add_node(f"studio:{i}", "Studio", name=name, founded=founded,
-                          description=f"{name} is a film production company founded in {founded}.")
+        sid = kb.add_node(
+            f"studio:{i}",
+            "Studio",
+            name=name,
+            founded=founded,
+            description=f"{name} is a film production company founded in {founded}.",
+        )
         kb.add_edge(sid, "BASED_IN", rng.choices(countries, country_w)[0])
         studios.append(sid)
     studio_w = _zipf_weights(len(studios), 0.6)
@@ -118,7 +125,9 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
     for i in range(n["Award"]):
         festival, prize = V.FESTIVALS[i % len(V.FESTIVALS)], V.PRIZES[(i // len(V.FESTIVALS)) % len(V.PRIZES)]
         edition = i // (len(V.FESTIVALS) * len(V.PRIZES))
-        awards.append(kb.add_node(f"award:{i}", "Award", name=f"{festival} {prize}" + (f" ({edition + 1})" if edition else "")))
+        awards.append(
+            kb.add_node(f"award:{i}", "Award", name=f"{festival} {prize}" + (f" ({edition + 1})" if edition else ""))
+        )
 
     people = []
     for i in range(n["Person"]):
@@ -130,8 +139,14 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
         born = rng.randint(1925, 2000)
         country = rng.choices(countries, country_w)[0]
         prof = rng.choice(V.PROFESSIONS)
-        pid = kb.add_node(f"person:{i}", "Person", name=name, aliases=aliases, birth_year=born,
-                          description=f"{name} is a {prof} from {kb.name(country)}, born in {born}.")
+        pid = kb.add_node(
+            f"person:{i}",
+            "Person",
+            name=name,
+            aliases=aliases,
+            birth_year=born,
+            description=f"{name} is a {prof} from {kb.name(country)}, born in {born}.",
+        )
         kb.add_edge(pid, "BORN_IN", country)
         people.append(pid)
     # Roles: directors and writers are small pools, actors a large one; some people do several.
@@ -140,18 +155,23 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
     n_dir = max(5, len(people) // 7)
     directors = shuffled[:n_dir]
     writers = shuffled[n_dir // 2 : n_dir // 2 + n_dir]
-    actors = shuffled[int(n_dir * 0.7):]
-    critics = shuffled[-max(5, len(people) // 20):]
+    actors = shuffled[int(n_dir * 0.7) :]
+    critics = shuffled[-max(5, len(people) // 20) :]
 
     titles_used: list[str] = []
-    movies = []
+    movies: list[Any] = []
     for i in range(n["Movie"]):
         if titles_used and rng.random() < 0.03:
             title = rng.choice(titles_used)  # a remake: same title, another film
         else:
             noun = rng.choice(V.TITLE_NOUNS)
-            title = rng.choice([f"The {rng.choice(V.TITLE_ADJECTIVES)} {noun}", f"{rng.choice(V.TITLE_ADJECTIVES)} {noun}",
-                                f"{noun} of the {rng.choice(V.TITLE_NOUNS)}"])
+            title = rng.choice(
+                [
+                    f"The {rng.choice(V.TITLE_ADJECTIVES)} {noun}",
+                    f"{rng.choice(V.TITLE_ADJECTIVES)} {noun}",
+                    f"{noun} of the {rng.choice(V.TITLE_NOUNS)}",
+                ]
+            )
         titles_used.append(title)
         year = rng.randint(1950, 2023)
         date = f"{year}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
@@ -167,8 +187,17 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
         filmed = list(dict.fromkeys(rng.choices(countries, country_w, k=rng.choice([1, 1, 1, 2]))))
         motif_idx = rng.sample(range(len(V.MOTIFS)), 3)
         kb.motifs[mid] = motif_idx
-        kb.add_node(mid, "Movie", title=title, year=year, release_date=date, runtime_minutes=runtime, rating=rating,
-                    budget_musd=budget, description=_description(rng, kb, title, year, g, director, studio, motif_idx, runtime))
+        kb.add_node(
+            mid,
+            "Movie",
+            title=title,
+            year=year,
+            release_date=date,
+            runtime_minutes=runtime,
+            rating=rating,
+            budget_musd=budget,
+            description=_description(rng, kb, title, year, g, director, studio, motif_idx, runtime),
+        )
         kb.add_edge(director, "DIRECTED", mid)
         kb.add_edge(writer, "WROTE", mid)
         for a in cast:
@@ -190,8 +219,17 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
     return kb
 
 
-def _description(rng: random.Random, kb: KB, title: str, year: int, genres: list[str], director: str, studio: str,
-                 motif_idx: list[int], runtime: int) -> str:
+def _description(
+    rng: random.Random,
+    kb: KB,
+    title: str,
+    year: int,
+    genres: list[str],
+    director: str,
+    studio: str,
+    motif_idx: list[int],
+    runtime: int,
+) -> str:
     genre = " and ".join(kb.name(g).lower() for g in genres)
     parts = [f"{title} is a {year} {genre} film directed by {kb.name(director)} and produced by {kb.name(studio)}."]
     for m in motif_idx:
@@ -214,6 +252,7 @@ def _description(rng: random.Random, kb: KB, title: str, year: int, genres: list
 
 
 # ---- questions -----------------------------------------------------------------------------------
+
 
 @dataclass
 class Q:
@@ -262,31 +301,73 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
 
     def one_hop_directed(rng):
         p = rng.choice(directors)
-        return Q("one_hop", "movies_directed_by", 1, "Movie", f"Which films were directed by {kb.name(p)}?", directed(p), [p],
-                 f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:DIRECTED]->(m:Movie) RETURN DISTINCT m.id AS id")
+        return Q(
+            "one_hop",
+            "movies_directed_by",
+            1,
+            "Movie",
+            f"Which films were directed by {kb.name(p)}?",
+            directed(p),
+            [p],
+            f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:DIRECTED]->(m:Movie) RETURN DISTINCT m.id AS id",
+        )
 
     def one_hop_director_of(rng):
         m = rng.choice(movies)
-        return Q("one_hop", "director_of_movie", 1, "Person", f"Who directed the film {_film_ref(kb, m)}?", kb.inc[(m, "DIRECTED")], [m],
-                 f"MATCH (p:Person)-[:DIRECTED]->{_film_match('m', kb, m)} RETURN DISTINCT p.id AS id")
+        return Q(
+            "one_hop",
+            "director_of_movie",
+            1,
+            "Person",
+            f"Who directed the film {_film_ref(kb, m)}?",
+            kb.inc[(m, "DIRECTED")],
+            [m],
+            f"MATCH (p:Person)-[:DIRECTED]->{_film_match('m', kb, m)} RETURN DISTINCT p.id AS id",
+        )
 
     def one_hop_starring(rng):
         p = rng.choice(actors)
-        return Q("one_hop", "movies_starring", 1, "Movie", f"In which films did {kb.name(p)} act?", kb.out[(p, "ACTED_IN")], [p],
-                 f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:ACTED_IN]->(m:Movie) RETURN DISTINCT m.id AS id")
+        return Q(
+            "one_hop",
+            "movies_starring",
+            1,
+            "Movie",
+            f"In which films did {kb.name(p)} act?",
+            kb.out[(p, "ACTED_IN")],
+            [p],
+            f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:ACTED_IN]->(m:Movie) RETURN DISTINCT m.id AS id",
+        )
 
     def two_hop_cast_of_director(rng):
         p = rng.choice(directors)
         ans = sorted({a for m in directed(p) for a in kb.inc[(m, "ACTED_IN")]})
-        return Q("two_hop", "actors_in_movies_directed_by", 2, "Person", f"Which actors have appeared in films directed by {kb.name(p)}?", ans, [p],
-                 f"MATCH (d:Person {{name: {S(kb.name(p))}}})-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(a:Person) RETURN DISTINCT a.id AS id")
+        return Q(
+            "two_hop",
+            "actors_in_movies_directed_by",
+            2,
+            "Person",
+            f"Which actors have appeared in films directed by {kb.name(p)}?",
+            ans,
+            [p],
+            f"MATCH (d:Person {{name: {S(kb.name(p))}}})-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(a:Person) RETURN "
+            "DISTINCT a.id AS id",
+        )
 
     def two_hop_same_studio(rng):
         m = rng.choice(movies)
         s = kb.out[(m, "PRODUCED_BY")][0]
         ans = [x for x in kb.inc[(s, "PRODUCED_BY")] if x != m]
-        return Q("two_hop", "movies_same_studio_as", 2, "Movie", f"Which other films were made by the studio that produced {_film_ref(kb, m)}?", ans, [m],
-                 f"MATCH {_film_match('m0', kb, m)}-[:PRODUCED_BY]->(:Studio)<-[:PRODUCED_BY]-(m:Movie) WHERE m <> m0 RETURN DISTINCT m.id AS id")
+        return Q(
+            "two_hop",
+            "movies_same_studio_as",
+            2,
+            "Movie",
+            f"Which other films were made by the studio that produced {_film_ref(kb, m)}?",
+            ans,
+            [m],
+            f"MATCH {_film_match('m0', kb, m)}-[:PRODUCED_BY]->(:Studio)<-[:PRODUCED_BY]-(m:Movie) WHERE m <> "
+            "m0 RETURN DISTINCT m.id AS id",
+        )
 
     def intersection_director_studio(rng):
         p = rng.choice(directors)
@@ -295,8 +376,17 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
         if s is None or s not in studios:
             return None
         ans = [m for m in mine if s in kb.out[(m, "PRODUCED_BY")]]
-        return Q("intersection", "movies_by_director_and_studio", 2, "Movie", f"Which films did {kb.name(p)} direct for {kb.name(s)}?", ans, [p, s],
-                 f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:DIRECTED]->(m:Movie)-[:PRODUCED_BY]->(s:Studio {{name: {S(kb.name(s))}}}) RETURN DISTINCT m.id AS id")
+        return Q(
+            "intersection",
+            "movies_by_director_and_studio",
+            2,
+            "Movie",
+            f"Which films did {kb.name(p)} direct for {kb.name(s)}?",
+            ans,
+            [p, s],
+            f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:DIRECTED]->(m:Movie)-[:PRODUCED_BY]->(s:Studio "
+            f"{{name: {S(kb.name(s))}}}) RETURN DISTINCT m.id AS id",
+        )
 
     def intersection_two_actors(rng):
         m = rng.choice(movies)
@@ -305,23 +395,50 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
             return None
         a, b = rng.sample(cast, 2)
         ans = sorted(set(kb.out[(a, "ACTED_IN")]) & set(kb.out[(b, "ACTED_IN")]))
-        return Q("intersection", "movies_with_two_actors", 2, "Movie", f"Which films feature both {kb.name(a)} and {kb.name(b)}?", ans, [a, b],
-                 f"MATCH (a:Person {{name: {S(kb.name(a))}}})-[:ACTED_IN]->(m:Movie)<-[:ACTED_IN]-(b:Person {{name: {S(kb.name(b))}}}) RETURN DISTINCT m.id AS id")
+        return Q(
+            "intersection",
+            "movies_with_two_actors",
+            2,
+            "Movie",
+            f"Which films feature both {kb.name(a)} and {kb.name(b)}?",
+            ans,
+            [a, b],
+            f"MATCH (a:Person {{name: {S(kb.name(a))}}})-[:ACTED_IN]->(m:Movie)<-[:ACTED_IN]-(b:Person "
+            f"{{name: {S(kb.name(b))}}}) RETURN DISTINCT m.id AS id",
+        )
 
     def three_hop(rng):
         s = rng.choice(studios)
-        ans = sorted({m2 for m in kb.inc[(s, "PRODUCED_BY")] for a in kb.inc[(m, "ACTED_IN")] for m2 in kb.out[(a, "DIRECTED")]})
-        return Q("three_hop", "movies_directed_by_actors_of_studio", 3, "Movie",
-                 f"Which films were directed by people who acted in a film produced by {kb.name(s)}?", ans, [s],
-                 f"MATCH (s:Studio {{name: {S(kb.name(s))}}})<-[:PRODUCED_BY]-(:Movie)<-[:ACTED_IN]-(p:Person)-[:DIRECTED]->(m:Movie) RETURN DISTINCT m.id AS id")
+        ans = sorted(
+            {m2 for m in kb.inc[(s, "PRODUCED_BY")] for a in kb.inc[(m, "ACTED_IN")] for m2 in kb.out[(a, "DIRECTED")]}
+        )
+        return Q(
+            "three_hop",
+            "movies_directed_by_actors_of_studio",
+            3,
+            "Movie",
+            f"Which films were directed by people who acted in a film produced by {kb.name(s)}?",
+            ans,
+            [s],
+            f"MATCH (s:Studio {{name: {S(kb.name(s))}}})<-[:PRODUCED_BY]-(:Movie)<-[:ACTED_IN]-(p:Person)"
+            "-[:DIRECTED]->(m:Movie) RETURN DISTINCT m.id AS id",
+        )
 
     def three_hop_cast_of_same_director(rng):
         m0 = rng.choice(movies)
         ds = kb.inc[(m0, "DIRECTED")]
         ans = sorted({a for d in ds for m in directed(d) for a in kb.inc[(m, "ACTED_IN")]})
-        return Q("three_hop", "actors_in_movies_by_director_of", 3, "Person",
-                 f"Which actors have worked with the director of {_film_ref(kb, m0)}?", ans, [m0],
-                 f"MATCH {_film_match('m0', kb, m0)}<-[:DIRECTED]-(:Person)-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(a:Person) RETURN DISTINCT a.id AS id")
+        return Q(
+            "three_hop",
+            "actors_in_movies_by_director_of",
+            3,
+            "Person",
+            f"Which actors have worked with the director of {_film_ref(kb, m0)}?",
+            ans,
+            [m0],
+            f"MATCH {_film_match('m0', kb, m0)}<-[:DIRECTED]-(:Person)-[:DIRECTED]->(:Movie)<-[:ACTED_IN]-(a:Person) "
+            "RETURN DISTINCT a.id AS id",
+        )
 
     def filter_year(rng):
         p = rng.choice(actors)
@@ -331,17 +448,34 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
         years = sorted(kb.nodes[m]["fields"]["year"] for m in mine)
         cut = years[len(years) // 2]
         ans = [m for m in mine if kb.nodes[m]["fields"]["year"] > cut]
-        return Q("filter", "movies_starring_after_year", 1, "Movie", f"Which films starring {kb.name(p)} came out after {cut}?", ans, [p],
-                 f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:ACTED_IN]->(m:Movie) WHERE m.year > {cut} RETURN DISTINCT m.id AS id")
+        return Q(
+            "filter",
+            "movies_starring_after_year",
+            1,
+            "Movie",
+            f"Which films starring {kb.name(p)} came out after {cut}?",
+            ans,
+            [p],
+            f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:ACTED_IN]->(m:Movie) WHERE m.year > {cut} RETURN "
+            "DISTINCT m.id AS id",
+        )
 
     def filter_runtime(rng):
         s, g = rng.choice(studios), rng.choice(genres[:8])
         mine = [m for m in kb.inc[(s, "PRODUCED_BY")] if g in kb.out[(m, "HAS_GENRE")]]
         ans = [m for m in mine if kb.nodes[m]["fields"]["runtime_minutes"] > 120]
-        return Q("filter", "genre_movies_of_studio_longer_than", 2, "Movie",
-                 f"Which {kb.name(g).lower()} films produced by {kb.name(s)} run longer than two hours?", ans, [s, g],
-                 f"MATCH (g:Genre {{name: {S(kb.name(g))}}})<-[:HAS_GENRE]-(m:Movie)-[:PRODUCED_BY]->(s:Studio {{name: {S(kb.name(s))}}}) "
-                 "WHERE m.runtime_minutes > 120 RETURN DISTINCT m.id AS id")
+        return Q(
+            "filter",
+            "genre_movies_of_studio_longer_than",
+            2,
+            "Movie",
+            f"Which {kb.name(g).lower()} films produced by {kb.name(s)} run longer than two hours?",
+            ans,
+            [s, g],
+            f"MATCH (g:Genre {{name: {S(kb.name(g))}}})<-[:HAS_GENRE]-(m:Movie)-[:PRODUCED_BY]->(s:Studio "
+            f"{{name: {S(kb.name(s))}}}) "
+            "WHERE m.runtime_minutes > 120 RETURN DISTINCT m.id AS id",
+        )
 
     def filter_date(rng):
         p = rng.choice(directors)
@@ -350,8 +484,17 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
             return None
         cut = sorted(kb.nodes[m]["fields"]["release_date"] for m in mine)[len(mine) // 2]
         ans = [m for m in mine if kb.nodes[m]["fields"]["release_date"] < cut]
-        return Q("filter", "movies_directed_released_before", 1, "Movie", f"Which films by director {kb.name(p)} were released before {cut}?", ans, [p],
-                 f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:DIRECTED]->(m:Movie) WHERE m.release_date < {S(cut)} RETURN DISTINCT m.id AS id")
+        return Q(
+            "filter",
+            "movies_directed_released_before",
+            1,
+            "Movie",
+            f"Which films by director {kb.name(p)} were released before {cut}?",
+            ans,
+            [p],
+            f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:DIRECTED]->(m:Movie) WHERE m.release_date < {S(cut)} "
+            "RETURN DISTINCT m.id AS id",
+        )
 
     def textual(rng, paraphrase: bool, role: str):
         pool = directors if role == "DIRECTED" else actors
@@ -364,10 +507,18 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
         ans = [m for m in mine if motif in kb.motifs[m]]
         verb = "directed by" if role == "DIRECTED" else "starring"
         ask = para if paraphrase else with_article(word)
-        return Q("textual", f"movies_{'directed_by' if role == 'DIRECTED' else 'starring'}_about{'_paraphrased' if paraphrase else ''}", 1, "Movie",
-                 f"Which films {verb} {kb.name(p)} involve {ask}?", ans, [p],
-                 f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:{role}]->(m:Movie) WHERE toLower(m.description) CONTAINS {S(word)} RETURN DISTINCT m.id AS id",
-                 paraphrase=paraphrase)
+        return Q(
+            "textual",
+            f"movies_{'directed_by' if role == 'DIRECTED' else 'starring'}_about{'_paraphrased' if paraphrase else ''}",
+            1,
+            "Movie",
+            f"Which films {verb} {kb.name(p)} involve {ask}?",
+            ans,
+            [p],
+            f"MATCH (p:Person {{name: {S(kb.name(p))}}})-[:{role}]->(m:Movie) WHERE toLower(m.description) "
+            f"CONTAINS {S(word)} RETURN DISTINCT m.id AS id",
+            paraphrase=paraphrase,
+        )
 
     def descriptive(rng, paraphrase: bool):
         m = rng.choice(movies)
@@ -375,9 +526,17 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
         ans = [x for x in movies if set(idx) <= set(kb.motifs[x])]
         words = [V.MOTIFS[i][1] if paraphrase else V.MOTIFS[i][0] for i in idx]
         conds = " AND ".join(f"toLower(m.description) CONTAINS {S(V.MOTIFS[i][0])}" for i in idx)
-        return Q("descriptive", "movie_about_three_motifs" + ("_paraphrased" if paraphrase else ""), 0, "Movie",
-                 f"Which film brings together {words[0]}, {words[1]} and {words[2]}?", ans, [],
-                 f"MATCH (m:Movie) WHERE {conds} RETURN DISTINCT m.id AS id", paraphrase=paraphrase)
+        return Q(
+            "descriptive",
+            "movie_about_three_motifs" + ("_paraphrased" if paraphrase else ""),
+            0,
+            "Movie",
+            f"Which film brings together {words[0]}, {words[1]} and {words[2]}?",
+            ans,
+            [],
+            f"MATCH (m:Movie) WHERE {conds} RETURN DISTINCT m.id AS id",
+            paraphrase=paraphrase,
+        )
 
     return {
         "one_hop": [one_hop_directed, one_hop_director_of, one_hop_starring],
@@ -385,8 +544,12 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
         "intersection": [intersection_director_studio, intersection_two_actors],
         "three_hop": [three_hop, three_hop_cast_of_same_director],
         "filter": [filter_year, filter_runtime, filter_date],
-        "textual": [lambda r: textual(r, False, "DIRECTED"), lambda r: textual(r, True, "DIRECTED"),
-                    lambda r: textual(r, False, "ACTED_IN"), lambda r: textual(r, True, "ACTED_IN")],
+        "textual": [
+            lambda r: textual(r, False, "DIRECTED"),
+            lambda r: textual(r, True, "DIRECTED"),
+            lambda r: textual(r, False, "ACTED_IN"),
+            lambda r: textual(r, True, "ACTED_IN"),
+        ],
         "descriptive": [lambda r: descriptive(r, False), lambda r: descriptive(r, True)],
     }
 
@@ -434,30 +597,51 @@ def write_synth_kb(out: Path, size: int = 20_000, seed: int = 0, per_family: int
     rng = random.Random(seed + 2)
     rows = []
     for i, q in enumerate(qs):
-        rows.append({
-            "id": f"q{i:05d}", "question": q.question, "answer_ids": q.answers, "split": split_of(i, rng), "family": q.family,
-            "template": q.template, "hops": q.hops, "target_type": q.target_type, "paraphrase": q.paraphrase,
-            "topic_entities": [{"id": t, "name": kb.name(t), "type": kb.nodes[t]["type"]} for t in q.topic], "gold_cypher": q.cypher,
-        })
+        rows.append(
+            {
+                "id": f"q{i:05d}",
+                "question": q.question,
+                "answer_ids": q.answers,
+                "split": split_of(i, rng),
+                "family": q.family,
+                "template": q.template,
+                "hops": q.hops,
+                "target_type": q.target_type,
+                "paraphrase": q.paraphrase,
+                "topic_entities": [{"id": t, "name": kb.name(t), "type": kb.nodes[t]["type"]} for t in q.topic],
+                "gold_cypher": q.cypher,
+            }
+        )
     files = {"all": out / "questions.jsonl"}
     write_jsonl_whole(files["all"], rows)
     for split, _ in SPLITS:
         files[split] = out / f"questions-{split}.jsonl"
         write_jsonl_whole(files[split], (r for r in rows if r["split"] == split))
-    write_text_whole(out / "hints.yaml", "# Hints for the synthetic film KB, shown to planners beside the store's own schema.\n"
-                     + yaml.safe_dump(HINTS, sort_keys=False, width=200))
+    write_text_whole(
+        out / "hints.yaml",
+        "# Hints for the synthetic film KB, shown to planners beside the store's own schema.\n"
+        + yaml.safe_dump(HINTS, sort_keys=False, width=200),
+    )
     degree: dict[str, int] = defaultdict(int)
     for s, _, d in kb.edges:
         degree[s] += 1
         degree[d] += 1
     summary = {
-        "seed": seed, "size": size, "nodes": len(kb.nodes), "edges": len(kb.edges),
-        "nodes_by_type": {t: sum(1 for v in kb.nodes.values() if v["type"] == t) for t in sorted({v["type"] for v in kb.nodes.values()})},
+        "seed": seed,
+        "size": size,
+        "nodes": len(kb.nodes),
+        "edges": len(kb.edges),
+        "nodes_by_type": {
+            t: sum(1 for v in kb.nodes.values() if v["type"] == t)
+            for t in sorted({v["type"] for v in kb.nodes.values()})
+        },
         "edges_by_type": {t: sum(1 for e in kb.edges if e[1] == t) for t in sorted({e[1] for e in kb.edges})},
         "hubs_degree_ge_1000": sum(1 for v in degree.values() if v >= 1000),
         "questions": len(rows),
         "questions_by_split": {s: sum(1 for r in rows if r["split"] == s) for s, _ in SPLITS},
-        "test_questions_by_family": {f: sum(1 for r in rows if r["split"] == "test" and r["family"] == f) for f in FAMILIES},
+        "test_questions_by_family": {
+            f: sum(1 for r in rows if r["split"] == "test" and r["family"] == f) for f in FAMILIES
+        },
     }
     write_text_whole(out / "synth.json", json.dumps(summary, indent=1))
     return summary
@@ -475,13 +659,19 @@ HINTS = {
         "Person.name": "full name; Person.aliases lists other spellings",
     },
     "examples": [
-        {"question": "Which films were directed by Ana Silva?",
-         "cypher": "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN DISTINCT m.id AS id"},
-        {"question": "Which drama films produced by Northlight Pictures came out after 1990?",
-         "cypher": "MATCH (g:Genre {name: 'Drama'})<-[:HAS_GENRE]-(m:Movie)-[:PRODUCED_BY]->(s:Studio {name: 'Northlight Pictures'}) "
-                   "WHERE m.year > 1990 RETURN DISTINCT m.id AS id"},
-        {"question": "Which films starring Kenji Tanaka involve a shipwreck?",
-         "cypher": "MATCH (p:Person {name: 'Kenji Tanaka'})-[:ACTED_IN]->(m:Movie) WHERE toLower(m.description) CONTAINS 'shipwreck' "
-                   "RETURN DISTINCT m.id AS id"},
+        {
+            "question": "Which films were directed by Ana Silva?",
+            "cypher": "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN DISTINCT m.id AS id",
+        },
+        {
+            "question": "Which drama films produced by Northlight Pictures came out after 1990?",
+            "cypher": "MATCH (g:Genre {name: 'Drama'})<-[:HAS_GENRE]-(m:Movie)"
+            "-[:PRODUCED_BY]->(s:Studio {name: 'Northlight Pictures'}) WHERE m.year > 1990 RETURN DISTINCT m.id AS id",
+        },
+        {
+            "question": "Which films starring Kenji Tanaka involve a shipwreck?",
+            "cypher": "MATCH (p:Person {name: 'Kenji Tanaka'})-[:ACTED_IN]->(m:Movie) "
+            "WHERE toLower(m.description) CONTAINS 'shipwreck' RETURN DISTINCT m.id AS id",
+        },
     ],
 }

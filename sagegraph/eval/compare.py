@@ -44,7 +44,9 @@ def ordered(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[tuple[Eval
     """Configurations in the order tables and plots show them (a sweep's and `compare`'s alike, not
     the run keys' hash order): by retriever, edge variant, total k, seed k, then label, its numbers
     compared as numbers so that a t_max or n axis reads 5, 10, 20 and not 10, 20, 5."""
-    return sorted(results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k, natural_key(cm[0].label())))
+    return sorted(
+        results, key=lambda cm: (cm[0].retriever, cm[0].edges, cm[0].total, cm[0].k, natural_key(cm[0].label()))
+    )
 
 
 def natural_key(text: str) -> tuple[str | int, ...]:
@@ -56,8 +58,9 @@ def per_query(run_dir: Path, metric: str) -> dict[str, float]:
     return {q: float(r[metric]) for q, r in read_done(Path(run_dir) / "per_query.jsonl").items() if metric in r}
 
 
-def paired_bootstrap(a: dict[str, float], b: dict[str, float], n_resamples: int = 5000, seed: int = 0,
-                     level: float = 0.95) -> dict[str, Any]:
+def paired_bootstrap(
+    a: dict[str, float], b: dict[str, float], n_resamples: int = 5000, seed: int = 0, level: float = 0.95
+) -> dict[str, Any]:
     """Mean of a - b over the questions both have, with its bootstrap confidence interval."""
     import scipy.stats
 
@@ -68,11 +71,19 @@ def paired_bootstrap(a: dict[str, float], b: dict[str, float], n_resamples: int 
     out = {"questions": len(qids), "diff": round(float(d.mean()), 6)}
     if np.all(d == d[0]):  # no spread: the interval is the point (BCa is undefined there)
         return {**out, "ci_low": out["diff"], "ci_high": out["diff"]}
-    res = scipy.stats.bootstrap((d,), np.mean, n_resamples=n_resamples, confidence_level=level, random_state=np.random.default_rng(seed))
+    res = scipy.stats.bootstrap(
+        (d,), np.mean, n_resamples=n_resamples, confidence_level=level, random_state=np.random.default_rng(seed)
+    )
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (np.isfinite(lo) and np.isfinite(hi)):  # BCa can fail on very skewed 0/1 data: percentile instead
-        res = scipy.stats.bootstrap((d,), np.mean, n_resamples=n_resamples, confidence_level=level, method="percentile",
-                                    random_state=np.random.default_rng(seed))
+        res = scipy.stats.bootstrap(
+            (d,),
+            np.mean,
+            n_resamples=n_resamples,
+            confidence_level=level,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return {**out, "ci_low": round(lo, 6), "ci_high": round(hi, 6)}
 
@@ -90,7 +101,11 @@ def display_label(c: EvalConfig, results: list[tuple[EvalConfig, dict[str, Any]]
     same = [o for o, _ in results if o.label() == c.label() and o.key() != c.key()]
     if not same:
         return c.label()
-    return f"{c.label()} ({c.prompt})" if c.prompt and all(o.prompt != c.prompt for o in same) else f"{c.label()} ({c.key()})"
+    return (
+        f"{c.label()} ({c.prompt})"
+        if c.prompt and all(o.prompt != c.prompt for o in same)
+        else f"{c.label()} ({c.key()})"
+    )
 
 
 def row_label(c: EvalConfig, m: dict[str, Any], results: list[tuple[EvalConfig, dict[str, Any]]]) -> str:
@@ -98,7 +113,9 @@ def row_label(c: EvalConfig, m: dict[str, Any], results: list[tuple[EvalConfig, 
     return display_label(c, results) + (f" (partial: {m.get('questions')} q)" if m.get("partial") else "")
 
 
-def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str | None = None) -> list[dict[str, Any]]:
+def comparison(
+    results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, baseline: str | None = None
+) -> list[dict[str, Any]]:
     """One row per configuration: quality, LLM cost per query, and for each of METRICS the paired
     difference to the baseline configuration (the first with that retriever) with its interval."""
     baseline = baseline or default_baseline()
@@ -106,13 +123,24 @@ def comparison(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, bas
     base_q = {metric: per_query(run_dir(runs, base), metric) for metric in METRICS} if base is not None else {}
     rows = []
     for c, m in results:
-        row: dict[str, Any] = {"config": row_label(c, m, results), "retriever": c.retriever, "questions": m.get("questions"), "partial": bool(m.get("partial")),
-                               "errors": m.get("errors", 0)}
+        row: dict[str, Any] = {
+            "config": row_label(c, m, results),
+            "retriever": c.retriever,
+            "questions": m.get("questions"),
+            "partial": bool(m.get("partial")),
+            "errors": m.get("errors", 0),
+        }
         for k in ("hit@1", "hit@5", "recall@20", "mrr"):
             row[k] = m.get(k)
-        row.update({"llm_calls/q": m.get("llm_calls_per_query"), "llm_seconds/q": m.get("llm_work_seconds_per_query", m.get("llm_seconds_per_query")),
-                    "usd/q": m.get("llm_cost_usd_per_query"), "prompt_tokens/q": m.get("llm_work_prompt_tokens_per_query"),
-                    "latency_p50_ms": m.get("latency_p50_ms")})
+        row.update(
+            {
+                "llm_calls/q": m.get("llm_calls_per_query"),
+                "llm_seconds/q": m.get("llm_work_seconds_per_query", m.get("llm_seconds_per_query")),
+                "usd/q": m.get("llm_cost_usd_per_query"),
+                "prompt_tokens/q": m.get("llm_work_prompt_tokens_per_query"),
+                "latency_p50_ms": m.get("latency_p50_ms"),
+            }
+        )
         row.update({k: v for k, v in group_columns(m).items() if not k.startswith("questions")})  # 'hit@1 hops=2', ...
         mine = {metric: per_query(run_dir(runs, c), metric) for metric in METRICS}
         for metric in METRICS:
@@ -160,8 +188,15 @@ def plot_bars(rows: list[dict[str, Any]], path: Path) -> Path:
         iv = [r.get(f"{metric} interval") or {} for r in rows]
         lo = np.array([100 * v["ci_low"] if v.get("ci_low") is not None else hi for v, hi in zip(iv, h)])
         up = np.array([100 * v["ci_high"] if v.get("ci_high") is not None else hi for v, hi in zip(iv, h)])
-        ax.bar(x + (i - 0.5) * 0.38, h, 0.38, label=metric, yerr=np.vstack([np.maximum(h - lo, 0), np.maximum(up - h, 0)]),
-               capsize=2, error_kw={"elinewidth": 0.8, "alpha": 0.7})
+        ax.bar(
+            x + (i - 0.5) * 0.38,
+            h,
+            0.38,
+            label=metric,
+            yerr=np.vstack([np.maximum(h - lo, 0), np.maximum(up - h, 0)]),
+            capsize=2,
+            error_kw={"elinewidth": 0.8, "alpha": 0.7},
+        )
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=7)
     ax.set_ylabel("%")
@@ -212,12 +247,18 @@ def plot_quality_cost(rows: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def compare_files(results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, out: Path, baseline: str | None = None) -> list[Path]:
+def compare_files(
+    results: list[tuple[EvalConfig, dict[str, Any]]], runs: Path, out: Path, baseline: str | None = None
+) -> list[Path]:
     """comparison.csv/.json and the two plots, written under `out`; nothing when fewer than two
     retrievers ran."""
     if len({c.retriever for c, _ in results}) < 2:
         return []
     rows = comparison(results, runs, baseline)
     write_text_whole(out / "comparison.json", json.dumps(rows, indent=1))
-    return [write_comparison(rows, out / "comparison.csv"), out / "comparison.json", plot_bars(rows, out / "retrievers_bar.png"),
-            plot_quality_cost(rows, out / "quality_vs_cost.png")]
+    return [
+        write_comparison(rows, out / "comparison.csv"),
+        out / "comparison.json",
+        plot_bars(rows, out / "retrievers_bar.png"),
+        plot_quality_cost(rows, out / "quality_vs_cost.png"),
+    ]

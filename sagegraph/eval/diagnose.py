@@ -19,9 +19,18 @@ from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.registry import retriever_class
 
 QUALITY = ("hit@1", "hit@5", "recall@20", "mrr")
-COST = {"calls/q": "llm_calls", "prompt_tok/q": "llm_work_prompt_tokens", "completion_tok/q": "llm_work_completion_tokens",
-        "llm_s/q": "llm_work_seconds"}
-RATES = {"fallback": ("fallback", "fallback_answers"), "grounded": ("grounded",), "repair_calls": ("repair_calls",), "unnamed": ("unnamed",)}
+COST = {
+    "calls/q": "llm_calls",
+    "prompt_tok/q": "llm_work_prompt_tokens",
+    "completion_tok/q": "llm_work_completion_tokens",
+    "llm_s/q": "llm_work_seconds",
+}
+RATES = {
+    "fallback": ("fallback", "fallback_answers"),
+    "grounded": ("grounded",),
+    "repair_calls": ("repair_calls",),
+    "unnamed": ("unnamed",),
+}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -44,7 +53,10 @@ def latest_runs(sweep: Path) -> dict[str, Path]:
         label = json.loads((run / "config.json").read_text())["label"]
         if current is not None and label not in current:
             continue
-        if label not in latest or (run / "metrics.json").stat().st_mtime > (latest[label] / "metrics.json").stat().st_mtime:
+        if (
+            label not in latest
+            or (run / "metrics.json").stat().st_mtime > (latest[label] / "metrics.json").stat().st_mtime
+        ):
             latest[label] = run
     return dict(sorted(latest.items(), key=lambda item: item[1].name))
 
@@ -67,7 +79,9 @@ def group_runs(sweep: Path, by: str) -> list[tuple[str, list[tuple[str, dict[str
     return out
 
 
-def group_table(label: str, rows: list[tuple[str, dict[str, Any]]], diagnostics: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def group_table(
+    label: str, rows: list[tuple[str, dict[str, Any]]], diagnostics: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """One row per group and `all`: quality, cost per question as spent when the replies were made
     (a replay reports the same), the rates of fallback, repairs and unnamed questions, and any
     per-question diagnostic asked for (a question whose trace lacks it is left out, not scored 0)."""
@@ -79,13 +93,21 @@ def group_table(label: str, rows: list[tuple[str, dict[str, Any]]], diagnostics:
         line |= {metric: _mean([row[metric] for row in chosen]) for metric in QUALITY}
         line |= {column: _mean([row.get(key) or 0 for row in chosen]) for column, key in COST.items()}
         for rate, keys in RATES.items():
-            values = [next((float(counters[k]) for k in keys if k in counters), None)
-                      for counters in ((row.get("counters") or {}) for row in chosen)]
+            values = [
+                next((float(counters[k]) for k in keys if k in counters), None)
+                for counters in ((row.get("counters") or {}) for row in chosen)
+            ]
             known = [v for v in values if v is not None]
             line[rate] = _mean(known) if known else None
         line["errors"] = _mean([float(bool(row.get("error"))) for row in chosen])
         for diagnostic in diagnostics:
-            line[diagnostic] = _mean([float(row["diagnostics"][diagnostic]) for row in chosen if diagnostic in (row.get("diagnostics") or {})])
+            line[diagnostic] = _mean(
+                [
+                    float(row["diagnostics"][diagnostic])
+                    for row in chosen
+                    if diagnostic in (row.get("diagnostics") or {})
+                ]
+            )
         out.append(line)
     return out
 
@@ -149,6 +171,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     columns = list(dict.fromkeys(c for row in rows for c in row))
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        cells = ("" if row.get(c) is None else f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in columns)
+        cells = (
+            "" if row.get(c) is None else f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in columns
+        )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

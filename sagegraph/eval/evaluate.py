@@ -4,6 +4,7 @@ compute those seeds once per question and reuse them."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -56,15 +57,39 @@ def provenance(res: Resources, cfg: EvalConfig) -> dict[str, Any]:
     if not res.has_llm or not cfg.needs_llm():
         return {}
     llm = res.llm
-    return {"llm": {"model": llm.cfg.model, "base_url": llm.base_url, "temperature": llm.cfg.temperature, "cache": str(llm.cache.path)}}
+    return {
+        "llm": {
+            "model": llm.cfg.model,
+            "base_url": llm.base_url,
+            "temperature": llm.cfg.temperature,
+            "cache": str(llm.cache.path),
+        }
+    }
 
 
-def evaluate_one(res: Resources | GraphIndex, cfg: EvalConfig, questions: list[Question], out_dir: Path,
-                 concurrency: int = 1, timeout_s: float | None = None, report: Callable[[str], None] | None = None) -> dict[str, Any]:
+def evaluate_one(
+    res: Resources | GraphIndex,
+    cfg: EvalConfig,
+    questions: list[Question],
+    out_dir: Path,
+    concurrency: int = 1,
+    timeout_s: float | None = None,
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     res = _resources(res)
     retriever = make_retriever(res, cfg)
     res.graph.encode_queries([q.text for q in questions])
-    return run_eval(res.graph, questions, cfg, lambda q: retriever.search(q.text, cfg.k), out_dir, concurrency, timeout_s, provenance(res, cfg), report)
+    return run_eval(
+        res.graph,
+        questions,
+        cfg,
+        lambda q: retriever.search(q.text, cfg.k),
+        out_dir,
+        concurrency,
+        timeout_s,
+        provenance(res, cfg),
+        report,
+    )
 
 
 def seed_config_of(c: EvalConfig) -> tuple[str, int, dict[str, Any]] | None:
@@ -83,8 +108,15 @@ def group_key(c: EvalConfig) -> tuple:
     return ("seeds", c.retriever, name, k, json.dumps(params, sort_keys=True, default=str), c.edges, c.prompt)
 
 
-def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], questions: list[Question], out_root: Path,
-                   concurrency: int = 1, timeout_s: float | None = None, report: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def evaluate_group(
+    res: Resources | GraphIndex,
+    cfgs: list[EvalConfig],
+    questions: list[Question],
+    out_root: Path,
+    concurrency: int = 1,
+    timeout_s: float | None = None,
+    report: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
     """Configurations of one `group_key`: one seed retrieval per question, memoised, then each
     configuration's own expansion of it. A run made under a version-1 run key is adopted first."""
     res = _resources(res)
@@ -109,5 +141,7 @@ def evaluate_group(res: Resources | GraphIndex, cfgs: list[EvalConfig], question
         seeds[q.id] = (found, (time.perf_counter() - t0) * 1000)
         return r.expand(q.text, found)
 
-    return [run_eval(g, questions, c, lambda q, r=r: search(q, r), d, concurrency, timeout_s, provenance(res, c), report)
-            for c, r, d in zip(cfgs, retrievers, dirs)]
+    return [
+        run_eval(g, questions, c, functools.partial(search, r=r), d, concurrency, timeout_s, provenance(res, c), report)
+        for c, r, d in zip(cfgs, retrievers, dirs)
+    ]

@@ -21,7 +21,9 @@ def metric_names(recall_ks: Iterable[int] = RECALL_KS) -> list[str]:
     return [f"hit@{k}" for k in HIT_KS] + [f"recall@{k}" for k in recall_ks] + ["mrr"]
 
 
-def query_metrics(ranked_sources: Sequence[str], gold: set[str], recall_ks: Iterable[int] = RECALL_KS) -> dict[str, float]:
+def query_metrics(
+    ranked_sources: Sequence[str], gold: set[str], recall_ks: Iterable[int] = RECALL_KS
+) -> dict[str, float]:
     if not gold:
         raise ValueError("a question with no gold source cannot be scored")
     first = next((i for i, s in enumerate(ranked_sources) if s in gold), None)

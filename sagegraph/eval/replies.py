@@ -33,8 +33,11 @@ def _open(path: Path, mode: str) -> Iterator[IO[str]]:
         with path.open(mode, encoding="utf-8") as fh:
             yield fh
         return
-    with path.open(mode + "b") as raw, gzip.GzipFile(filename="", mode=mode + "b", fileobj=raw, mtime=0) as gz, \
-            io.TextIOWrapper(gz, encoding="utf-8") as fh:
+    with (
+        path.open(mode + "b") as raw,
+        gzip.GzipFile(filename="", mode=mode + "b", fileobj=raw, mtime=0) as gz,
+        io.TextIOWrapper(gz, encoding="utf-8") as fh,
+    ):
         yield fh
 
 
@@ -62,13 +65,18 @@ def export_replies(path: Path, out: Path, cache: Path | None = None) -> int:
             continue
         path = Path(cache or cache_of(run))
         if not path.is_file():  # opening it would make an empty cache there, and every key would be "missing"
-            raise SageGraphError(f"{run}: its reply cache {path} does not exist here (a relative path is read from the folder "
-                                 "the command runs in: run it from the one the run was made in, or pass --cache)")
+            raise SageGraphError(
+                f"{run}: its reply cache {path} does not exist here (a relative path is read from the folder "
+                "the command runs in: run it from the one the run was made in, or pass --cache)"
+            )
         c = ReplyCache(path)
         got = {r["key"]: r for r in c.rows(keys)}
         missing = [k for k in keys if k not in got]
         if missing:
-            raise SageGraphError(f"{run}: {len(missing)} replies are not in {c.path} (first key {missing[0][:12]}); pass the right --cache")
+            raise SageGraphError(
+                f"{run}: {len(missing)} replies are not in {c.path} (first key {missing[0][:12]}); pass the "
+                "right --cache"
+            )
         rows.update(got)
     out = Path(out)
     with replaced(out, suffix=".gz" if out.name.endswith(".gz") else "") as tmp, _open(tmp, "w") as fh:
@@ -84,7 +92,11 @@ MAX_ARCHIVE_BYTES = 64 * 2**20
 MAX_REPLY_CHARS = 1_000_000
 MAX_TOKENS = 10_000_000
 MAX_SECONDS = 86_400.0
-_EXTRA_FIELDS: dict[str, type | tuple[type, ...]] = {"tool_calls": list, "seconds": (int, float), "finish_reason": (str, type(None))}
+_EXTRA_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "tool_calls": list,
+    "seconds": (int, float),
+    "finish_reason": (str, type(None)),
+}
 _REQUEST_FIELDS = {"v", "model", "messages", "params", "base_url", "tools", "sample"}
 
 
@@ -95,7 +107,9 @@ def _read_bounded(path: Path) -> str:
     except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
         raise InputError(path, None, None, f"cannot read: {exc}") from None
     if len(text) > MAX_ARCHIVE_BYTES:
-        raise InputError(path, None, None, f"expands past {MAX_ARCHIVE_BYTES // 2**20} MB; a reply archive is far smaller (split it)")
+        raise InputError(
+            path, None, None, f"expands past {MAX_ARCHIVE_BYTES // 2**20} MB; a reply archive is far smaller (split it)"
+        )
     return text
 
 
@@ -129,15 +143,26 @@ def checked_row(row: Any, path: Path, lineno: int, unbound: bool) -> dict[str, A
     if "seconds" in extra:
         _count(extra["seconds"], path, lineno, "extra.seconds", MAX_SECONDS)
     for call in extra.get("tool_calls", []):
-        if not isinstance(call, dict) or set(call) - {"id", "name", "arguments"} or not all(isinstance(v, str) for v in call.values()):
+        if (
+            not isinstance(call, dict)
+            or set(call) - {"id", "name", "arguments"}
+            or not all(isinstance(v, str) for v in call.values())
+        ):
             raise InputError(path, lineno, "extra.tool_calls", "expected {id, name, arguments} with text values")
     request = row.get("request")
     if request is None:
         if not unbound:
-            raise InputError(path, lineno, "request", "the row does not carry the request it answers, so it cannot be checked to answer only "
-                             "that one; import it with --unbound only if you trust where the archive came from")
+            raise InputError(
+                path,
+                lineno,
+                "request",
+                "the row does not carry the request it answers, so it cannot be checked to answer only "
+                "that one; import it with --unbound only if you trust where the archive came from",
+            )
     elif not isinstance(request, dict) or set(request) - _REQUEST_FIELDS or request_key(request) != row["key"]:
-        raise InputError(path, lineno, "request", "does not hash to the row's key: the reply would answer a request it was not given")
+        raise InputError(
+            path, lineno, "request", "does not hash to the row's key: the reply would answer a request it was not given"
+        )
     return {**row, "extra": {**extra, "imported": path.name}}
 
 

@@ -31,10 +31,17 @@ from sagegraph.eval.metrics import (
     stage_diagnostics,
 )
 from sagegraph.progress import Progress
-from sagegraph.runfiles import complete_lines, open_for_append, write_metrics, write_per_query_csv, write_text_whole, write_trec
 from sagegraph.retrieve.base import Retrieval, Retriever, param_values
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.registry import retriever_class, validate_params
+from sagegraph.runfiles import (
+    complete_lines,
+    open_for_append,
+    write_metrics,
+    write_per_query_csv,
+    write_text_whole,
+    write_trec,
+)
 from sagegraph.runlock import hold
 
 log = logging.getLogger("sagegraph.eval")
@@ -60,13 +67,16 @@ class EvalConfig:
     prompt: str = ""  # the retriever's prompt version: a changed prompt reruns instead of resuming old rows
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "EvalConfig":
+    def from_record(cls, record: dict[str, Any]) -> EvalConfig:
         """A configuration from a run's config.json (or a task's payload), version 1's shape
         included: its axis fields become parameters of the retrievers that take them."""
         params = dict(record.get("params") or {})
         if record.get("key_version", 1) < 2 and any(a in record for a in LEGACY_AXES):
             taken = retriever_class(record["retriever"]).axes()
-            params = {**{a: record[a] for a, d in LEGACY_AXES.items() if a in taken and a in record and record[a] != d}, **params}
+            params = {
+                **{a: record[a] for a, d in LEGACY_AXES.items() if a in taken and a in record and record[a] != d},
+                **params,
+            }
         return cls(record["retriever"], int(record["k"]), params, record.get("edges", ""), record.get("prompt", ""))
 
     def validated(self) -> BaseModel:
@@ -90,7 +100,14 @@ class EvalConfig:
         return param_values(self.validated(), mode="json", exclude_defaults=True)
 
     def key(self) -> str:
-        fields = {"v": KEY_VERSION, "retriever": self.retriever, "k": self.k, "params": self.canonical_params(), "edges": self.edges, "prompt": self.prompt}
+        fields = {
+            "v": KEY_VERSION,
+            "retriever": self.retriever,
+            "k": self.k,
+            "params": self.canonical_params(),
+            "edges": self.edges,
+            "prompt": self.prompt,
+        }
         return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
 
     def legacy_key(self) -> str:
@@ -105,8 +122,15 @@ class EvalConfig:
 
     def record(self) -> dict[str, Any]:
         """config.json's configuration part (read back by `from_record`)."""
-        return {"retriever": self.retriever, "k": self.k, "params": self.params, "edges": self.edges, "prompt": self.prompt,
-                "key_version": KEY_VERSION, "total": self.total}
+        return {
+            "retriever": self.retriever,
+            "k": self.k,
+            "params": self.params,
+            "edges": self.edges,
+            "prompt": self.prompt,
+            "key_version": KEY_VERSION,
+            "total": self.total,
+        }
 
     def label(self) -> str:
         name = self.retriever_class.label(self.k, self.params, self.validated())
@@ -145,7 +169,8 @@ def dedupe_sources(g: GraphIndex, r: Retrieval) -> tuple[list[str], list[float]]
 def split_questions(g: GraphIndex, questions: list[Question]) -> tuple[list[Question], list[str]]:
     """Questions none of whose gold sources is in the graph cannot be scored: counted, not run."""
     sources = set(g.source_ids.tolist())
-    ok, missing = [], []
+    ok: list[Question] = []
+    missing: list[Question] = []
     for q in questions:
         (ok if any(s in sources for s in q.gold_sources) else missing).append(q)
     return ok, [q.id for q in missing]
@@ -160,14 +185,24 @@ def score_query(g: GraphIndex, q: Question, r: Retrieval, latency_ms: float, ks:
     ranked_sources = [g.source_ids[i] for i in r.idx]
     m = query_metrics(ranked_sources, set(q.gold_sources), ks)
     docs, scores = dedupe_sources(g, r)
-    return {"qid": q.id, "gold": q.gold_sources, "ranked": docs, "scores": scores, **m, "latency_ms": round(latency_ms, 3),
-            "neighbourhood": r.trace.get("neighbourhood"), "short_neighbourhood": r.trace.get("short_neighbourhood", False)}
+    return {
+        "qid": q.id,
+        "gold": q.gold_sources,
+        "ranked": docs,
+        "scores": scores,
+        **m,
+        "latency_ms": round(latency_ms, 3),
+        "neighbourhood": r.trace.get("neighbourhood"),
+        "short_neighbourhood": r.trace.get("short_neighbourhood", False),
+    }
 
 
 def inputs_stamp(g: GraphIndex, questions: list[Question]) -> str:
     """What a run's results depend on besides its configuration: the graph (its build fingerprint,
     or its files' sizes and times when it has no manifest) and the questions."""
-    graph = g.manifest.get("fingerprint") or ":".join(f"{(g.dir / f).stat().st_size}-{(g.dir / f).stat().st_mtime_ns}" for f in ("nodes.parquet", "edges.parquet"))
+    graph = g.manifest.get("fingerprint") or ":".join(
+        f"{(g.dir / f).stat().st_size}-{(g.dir / f).stat().st_mtime_ns}" for f in ("nodes.parquet", "edges.parquet")
+    )
     qs = hashlib.sha1(json.dumps([(q.id, q.text, sorted(q.gold_sources)) for q in questions]).encode()).hexdigest()
     return hashlib.sha1(f"{graph}|{qs}".encode()).hexdigest()[:12]
 
@@ -184,8 +219,20 @@ def _set_aside_if_stale(out_dir: Path, stamp: str) -> None:
     log.warning("%s: made on another graph or question set; moved to %s and run again", out_dir, moved.name)
 
 
-USAGE_KEYS = ("calls", "cached", "prompt_tokens", "completion_tokens", "cost_usd", "llm_seconds", "retries", "truncated", "malformed",
-              "work_prompt_tokens", "work_completion_tokens", "work_seconds")
+USAGE_KEYS = (
+    "calls",
+    "cached",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "llm_seconds",
+    "retries",
+    "truncated",
+    "malformed",
+    "work_prompt_tokens",
+    "work_completion_tokens",
+    "work_seconds",
+)
 
 
 def _col(k: str) -> str:
@@ -212,9 +259,17 @@ def read_done(log_path: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
-def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: Callable[[Question], Retrieval], out_dir: Path,
-             concurrency: int = 1, timeout_s: float | None = None, provenance: dict[str, Any] | None = None,
-             report: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_eval(
+    g: GraphIndex,
+    questions: list[Question],
+    cfg: EvalConfig,
+    search: Callable[[Question], Retrieval],
+    out_dir: Path,
+    concurrency: int = 1,
+    timeout_s: float | None = None,
+    provenance: dict[str, Any] | None = None,
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Run `search` over the questions and score it; resumable, and honest about failures.
 
     Contract: finished questions are appended to per_query.jsonl as they finish (in completion
@@ -232,14 +287,27 @@ def run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: 
         return _run_eval(g, questions, cfg, search, out_dir, concurrency, timeout_s, provenance, report)
 
 
-def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search: Callable[[Question], Retrieval], out_dir: Path,
-              concurrency: int, timeout_s: float | None, provenance: dict[str, Any] | None,
-              report: Callable[[str], None] | None) -> dict[str, Any]:
+def _run_eval(
+    g: GraphIndex,
+    questions: list[Question],
+    cfg: EvalConfig,
+    search: Callable[[Question], Retrieval],
+    out_dir: Path,
+    concurrency: int,
+    timeout_s: float | None,
+    provenance: dict[str, Any] | None,
+    report: Callable[[str], None] | None,
+) -> dict[str, Any]:
     stamp = inputs_stamp(g, questions)
     _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_whole(out_dir / "inputs.txt", stamp)  # cut by a kill, it would read as stale and set the run aside
-    write_text_whole(out_dir / "config.json", json.dumps({**cfg.record(), "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str))
+    write_text_whole(
+        out_dir / "config.json",
+        json.dumps(
+            {**cfg.record(), "label": cfg.label(), "graph": str(g.dir), **(provenance or {})}, indent=1, default=str
+        ),
+    )
     log_path = out_dir / "per_query.jsonl"
     done = read_done(log_path)
     scorable, missing = split_questions(g, questions)
@@ -264,8 +332,12 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
             r = Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [], {"error": str(exc)})
         except Exception as exc:  # a bug met by one question: its error, with the traceback; the run goes on
             log.warning("question %s: %s: %s (traceback in errors.jsonl)", q.id, type(exc).__name__, exc)
-            r = Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [],
-                          {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+            r = Retrieval(
+                np.zeros(0, np.int64),
+                np.zeros(0, np.float32),
+                [],
+                {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()},
+            )
         return r, (time.perf_counter() - t0) * 1000 + r.trace.get("reused_seed_ms", 0.0)
 
     def record(fh, traces, q: Question, r: Retrieval, ms: float) -> None:
@@ -278,11 +350,19 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
         with lock:
             if row["error"]:
                 with open_for_append(out_dir / "errors.jsonl") as errors:
-                    errors.write(json.dumps({"qid": q.id, "error": row["error"], "traceback": r.trace.get("traceback")}) + "\n")
+                    errors.write(
+                        json.dumps({"qid": q.id, "error": row["error"], "traceback": r.trace.get("traceback")}) + "\n"
+                    )
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             if r.trace:
-                head = {"qid": q.id, "question": q.text, "started_at": began.get(q.id), "latency_ms": row["latency_ms"], "top": row["ranked"][:10]}
+                head = {
+                    "qid": q.id,
+                    "question": q.text,
+                    "started_at": began.get(q.id),
+                    "latency_ms": row["latency_ms"],
+                    "top": row["ranked"][:10],
+                }
                 traces.write(json.dumps({**head, **r.trace}, default=str) + "\n")
                 traces.flush()
             done[q.id] = row
@@ -302,7 +382,9 @@ def _run_eval(g: GraphIndex, questions: list[Question], cfg: EvalConfig, search:
     return write_summary_files(out_dir, cfg, rows, missing, stamp, ks, question_groups(scorable))
 
 
-def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: float | None, started: dict[str, float]) -> None:
+def _run_pool(
+    todo: list[Question], timed, record, concurrency: int, timeout_s: float | None, started: dict[str, float]
+) -> None:
     pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="question")
     abandoned: list[ThreadPoolExecutor] = []  # pools holding a timed-out question's thread
     futures = {pool.submit(timed, q): q for q in todo}
@@ -329,8 +411,16 @@ def _run_pool(todo: list[Question], timed, record, concurrency: int, timeout_s: 
                     if q.id in started and now - started[q.id] > timeout_s:
                         pending.discard(f)  # its thread runs on; the result is ignored
                         log.warning("question %s: no answer after %.0f s", q.id, timeout_s)
-                        record(q, Retrieval(np.zeros(0, np.int64), np.zeros(0, np.float32), [], {"error": f"timed out after {timeout_s:g} s", "timeout": True}),
-                               timeout_s * 1000)
+                        record(
+                            q,
+                            Retrieval(
+                                np.zeros(0, np.int64),
+                                np.zeros(0, np.float32),
+                                [],
+                                {"error": f"timed out after {timeout_s:g} s", "timeout": True},
+                            ),
+                            timeout_s * 1000,
+                        )
                         lost = True
                 if lost:
                     # A thread cannot be stopped: the timed-out question keeps its worker, so the
@@ -366,7 +456,9 @@ def question_groups(questions: Sequence[Question]) -> dict[str, dict[str, str]]:
     return {q.id: {f: str(q.meta[f]) for f in GROUP_FIELDS if q.meta.get(f) not in (None, "")} for q in questions}
 
 
-def group_metrics(rows: list[dict[str, Any]], groups: dict[str, dict[str, str]]) -> dict[str, dict[str, dict[str, float]]]:
+def group_metrics(
+    rows: list[dict[str, Any]], groups: dict[str, dict[str, str]]
+) -> dict[str, dict[str, dict[str, float]]]:
     """{field: {value: {"questions": n, metric: mean, ...}}} for every grouping field with at
     least two values among the rows (one value is the whole set again)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
@@ -377,19 +469,33 @@ def group_metrics(rows: list[dict[str, Any]], groups: dict[str, dict[str, str]])
                 by.setdefault(v, []).append(r)
         if len(by) < 2:
             continue
-        out[f] = {v: {"questions": len(rs), **{m: round(float(np.mean([r[m] for r in rs])), 6) for m in GROUP_METRICS if m in rs[0]}}
-                  for v, rs in sorted(by.items(), key=lambda kv: (len(kv[0]), kv[0]))}
+        out[f] = {
+            v: {
+                "questions": len(rs),
+                **{m: round(float(np.mean([r[m] for r in rs])), 6) for m in GROUP_METRICS if m in rs[0]},
+            }
+            for v, rs in sorted(by.items(), key=lambda kv: (len(kv[0]), kv[0]))
+        }
     return out
 
 
 def group_columns(summary: dict[str, Any]) -> dict[str, float]:
     """metrics.json's per-group metrics as flat columns ('hit@1 hops=2'), for tables and MLflow."""
-    return {f"{m} {f}={v}": val for f, values in (summary.get("by_group") or {}).items() for v, ms in values.items()
-            for m, val in ms.items()}
+    return {
+        f"{m} {f}={v}": val
+        for f, values in (summary.get("by_group") or {}).items()
+        for v, ms in values.items()
+        for m, val in ms.items()
+    }
 
 
-def summarise(rows: list[dict[str, Any]], ks: list[int], missing: Sequence[str] = (), stamp: str = "",
-              groups: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+def summarise(
+    rows: list[dict[str, Any]],
+    ks: list[int],
+    missing: Sequence[str] = (),
+    stamp: str = "",
+    groups: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """metrics.json's content from per-query rows: quality means, latency, LLM usage, counters,
     and per-group metrics when `groups` (`question_groups`) is given."""
     keys = metric_names(ks)
@@ -436,8 +542,15 @@ def read_partial(out_dir: Path, cfg: EvalConfig) -> dict[str, Any] | None:
     return {**summarise(rows, recall_ks(cfg)), "partial": True} if rows else None
 
 
-def write_summary_files(out_dir: Path, cfg: EvalConfig, rows: list[dict[str, Any]], missing: list[str], stamp: str, ks: list[int],
-                        groups: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+def write_summary_files(
+    out_dir: Path,
+    cfg: EvalConfig,
+    rows: list[dict[str, Any]],
+    missing: list[str],
+    stamp: str,
+    ks: list[int],
+    groups: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
     summary = summarise(rows, ks, missing, stamp, groups)
     keys = metric_names(ks)
     usage_cols = [_col(k) for k in USAGE_KEYS]

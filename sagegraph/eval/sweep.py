@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sagegraph.config import BuildConfig, LLMConfig, format_errors, load_llm_config, project_dir, read_yaml_mapping, resolve_path
+from sagegraph.config import (
+    BuildConfig,
+    LLMConfig,
+    format_errors,
+    load_llm_config,
+    project_dir,
+    read_yaml_mapping,
+    resolve_path,
+)
 from sagegraph.corpus.questions import matching_questions, sample_questions, write_question_subset
 from sagegraph.errors import ConfigError, InputError, SageGraphError
 from sagegraph.eval.evaluate import default_questions, group_key, prompt_version, read_questions, seed_config_of
@@ -29,10 +37,14 @@ class GridBlock(BaseModel):
     model_config = ConfigDict(extra="allow")
     retriever: list[str]
     k: list[int] = Field(default_factory=list)
-    params: dict[str, Any] = Field(default_factory=dict, description="the retrievers' own parameters; a list is an axis (a list-valued parameter is given as a list of lists)")
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the retrievers' own parameters; a list is an axis (a list-valued parameter is given as a "
+        "list of lists)",
+    )
 
     @model_validator(mode="after")
-    def _check(self) -> "GridBlock":
+    def _check(self) -> GridBlock:
         if not self.k and "total_k" not in self.axes():
             raise ValueError("give k (or a retriever's own result-size key such as total_k)")
         if any(v < 1 for v in self.k + [v for v in self.axes().get("total_k", []) if isinstance(v, int)]):
@@ -57,7 +69,10 @@ class SampleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     n: int | None = Field(None, ge=1, description="questions drawn (None: every question `where` keeps)")
-    where: dict[str, Any] = Field(default_factory=dict, description="keep only questions whose field has this value or one of these values, e.g. {split: test}")
+    where: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keep only questions whose field has this value or one of these values, e.g. {split: test}",
+    )
     by: str | None = Field("family", description="a question field to stratify by (None: a plain random sample)")
     seed: int = 0
 
@@ -71,17 +86,31 @@ class SweepConfig(BaseModel):
     out: Path = Path("work/sweeps/sweep")
     mlflow: MlflowConfig = MlflowConfig()
     grid: list[GridBlock]
-    edges: dict[str, list[Any]] = Field(default_factory=dict, description="edge settings to sweep (e.g. percentile: [90, 95, 99]): one graph per combination, same nodes")
+    edges: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="edge settings to sweep (e.g. percentile: [90, 95, 99]): one graph per combination, same nodes",
+    )
     plot_totals: list[int] = Field(default_factory=lambda: [2, 5, 10, 20, 50, 100])
     sample: SampleConfig | None = None
-    llm: LLMConfig | Path | None = Field(None, description="LLM settings for LLM retrievers: a profile file (conf/llm_local.yaml) or the settings inline; default: OPENAI_BASE_URL / OPENAI_API_KEY")
+    llm: LLMConfig | Path | None = Field(
+        None,
+        description="LLM settings for LLM retrievers: a profile file (conf/llm_local.yaml) or the settings "
+        "inline; default: OPENAI_BASE_URL / OPENAI_API_KEY",
+    )
     concurrency: int = Field(1, ge=1, description="questions answered at once per configuration (LLM retrievers)")
-    timeout_s: float | None = Field(None, gt=0, description="seconds a question may take before it is scored as retrieving nothing")
+    timeout_s: float | None = Field(
+        None, gt=0, description="seconds a question may take before it is scored as retrieving nothing"
+    )
     mlflow_traces: bool = Field(True, description="log each LLM retriever's queries as MLflow traces")
-    max_configurations: int = Field(500, ge=1, description="a grid expanding to more configurations than this is refused before any work (a mistyped axis can mean 10,000 runs); raise it for a sweep that means it")
+    max_configurations: int = Field(
+        500,
+        ge=1,
+        description="a grid expanding to more configurations than this is refused before any work (a mistyped "
+        "axis can mean 10,000 runs); raise it for a sweep that means it",
+    )
 
     @model_validator(mode="after")
-    def _graph_or_build(self) -> "SweepConfig":
+    def _graph_or_build(self) -> SweepConfig:
         if self.graph is None and self.build is None:
             raise ValueError("give graph (a built graph dir) or build (a build config)")
         if any(not values for values in self.edges.values()):
@@ -105,7 +134,7 @@ def load_sweep(path: Path) -> SweepConfig:
     for key in ("graph", "build", "questions", "out"):
         setattr(cfg, key, resolve_path(base, getattr(cfg, key)))
     if isinstance(cfg.llm, Path):
-        cfg.llm = load_llm_config(resolve_path(base, cfg.llm))
+        cfg.llm = load_llm_config(base / cfg.llm if not cfg.llm.is_absolute() else cfg.llm)
     elif isinstance(cfg.llm, LLMConfig):
         cfg.llm.cache_dir = resolve_path(base, cfg.llm.cache_dir)
     try:
@@ -133,7 +162,9 @@ def param_grid(params: dict[str, Any]) -> list[dict[str, Any]]:
     """{"repair": [true, false], "max_rows": 500} -> [{"repair": True, "max_rows": 500}, {"repair": False, ...}]."""
     axes = {k: (v if isinstance(v, list) else [v]) for k, v in params.items()}
     if any(not v for v in axes.values()):
-        raise ConfigError(f"params: every axis needs at least one value ({', '.join(k for k, v in axes.items() if not v)})")
+        raise ConfigError(
+            f"params: every axis needs at least one value ({', '.join(k for k, v in axes.items() if not v)})"
+        )
     if (size := math.prod(len(v) for v in axes.values())) > MAX_GRID:
         raise ConfigError(f"params: the axes cross to {size:,} combinations; at most {MAX_GRID:,} are expanded")
     return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
@@ -143,7 +174,7 @@ def expand(block: GridBlock) -> list[EvalConfig]:
     """The block's configurations: each retriever's own (k, params) grid from the block's k and
     axes, crossed with its `params` grid (which wins over an axis of the same name)."""
     axes = block.axes()
-    out = []
+    out: list[Any] = []
     for name in block.retriever:
         for k, own in retriever_class(name).grid(list(block.k), axes):
             out.extend(EvalConfig(name, k, {**own, **p}) for p in param_grid(block.params))
@@ -181,8 +212,10 @@ def configurations(cfg: SweepConfig) -> list[EvalConfig]:
                 v = dataclasses.replace(c, edges=edges)
                 seen.setdefault(v.key(), v)
         if len(seen) > cfg.max_configurations:
-            raise ConfigError(f"grid.{i}: the grid expands to more than {cfg.max_configurations} configurations "
-                              f"({len(seen)} so far); set max_configurations if the sweep means it")
+            raise ConfigError(
+                f"grid.{i}: the grid expands to more than {cfg.max_configurations} configurations "
+                f"({len(seen)} so far); set max_configurations if the sweep means it"
+            )
     return list(seen.values())
 
 
@@ -202,7 +235,9 @@ def _seed_family(c: EvalConfig) -> tuple[str, str] | None:
     return name, json.dumps(EvalConfig(name, k, params).canonical_params(), sort_keys=True)
 
 
-def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int], edges: str = "") -> list[dict[str, Any]]:
+def figure4(
+    results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int], edges: str = ""
+) -> list[dict[str, Any]]:
     """SAGE Fig. 4 rows for each seed retriever the sweep ran alone too (its `baseline`): at each
     total k, Extended BL (the seed retriever at k), BL+Graph (the best k1 + k2 = k split of the
     configurations that expand its seeds, chosen on these questions, on the graph variant
@@ -210,15 +245,25 @@ def figure4(results: list[tuple[EvalConfig, dict[str, Any]]], totals: list[int],
     family = [(c, m, _seed_family(c)) for c, m in results]
     rows = []
     for name, params in dict.fromkeys(f for c, _, f in family if c.edges == edges and f):
-        alone = {c.k: m for c, m, _ in family if c.retriever == name and c.edges in ("", edges)
-                 and json.dumps(c.canonical_params(), sort_keys=True) == params}
+        alone = {
+            c.k: m
+            for c, m, _ in family
+            if c.retriever == name
+            and c.edges in ("", edges)
+            and json.dumps(c.canonical_params(), sort_keys=True) == params
+        }
         if not alone:
             continue
         for total in totals:
             key = f"recall@{total}"
             splits = [(c, m) for c, m, f in family if c.edges == edges and f == (name, params) and c.total == total]
             ext = alone.get(total)
-            row: dict[str, Any] = {"k": total, "edges": edges, "baseline": name, "extended_bl": ext[key] if ext and key in ext else None}
+            row: dict[str, Any] = {
+                "k": total,
+                "edges": edges,
+                "baseline": name,
+                "extended_bl": ext[key] if ext and key in ext else None,
+            }
             if splits:
                 best_c, best_m = max(splits, key=lambda cm: (cm[1][key], -cm[0].k))
                 row.update({"bl_graph": best_m[key], "k1": best_c.k, "k2": best_c.total - best_c.k})
@@ -244,9 +289,19 @@ def plot_figure4(rows: list[dict[str, Any]], path: Path) -> Path | None:
             lines.append((first, "bl", f"BL{named} (k1 seeds only)", "o:"))
         lines.append((first, "extended_bl", f"Extended BL{named} (k)", "s--"))
         for v in variants:
-            lines.append(([r for r in mine if r.get("edges", "") == v], "bl_graph", f"BL+Graph{named} (k1 + k2){' ' + v if v else ''}", "^-"))
-    series = [(label, style, pts) for subset, key, label, style in lines
-              if (pts := [(r["k"], 100 * r[key]) for r in subset if r.get(key) is not None])]
+            lines.append(
+                (
+                    [r for r in mine if r.get("edges", "") == v],
+                    "bl_graph",
+                    f"BL+Graph{named} (k1 + k2){' ' + v if v else ''}",
+                    "^-",
+                )
+            )
+    series = [
+        (label, style, pts)
+        for subset, key, label, style in lines
+        if (pts := [(r["k"], 100 * r[key]) for r in subset if r.get(key) is not None])
+    ]
     if not series:
         return None
     import matplotlib
@@ -278,6 +333,8 @@ def graph_dir_of(cfg: SweepConfig) -> Path:
         return cfg.graph
     from sagegraph.config import load_config
 
+    if cfg.build is None:
+        raise ConfigError("a sweep names its graph (`graph:`) or its build config (`build:`)")
     return load_config(cfg.build).out / "graph"
 
 
@@ -286,17 +343,23 @@ def graph_to_build(cfg: SweepConfig) -> BuildConfig | None:
     settings; None when the graph can be used as it is."""
     if cfg.build is None:
         return None
+    from sagegraph.config import load_config
     from sagegraph.construct.artifacts import Layout
     from sagegraph.construct.stages import resolve_corpus
-    from sagegraph.config import load_config
 
     build_cfg = load_config(cfg.build)
     graph = graph_dir_of(cfg)
-    if graph != build_cfg.out / "graph":  # the sweep names another graph explicitly: use it as it is (its corpus is not read)
+    if (
+        graph != build_cfg.out / "graph"
+    ):  # the sweep names another graph explicitly: use it as it is (its corpus is not read)
         return None
     build_cfg, _ = resolve_corpus(build_cfg)  # a corpus changed since its build is built again first
     manifest = graph / "manifest.json"
-    built = json.loads(manifest.read_text()).get("fingerprint") if manifest.exists() and (graph / "edges.parquet").exists() else None
+    built = (
+        json.loads(manifest.read_text()).get("fingerprint")
+        if manifest.exists() and (graph / "edges.parquet").exists()
+        else None
+    )
     return None if built == Layout.of(build_cfg).cfg_fp["edges"] else build_cfg
 
 

@@ -15,10 +15,17 @@ from sagegraph.eval.metrics import metric_names
 from sagegraph.eval.runner import EvalConfig, group_columns
 from sagegraph.runfiles import replaced
 
-
-COST_KEYS = ("llm_calls_per_query", "llm_cached_per_query", "llm_prompt_tokens_per_query", "llm_completion_tokens_per_query",
-             "llm_seconds_per_query", "llm_cost_usd_per_query", "llm_work_prompt_tokens_per_query",
-             "llm_work_completion_tokens_per_query", "llm_work_seconds_per_query")
+COST_KEYS = (
+    "llm_calls_per_query",
+    "llm_cached_per_query",
+    "llm_prompt_tokens_per_query",
+    "llm_completion_tokens_per_query",
+    "llm_seconds_per_query",
+    "llm_cost_usd_per_query",
+    "llm_work_prompt_tokens_per_query",
+    "llm_work_completion_tokens_per_query",
+    "llm_work_seconds_per_query",
+)
 
 
 def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) -> Path:
@@ -36,7 +43,18 @@ def write_summary(path: Path, results: list[tuple[EvalConfig, dict[str, Any]]]) 
         for c, m in ordered(results):
             params = json.dumps(c.params, sort_keys=True) if c.params else ""
             by = group_columns(m)
-            w.writerow([c.label(), c.retriever, c.k, c.total, c.edges, params, *[m.get(k) for k in keys], *[by.get(k) for k in groups]])
+            w.writerow(
+                [
+                    c.label(),
+                    c.retriever,
+                    c.k,
+                    c.total,
+                    c.edges,
+                    params,
+                    *[m.get(k) for k in keys],
+                    *[by.get(k) for k in groups],
+                ]
+            )
     return path
 
 
@@ -54,6 +72,7 @@ def brief_table(results: list[tuple[EvalConfig, dict[str, Any]]]) -> list[dict[s
 def comparison_lines(rows: list[dict[str, Any]], metrics: tuple[str, ...] = ("hit@1", "recall@20", "mrr")) -> list[str]:
     """`sagegraph compare` for a person: each configuration's questions, metrics and LLM calls, and
     its paired difference to the baseline with the bootstrap interval, aligned in columns."""
+
     def cell(row: dict[str, Any], m: str) -> str:
         vs = next((v for k, v in row.items() if k.startswith(f"{m} vs ") and isinstance(v, dict)), None)
         value = f"{row[m]:.3f}" if isinstance(row.get(m), (int, float)) else "-"
@@ -66,7 +85,15 @@ def comparison_lines(rows: list[dict[str, Any]], metrics: tuple[str, ...] = ("hi
         return f"{m} (vs {base} [95% CI])" if base else m
 
     head = ["config", "q", *[versus(m) for m in metrics], "llm calls/q"]
-    table = [head] + [[str(r["config"]), str(r.get("questions", "")), *[cell(r, m) for m in metrics], f"{r.get('llm_calls/q') or 0:g}"] for r in rows]
+    table = [head] + [
+        [
+            str(r["config"]),
+            str(r.get("questions", "")),
+            *[cell(r, m) for m in metrics],
+            f"{r.get('llm_calls/q') or 0:g}",
+        ]
+        for r in rows
+    ]
     widths = [max(len(line[i]) for line in table) for i in range(len(head))]
     return ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in table]
 
@@ -76,7 +103,11 @@ def variant_summary(graphs: dict[str, Path]) -> dict[str, Any]:
     for name, g in graphs.items():
         stats = g.parent / "stats" / "graph_stats.json"
         counts = json.loads(stats.read_text()) if stats.exists() else {}
-        out[name or "(as built)"] = {"graph": str(g), "edges": counts.get("edges"), "edges_by_type": counts.get("edges_by_type")}
+        out[name or "(as built)"] = {
+            "graph": str(g),
+            "edges": counts.get("edges"),
+            "edges_by_type": counts.get("edges_by_type"),
+        }
     return out
 
 
@@ -93,9 +124,17 @@ def plain_lines(figure4_rows: list[dict[str, Any]], graph: Path, questions: int)
     ks = " / ".join(str(r["k"]) for r in rows)
     gains = " / ".join(f"{100 * r['gain']:+.1f}" for r in rows)
     helped = [r for r in rows if r["gain"] > 0]
-    verdict = ("the graph's edges add Recall@k at every k" if len(helped) == len(rows) else
-               "the graph's edges add Recall@k at some k only" if helped else "the graph's edges do not help here")
-    return [f"built:     {graph} ({counts.get('nodes', '?')} nodes, {counts.get('edges', '?')} edges)",
-            f"compared:  {base} seeds expanded along the graph's edges (BL+Graph, the best k1 + k2 split per k, chosen on these"
-            f" questions) against {base} alone at the same k (Extended BL), on {questions} questions",
-            f"means:     {verdict}: {gains} points at k = {ks}"]
+    verdict = (
+        "the graph's edges add Recall@k at every k"
+        if len(helped) == len(rows)
+        else "the graph's edges add Recall@k at some k only"
+        if helped
+        else "the graph's edges do not help here"
+    )
+    return [
+        f"built:     {graph} ({counts.get('nodes', '?')} nodes, {counts.get('edges', '?')} edges)",
+        f"compared:  {base} seeds expanded along the graph's edges (BL+Graph, the best k1 + k2 split per k, "
+        "chosen on these"
+        f" questions) against {base} alone at the same k (Extended BL), on {questions} questions",
+        f"means:     {verdict}: {gains} points at k = {ks}",
+    ]

@@ -5,8 +5,8 @@ not re-index."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import bm25s
 import numpy as np
@@ -24,7 +24,7 @@ class BM25Index:
         self.n = int(retriever.scores["num_docs"])
 
     @classmethod
-    def build(cls, texts: Sequence[str]) -> "BM25Index":
+    def build(cls, texts: Sequence[str]) -> BM25Index:
         stemmer = Stemmer.Stemmer("english")
         tokens = bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, show_progress=False)
         retriever = bm25s.BM25()
@@ -35,11 +35,11 @@ class BM25Index:
         self.retriever.save(str(path))
 
     @classmethod
-    def load(cls, path: Path) -> "BM25Index":
+    def load(cls, path: Path) -> BM25Index:
         return cls(bm25s.BM25.load(str(path)))
 
     @classmethod
-    def load_or_build(cls, path: Path, texts: Sequence[str]) -> "BM25Index":
+    def load_or_build(cls, path: Path, texts: Sequence[str]) -> BM25Index:
         if (path / "params.index.json").exists():
             index = cls.load(path)
             if index.n == len(texts):

@@ -10,9 +10,12 @@ import numpy as np
 
 
 class DenseIndex:
-    def __init__(self, vectors: np.ndarray, kind: Literal["flat", "hnsw"] = "flat", hnsw_m: int = 64, ef_search: int = 128):
+    def __init__(
+        self, vectors: np.ndarray, kind: Literal["flat", "hnsw"] = "flat", hnsw_m: int = 64, ef_search: int = 128
+    ):
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         d = self.vectors.shape[1]
+        self.index: faiss.Index
         if kind == "hnsw":
             self.index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
             self.index.hnsw.efSearch = ef_search

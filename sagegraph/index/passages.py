@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,7 +37,9 @@ class PassageIndex:
         self.n_rows = n_rows
 
     @classmethod
-    def build(cls, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray], min_sentences: int = MIN_SENTENCES) -> "PassageIndex":
+    def build(
+        cls, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray], min_sentences: int = MIN_SENTENCES
+    ) -> PassageIndex:
         sentences: list[str] = []
         owner: list[int] = []
         for row, text in enumerate(texts):
@@ -48,13 +50,19 @@ class PassageIndex:
         # a sentence repeated across nodes (boilerplate, a template's filler) is encoded once
         unique = list(dict.fromkeys(sentences))
         at = {text: i for i, text in enumerate(unique)}
-        vectors = np.asarray(encode(unique), dtype=np.float32)[[at[x] for x in sentences]] if sentences else np.zeros((0, 1), np.float32)
+        vectors = (
+            np.asarray(encode(unique), dtype=np.float32)[[at[x] for x in sentences]]
+            if sentences
+            else np.zeros((0, 1), np.float32)
+        )
         if len(vectors):
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return cls(vectors, np.array(owner, dtype=np.int64), len(texts))
 
     @classmethod
-    def load_or_build(cls, path: Path, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray], built_from: str) -> "PassageIndex":
+    def load_or_build(
+        cls, path: Path, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray], built_from: str
+    ) -> PassageIndex:
         """The saved index if it was built from `built_from` (the graph's node fingerprint and the
         encoder's name), else a new one, each file written whole (`runfiles.replaced`: two processes
         building at once both publish a whole file; the later rename wins)."""
@@ -71,8 +79,17 @@ class PassageIndex:
         index = cls.build(texts, encode)
         with replaced(data, suffix=".npz") as tmp:
             np.savez(tmp, vectors=index.vectors, owner=index.owner)
-        write_text_whole(meta, json.dumps({"built_from": built_from, "sentences": int(len(index.owner)),
-                                           "nodes": int(len(np.unique(index.owner))), "seconds": round(time.perf_counter() - t0, 1)}))
+        write_text_whole(
+            meta,
+            json.dumps(
+                {
+                    "built_from": built_from,
+                    "sentences": int(len(index.owner)),
+                    "nodes": int(len(np.unique(index.owner))),
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            ),
+        )
         return index
 
     def best(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -91,4 +108,3 @@ class PassageIndex:
         np.maximum.at(best, position[self.owner[mine]], scores)
         out[np.isfinite(best)] = best[np.isfinite(best)]
         return out
-

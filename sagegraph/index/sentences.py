@@ -4,7 +4,46 @@ from __future__ import annotations
 
 import re
 
-_ABBREV = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "no", "inc", "ltd", "co", "corp", "u.s", "e.g", "i.e", "etc", "fig", "mt", "ft", "gen", "col", "lt", "sgt", "prof", "rev", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"}
+_ABBREV = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "st",
+    "jr",
+    "sr",
+    "vs",
+    "no",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "u.s",
+    "e.g",
+    "i.e",
+    "etc",
+    "fig",
+    "mt",
+    "ft",
+    "gen",
+    "col",
+    "lt",
+    "sgt",
+    "prof",
+    "rev",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+}
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 

@@ -52,7 +52,9 @@ class Resources:
     graph index (BM25, dense, adjacency, encoder), an LLM client, and a graph-store handle that is
     opened on first use (so retrievers that never run Cypher never start a database server)."""
 
-    def __init__(self, graph: GraphIndex, llm: LLMClient | None = None, store_factory: Callable[[], GraphStore] | None = None):
+    def __init__(
+        self, graph: GraphIndex, llm: LLMClient | None = None, store_factory: Callable[[], GraphStore] | None = None
+    ):
         self.graph = graph
         self._llm = llm
         self._store_factory = store_factory
@@ -62,7 +64,10 @@ class Resources:
     @property
     def llm(self) -> LLMClient:
         if self._llm is None:
-            raise ConfigError("this retriever calls an LLM: give LLM settings (--llm conf/llm_local.yaml, a sweep's `llm:` block, or OPENAI_API_KEY / OPENAI_BASE_URL)")
+            raise ConfigError(
+                "this retriever calls an LLM: give LLM settings (--llm conf/llm_local.yaml, a sweep's `llm:` "
+                "block, or OPENAI_API_KEY / OPENAI_BASE_URL)"
+            )
         return self._llm
 
     @property
@@ -74,7 +79,10 @@ class Resources:
         with self._lock:
             if self._store is None:
                 if self._store_factory is None:
-                    raise StoreUnavailable("this retriever runs Cypher, but the graph was built without a graph store (store.backend: none)")
+                    raise StoreUnavailable(
+                        "this retriever runs Cypher, but the graph was built without a graph store "
+                        "(store.backend: none)"
+                    )
                 self._store = self._store_factory()
             return self._store
 
@@ -105,8 +113,11 @@ class GroupedParams(BaseModel):
 
     @classmethod
     def groups(cls) -> dict[str, type[ParamGroup]]:
-        return {name: info.annotation for name, info in cls.model_fields.items()
-                if isinstance(info.annotation, type) and issubclass(info.annotation, ParamGroup)}
+        return {
+            name: info.annotation
+            for name, info in cls.model_fields.items()
+            if isinstance(info.annotation, type) and issubclass(info.annotation, ParamGroup)
+        }
 
     @model_validator(mode="before")
     @classmethod
@@ -141,7 +152,7 @@ def param_values(params: BaseModel, **dump: Any) -> dict[str, Any]:
     return values
 
 
-class Retriever(ABC):
+class Retriever[ParamsT: BaseModel](ABC):
     """What the evaluation layer needs to know about a configuration (its label, result size, LLM
     use, prompt version, sweep-grid sugar) is asked of the class with the configuration's
     parameters, so evaluation, sweeps and the CLI never test a retriever's name."""
@@ -161,26 +172,26 @@ class Retriever(ABC):
     baseline: ClassVar[bool] = False
 
     @classmethod
-    def result_size(cls, k: int, params: BaseModel) -> int:
+    def result_size(cls, k: int, params: ParamsT) -> int:
         """How many results `search(q, k)` returns at most: the recall cut-off a run reports."""
         return k
 
     @classmethod
-    def label(cls, k: int, given: dict[str, Any], params: BaseModel) -> str:
+    def label(cls, k: int, given: dict[str, Any], params: ParamsT) -> str:
         """A configuration's name in tables and MLflow: the parameters the user gave."""
         return f"{cls.name}[k={k}{given_suffix(given)}]"
 
     @classmethod
-    def needs_llm(cls, params: BaseModel) -> bool:
+    def needs_llm(cls, params: ParamsT) -> bool:
         return cls.uses_llm
 
     @classmethod
-    def prompt_for(cls, params: BaseModel) -> str:
+    def prompt_for(cls, params: ParamsT) -> str:
         """The prompt version behind a configuration's replies (part of its run key)."""
         return cls.prompt_version
 
     @classmethod
-    def prepare(cls, graph: "GraphIndex", params: BaseModel) -> list[str]:
+    def prepare(cls, graph: GraphIndex, params: ParamsT) -> list[str]:
         """Build what a configuration reads from disk beside the graph and would otherwise build
         inside its first question (in one worker, on that question's clock, once per worker that
         gets there first), before a sweep fans out; the names of what it built or found. Nothing
@@ -229,10 +240,10 @@ class Retriever(ABC):
         ks = list(dict.fromkeys(ks + list(axes.get("total_k", []))))
         return [(k, dict(zip(mine, combo))) for k in ks for combo in itertools.product(*mine.values())]
 
-    def __init__(self, res: Resources, params: BaseModel):
+    def __init__(self, res: Resources, params: ParamsT):
         self.res = res
-        self.g = res.graph
-        self.p = params
+        self.graph = res.graph
+        self.params: ParamsT = params
 
     def search(self, query: str, k: int) -> Retrieval:
         if not query or not query.strip():
@@ -244,13 +255,10 @@ class Retriever(ABC):
     @abstractmethod
     def _search(self, query: str, k: int) -> Retrieval: ...
 
-    def params(self) -> dict[str, Any]:
-        return param_values(self.p)
-
     def stage_ids(self, rows: Iterable[int], cap: int | None = None) -> list[str]:
         """Source ids (what gold is written in) of a step's rows, once each and in order, for the
         evaluator's per-step diagnostics (`trace["stage_sets"]`); the retriever never scores them."""
-        ids = list(dict.fromkeys(str(self.g.source_ids[r]) for r in rows))
+        ids = list(dict.fromkeys(str(self.graph.source_ids[r]) for r in rows))
         return ids if cap is None else ids[:cap]
 
 

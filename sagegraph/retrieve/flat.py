@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever, given_suffix
-from sagegraph.retrieve.registry import register
+from sagegraph.retrieve.base import NoParams, Resources, Retrieval, Retriever, given_suffix
 from sagegraph.retrieve.fusion import fuse, rank
 from sagegraph.retrieve.graph_index import GraphIndex
+from sagegraph.retrieve.registry import register
 
 
 def _ranked(g: GraphIndex, idx: np.ndarray, scores: np.ndarray, k: int, label: str, **trace) -> Retrieval:
@@ -18,20 +17,20 @@ def _ranked(g: GraphIndex, idx: np.ndarray, scores: np.ndarray, k: int, label: s
 
 
 @register("bm25")
-class BM25Retriever(Retriever):
+class BM25Retriever(Retriever[NoParams]):
     def _search(self, query: str, k: int) -> Retrieval:
-        s = self.g.bm25_scores(query)
+        s = self.graph.bm25_scores(query)
         cand = np.flatnonzero(s > 0)
         if len(cand) > 4 * k:
             cand = cand[np.argpartition(-s[cand], 4 * k - 1)[: 4 * k]]
-        return _ranked(self.g, cand, s[cand], k, "bm25")
+        return _ranked(self.graph, cand, s[cand], k, "bm25")
 
 
 @register("dense")
-class DenseRetriever(Retriever):
+class DenseRetriever(Retriever[NoParams]):
     def _search(self, query: str, k: int) -> Retrieval:
-        idx, s = self.g.dense.search(self.g.query_vector(query), k)
-        return _ranked(self.g, idx, s, k, "dense")
+        idx, s = self.graph.dense.search(self.graph.query_vector(query), k)
+        return _ranked(self.graph, idx, s, k, "dense")
 
 
 class HybridParams(BaseModel):
@@ -41,7 +40,7 @@ class HybridParams(BaseModel):
 
 
 @register("hybrid")
-class HybridRetriever(Retriever):
+class HybridRetriever(Retriever[HybridParams]):
     """alpha * minmax(BM25) + (1 - alpha) * minmax(cosine) over the union of both top-`depth` lists,
     each candidate scored exactly by both."""
 
@@ -53,30 +52,34 @@ class HybridRetriever(Retriever):
         return f"hybrid[k={k},a={params.alpha}{given_suffix(given, ('alpha',))}]"
 
     @classmethod
-    def over(cls, graph_or_res, alpha: float = 0.6, depth: int = 200) -> "HybridRetriever":
+    def over(cls, graph_or_res, alpha: float = 0.6, depth: int = 200) -> HybridRetriever:
         res = graph_or_res if isinstance(graph_or_res, Resources) else Resources(graph_or_res)
         return cls(res, HybridParams(alpha=alpha, depth=depth))
 
     @property
     def alpha(self) -> float:
-        return self.p.alpha
+        return self.params.alpha
 
     @property
     def depth(self) -> int:
-        return self.p.depth
+        return self.params.depth
 
     def scores_for(self, query: str, idx: np.ndarray) -> np.ndarray:
         """Fused scores of given nodes, normalised over exactly those nodes."""
-        return fuse(self.g.bm25_scores(query)[idx], self.g.dense.scores_for(self.g.query_vector(query), idx), self.alpha)
+        return fuse(
+            self.graph.bm25_scores(query)[idx],
+            self.graph.dense.scores_for(self.graph.query_vector(query), idx),
+            self.alpha,
+        )
 
     def _search(self, query: str, k: int) -> Retrieval:
         depth = max(self.depth, k)
-        bm = self.g.bm25_scores(query)
+        bm = self.graph.bm25_scores(query)
         lex = np.argpartition(-bm, depth - 1)[:depth] if depth < len(bm) else np.arange(len(bm))
         lex = lex[bm[lex] > 0]
-        den, _ = self.g.dense.search(self.g.query_vector(query), depth)
+        den, _ = self.graph.dense.search(self.graph.query_vector(query), depth)
         cand = np.union1d(lex, den)
-        return _ranked(self.g, cand, self.scores_for(query, cand), k, "hybrid", candidates=int(len(cand)))
+        return _ranked(self.graph, cand, self.scores_for(query, cand), k, "hybrid", candidates=int(len(cand)))
 
     def search_within(self, query: str, rows: np.ndarray, k: int, label: str = "hybrid") -> Retrieval:
         """The same fusion restricted to given rows (one node type, a Cypher result set): the top
@@ -85,8 +88,8 @@ class HybridRetriever(Retriever):
         if len(rows) == 0:
             return Retrieval(rows, np.zeros(0, np.float32), [], {})
         depth = max(self.depth, k)
-        bm = self.g.bm25_scores(query)[rows]
-        dn = self.g.dense.scores_for(self.g.query_vector(query), rows)
+        bm = self.graph.bm25_scores(query)[rows]
+        dn = self.graph.dense.scores_for(self.graph.query_vector(query), rows)
         if len(rows) > depth:
             lex = np.argpartition(-bm, depth - 1)[:depth]
             lex = lex[bm[lex] > 0]
@@ -94,4 +97,4 @@ class HybridRetriever(Retriever):
         else:
             cand = np.arange(len(rows))
         fused = fuse(bm[cand], dn[cand], self.alpha)
-        return _ranked(self.g, rows[cand], fused, k, label)
+        return _ranked(self.graph, rows[cand], fused, k, label)

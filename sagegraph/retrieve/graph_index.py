@@ -13,6 +13,7 @@ import json
 from collections import OrderedDict
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -27,13 +28,19 @@ from sagegraph.runlock import GenerationGone, ReaderLease
 
 
 @lru_cache(maxsize=4)
-def open_graph(graph_dir: str) -> "GraphIndex":
+def open_graph(graph_dir: str) -> GraphIndex:
     """One GraphIndex per process (and per Dask worker) and graph: indexes load once per sweep."""
     return GraphIndex(Path(graph_dir))
 
 
 class GraphIndex:
-    def __init__(self, graph_dir: Path, encoder: Encoder | None = None, dense_kind: str = "flat", memo: int = 4096):
+    def __init__(
+        self,
+        graph_dir: Path,
+        encoder: Encoder | None = None,
+        dense_kind: Literal["flat", "hnsw"] = "flat",
+        memo: int = 4096,
+    ):
         given = Path(graph_dir)
         # Pinned: a build's `out/graph` is a link to its published generation, and every file of
         # this index (some read lazily) comes from the one it named now, whatever a rebuild
@@ -43,13 +50,17 @@ class GraphIndex:
         self.dir = given.resolve()
         self.out = given.parent.parent if given.parent.name == "graphs" else given.parent
         if not (self.dir / "nodes.parquet").exists():
-            raise SageGraphError(f"{self.dir}: no built graph here (nodes.parquet missing); run `sagegraph build` first")
+            raise SageGraphError(
+                f"{self.dir}: no built graph here (nodes.parquet missing); run `sagegraph build` first"
+            )
         try:
             self.lease = ReaderLease(self.dir)
         except GenerationGone:
             self.dir = given.resolve()
             self.lease = ReaderLease(self.dir)
-        nodes = pq.read_table(self.dir / "nodes.parquet", columns=["id", "modality", "type", "source_id", "text", "title"])
+        nodes = pq.read_table(
+            self.dir / "nodes.parquet", columns=["id", "modality", "type", "source_id", "text", "title"]
+        )
         self.ids = np.array(nodes.column("id").to_pylist(), dtype=object)
         self.source_ids = np.array(nodes.column("source_id").to_pylist(), dtype=object)
         self.modality = np.array(nodes.column("modality").to_pylist(), dtype=object)
@@ -134,7 +145,9 @@ class GraphIndex:
     def encoder(self) -> Encoder:
         if self._encoder is None:
             # Queries use the build's numerics (graphs built before precision existed were fp32).
-            self._encoder = make_encoder(self.embedding_model, precision=self.manifest.get("embedding_precision", "fp32"))
+            self._encoder = make_encoder(
+                self.embedding_model, precision=self.manifest.get("embedding_precision", "fp32")
+            )
         return self._encoder
 
     @cached_property
@@ -155,7 +168,8 @@ class GraphIndex:
         """Sentence vectors of the long node texts (see `sagegraph.index.passages`), built on first
         use and kept beside the graph."""
         marker = self.dir / "nodes.fingerprint"
-        built_from = f"{marker.read_text() if marker.exists() else len(self.ids)}|{self.manifest.get('embedding_model', 'all-MiniLM-L6-v2')}"
+        nodes = marker.read_text() if marker.exists() else len(self.ids)
+        built_from = f"{nodes}|{self.manifest.get('embedding_model', 'all-MiniLM-L6-v2')}"
         return PassageIndex.load_or_build(self.dir / "passages", self._texts, self.encoder.encode, built_from)
 
     def sentence_scores(self, text: str, rows: np.ndarray) -> np.ndarray:
@@ -193,7 +207,9 @@ class GraphIndex:
     def query_vector(self, query: str) -> np.ndarray:
         vec = self._memoised("vec", query, lambda: self.encoder.encode([query])[0])
         if vec.shape[0] != self.vectors.shape[1]:
-            raise SageGraphError(f"query encoder gives {vec.shape[0]}-d vectors, the graph was built with {self.vectors.shape[1]}-d")
+            raise SageGraphError(
+                f"query encoder gives {vec.shape[0]}-d vectors, the graph was built with {self.vectors.shape[1]}-d"
+            )
         return vec
 
     def bm25_scores(self, query: str) -> np.ndarray:
@@ -203,7 +219,11 @@ class GraphIndex:
         """Encode questions once (before a fan-out) so workers never load the model for them."""
         self.encode_queries(queries)
         uniq = list(dict.fromkeys(queries))
-        np.savez(path, texts=np.array(uniq, dtype=object), vectors=np.stack([self._memo[("vec", q)] for q in uniq]) if uniq else np.zeros((0, 1)))
+        np.savez(
+            path,
+            texts=np.array(uniq, dtype=object),
+            vectors=np.stack([self._memo[("vec", q)] for q in uniq]) if uniq else np.zeros((0, 1)),
+        )
         return path
 
     def load_query_vectors(self, path: Path) -> None:
@@ -235,4 +255,3 @@ class GraphIndex:
             for t, v in zip(todo, self._exact_encoder.encode(todo)):
                 self._memoised("exact", t, lambda v=v: v)
         return np.stack([self._memoised("exact", t, lambda t=t: self._exact_encoder.encode([t])[0]) for t in texts])
-

@@ -89,7 +89,9 @@ def default_baseline() -> str:
     """The registered retriever marked as the comparison's baseline (`baseline = True`)."""
     marked = [n for n in retriever_names() if REGISTRY[n].baseline]
     if len(marked) != 1:
-        raise ConfigError(f"one retriever must be marked as the default baseline, found {marked or 'none'}; name one with --baseline")
+        raise ConfigError(
+            f"one retriever must be marked as the default baseline, found {marked or 'none'}; name one with --baseline"
+        )
     return marked[0]
 
 

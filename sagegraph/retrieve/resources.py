@@ -16,7 +16,7 @@ from sagegraph.store.loaded import check_loaded, loaded_place
 def store_factory(g: GraphIndex):
     """Opens the store named in the graph's manifest, checked to hold this graph; None when the
     build loaded none."""
-    cfg = (g.manifest.get("config") or {})
+    cfg = g.manifest.get("config") or {}
     store = StoreConfig.model_validate(cfg.get("store") or {})
     if store.backend == "none":
         return None

@@ -11,14 +11,13 @@ import time
 from typing import Any, Literal
 
 import numpy as np
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sagegraph.retrieve.base import Resources, Retrieval, Retriever, given_suffix, param_fields
 from sagegraph.errors import ConfigError
-from sagegraph.retrieve.registry import get_retriever, register, retriever_class, validate_params
+from sagegraph.retrieve.base import Resources, Retrieval, Retriever, given_suffix, param_fields
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.fusion import minmax, rank
+from sagegraph.retrieve.registry import get_retriever, register, retriever_class, validate_params
 
 
 class SageParams(BaseModel):
@@ -26,9 +25,13 @@ class SageParams(BaseModel):
     k_prime: int = Field(10, ge=0, description="neighbours added after the k seeds")
     seed_retriever: str = Field("hybrid", description="any registered retriever but sage (spark for SPARK + SAGE)")
     alpha: float = Field(0.6, ge=0.0, le=1.0, description="BM25 weight of the neighbour rerank (and of a hybrid seed)")
-    policy: Literal["+edge", "-edge"] = Field("+edge", description="-edge: no expansion when the seed's Cypher already traversed edges")
+    policy: Literal["+edge", "-edge"] = Field(
+        "+edge", description="-edge: no expansion when the seed's Cypher already traversed edges"
+    )
     edge_types: list[str] | None = Field(None, description="expand along these edge types only")
-    seed_params: dict[str, Any] = Field(default_factory=dict, description="parameters of the seed retriever (validated by its own model)")
+    seed_params: dict[str, Any] = Field(
+        default_factory=dict, description="parameters of the seed retriever (validated by its own model)"
+    )
 
     @field_validator("seed_retriever")
     @classmethod
@@ -39,7 +42,7 @@ class SageParams(BaseModel):
 
 
 @register("sage")
-class SageRetriever(Retriever):
+class SageRetriever(Retriever[SageParams]):
     """SAGE: k seeds from any other retriever, then k' of their one-hop neighbours reranked."""
 
     uses_edges = True
@@ -112,7 +115,11 @@ class SageRetriever(Retriever):
                 k1 = min(total - 1, max(1, round(total * share)))
                 pairs.append((k1, total - k1))
         rest = {a: v for a, v in axes.items() if a in cls.axes() and a != "k_prime"}
-        return [(k, {"k_prime": kp, **dict(zip(rest, combo))}) for k, kp in dict.fromkeys(pairs) for combo in itertools.product(*rest.values())]
+        return [
+            (k, {"k_prime": kp, **dict(zip(rest, combo))})
+            for k, kp in dict.fromkeys(pairs)
+            for combo in itertools.product(*rest.values())
+        ]
 
     def seed_search(self, query: str, k: int) -> Retrieval:
         return self.seed.search(query, k)
@@ -123,22 +130,34 @@ class SageRetriever(Retriever):
         k_prime = self.k_prime if k_prime is None else k_prime
         t0 = time.perf_counter()
         if self.policy == "-edge" and seeds.trace.get("edge_constrained"):
-            return Retrieval(seeds.idx, seeds.scores, list(seeds.found_by), {**seeds.trace, "expanded": False}, seeds.usage)
-        nb = self.g.adjacency.one_hop(seeds.idx, self.edge_types)
+            return Retrieval(
+                seeds.idx, seeds.scores, list(seeds.found_by), {**seeds.trace, "expanded": False}, seeds.usage
+            )
+        nb = self.graph.adjacency.one_hop(seeds.idx, self.edge_types)
         t1 = time.perf_counter()
         if len(nb) and k_prime:
             s = self.rerank.scores_for(query, nb)
-            pos = rank(s, self.g.id_rank[nb], k_prime)
+            pos = rank(s, self.graph.id_rank[nb], k_prime)
             added, added_scores = nb[pos], s[pos]
         else:
             added, added_scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
         # S ++ R: every seed ranks above every neighbour; scores are made monotone for run files.
         idx = np.concatenate([seeds.idx, added])
         scores = np.concatenate([1.0 + minmax(seeds.scores), added_scores * 0.999]).astype(np.float32)
-        trace = {**seeds.trace, "neighbourhood": int(len(nb)), "short_neighbourhood": bool(len(nb) < k_prime),
-                 "expand_ms": round((time.perf_counter() - t0) * 1000, 3), "one_hop_ms": round((t1 - t0) * 1000, 3)}
-        return Retrieval(idx, scores, list(seeds.found_by[: len(seeds.idx)]) + ["neighbour"] * len(added), {**trace, "expanded": True}, seeds.usage)
+        trace = {
+            **seeds.trace,
+            "neighbourhood": int(len(nb)),
+            "short_neighbourhood": bool(len(nb) < k_prime),
+            "expand_ms": round((time.perf_counter() - t0) * 1000, 3),
+            "one_hop_ms": round((t1 - t0) * 1000, 3),
+        }
+        return Retrieval(
+            idx,
+            scores,
+            list(seeds.found_by[: len(seeds.idx)]) + ["neighbour"] * len(added),
+            {**trace, "expanded": True},
+            seeds.usage,
+        )
 
     def _search(self, query: str, k: int) -> Retrieval:
         return self.expand(query, self.seed.search(query, k))
-

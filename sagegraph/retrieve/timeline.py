@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from sagegraph.llm import Reply
 
@@ -31,8 +32,9 @@ class Timeline:
             yield ev
         except Exception as exc:
             ev["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            if getattr(exc, "key", None):  # a refusal is recorded in the reply cache like a reply
-                ev["key"] = exc.key
+            key = getattr(exc, "key", None)
+            if key:  # a refusal is recorded in the reply cache like a reply
+                ev["key"] = key
             raise
         finally:
             ev["seconds"] = round(time.perf_counter() - t0, 4)
@@ -41,8 +43,14 @@ class Timeline:
     @staticmethod
     def reply(ev: dict[str, Any], r: Reply) -> None:
         """An LLM call's outcome: reply, tool calls, tokens, cache key (for `sagegraph llm export`)."""
-        ev.update({"outputs": r.text, "key": r.key, "cached": r.cached,
-                   "tokens": {"input": r.prompt_tokens, "output": r.completion_tokens}})
+        ev.update(
+            {
+                "outputs": r.text,
+                "key": r.key,
+                "cached": r.cached,
+                "tokens": {"input": r.prompt_tokens, "output": r.completion_tokens},
+            }
+        )
         if r.tool_calls:
             ev["tool_calls"] = r.tool_calls
 
@@ -63,12 +71,18 @@ def cut(text: Any, lines: int, width: int = 160) -> list[str]:
 def format_events(row: dict[str, Any], lines: int = 8, body: list[str] | None = None) -> str:
     """One traced question as text: its head, then `body` (a method's own account) or its timed
     events (each LLM call, Cypher run and tool call with inputs and outputs), then its top results."""
-    out = [f"question {row['qid']}: {row.get('question', '')}", f"latency {row.get('latency_ms', 0) / 1000:.1f} s; counters {row.get('counters', {})}"]
+    out = [
+        f"question {row['qid']}: {row.get('question', '')}",
+        f"latency {row.get('latency_ms', 0) / 1000:.1f} s; counters {row.get('counters', {})}",
+    ]
     if body is not None:
         out += body
     else:
         for e in row.get("events", []):
-            out.append(f"[{e['kind']}] {e['name']} ({e.get('seconds', 0):.2f} s)" + (f" ERROR {e['error']}" if e.get("error") else ""))
+            out.append(
+                f"[{e['kind']}] {e['name']} ({e.get('seconds', 0):.2f} s)"
+                + (f" ERROR {e['error']}" if e.get("error") else "")
+            )
             if e["kind"] != "llm":
                 out += [f"    in:  {x}" for x in cut(json.dumps(e.get("inputs"), ensure_ascii=False, default=str), 2)]
             out += [f"    out: {x}" for x in cut(e.get("outputs"), lines)]

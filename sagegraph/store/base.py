@@ -5,7 +5,8 @@ literals, read-only execution) is isolated in each backend."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +31,9 @@ class GraphStore(ABC):
     def write(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]: ...
 
     @abstractmethod
-    def _read(self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int) -> tuple[list[dict[str, Any]], bool]: ...
+    def _read(
+        self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int
+    ) -> tuple[list[dict[str, Any]], bool]: ...
 
     @abstractmethod
     def ensure_indexes(self, dim: int | None, wait: bool = True) -> None:
@@ -61,7 +64,7 @@ class GraphStore(ABC):
         """Ask the engine to plan the query without running it; raise CypherInvalid with the
         engine's message for a query it cannot parse or plan."""
 
-    def ensure_fulltext(self) -> None:
+    def ensure_fulltext(self) -> None:  # noqa: B027 - optional: engines without a full-text index keep this no-op
         """A full-text index over KB names and titles, so `CONTAINS`-style name lookups and entity
         resolution do not scan every node. Engines without one skip it."""
 
@@ -84,12 +87,16 @@ class GraphStore(ABC):
         return np.asarray(vectors, dtype=np.float32).tolist()
 
     # ---- shared Cypher ----
-    def load_nodes(self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000, create: bool = False) -> int:
+    def load_nodes(
+        self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000, create: bool = False
+    ) -> int:
         """MERGE by id: loading the same nodes twice leaves one copy of each. `create=True` is for a
         graph known to hold none of these nodes (a fresh load): CREATE skips the lookup per row."""
         return self.run_writes(self.node_writes(nodes, vectors, batch_size, create))
 
-    def node_writes(self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000, create: bool = False) -> Iterator[Write]:
+    def node_writes(
+        self, nodes: list[Node], vectors: np.ndarray | None = None, batch_size: int = 1000, create: bool = False
+    ) -> Iterator[Write]:
         """The writes of `load_nodes`, made batch by batch, so a backend that overlaps client and
         server work formats batch i+1 (embeddings included) while the server writes batch i."""
         groups: dict[str, list[int]] = {}
@@ -102,7 +109,9 @@ class GraphStore(ABC):
                 emb = self.vector_params(vectors[part]) if vectors is not None else [None] * len(part)
                 yield Write(query, [node_row(nodes[i], e) for i, e in zip(part, emb)], len(part))
 
-    def diff_writes(self, diff: GraphDiff, nodes: list[Node], vectors: np.ndarray, batch_size: int = 1000) -> Iterator[Write]:
+    def diff_writes(
+        self, diff: GraphDiff, nodes: list[Node], vectors: np.ndarray, batch_size: int = 1000
+    ) -> Iterator[Write]:
         """The writes that turn the diff's old graph into the new one (`sagegraph.store.diff`):
         edges gone, nodes gone or re-created, nodes written, edges written. Every write is
         idempotent (MATCH ... DELETE, MERGE), so a diff applied twice (a crash between a Neo4j
@@ -113,7 +122,10 @@ class GraphStore(ABC):
             yield Write(f"UNWIND $rows AS id MATCH (n:{NODE_LABEL} {{id: id}}) DETACH DELETE n", part, len(part))
         keep = diff.write_nodes
         yield from self.node_writes([nodes[i] for i in keep], vectors[keep], batch_size, create=False)
-        yield from (Write(edge_write_query(rtype, False), rows, n) for rtype, rows, n in self.edge_batches(diff.write_edges, batch_size))
+        yield from (
+            Write(edge_write_query(rtype, False), rows, n)
+            for rtype, rows, n in self.edge_batches(diff.write_edges, batch_size)
+        )
 
     def apply_diff(self, diff: GraphDiff, nodes: list[Node], vectors: np.ndarray, batch_size: int = 1000) -> int:
         """Apply a diff to this store graph as one unit where the engine has transactions (Neo4j);
@@ -143,7 +155,9 @@ class GraphStore(ABC):
         weight, meta = table.column("weight").cast(pa.float64()).to_pylist(), table.column("metadata").to_pylist()
         groups: dict[str, list[dict[str, Any]]] = {}
         for i, rtype in enumerate(table.column("type").to_pylist()):
-            groups.setdefault(rtype, []).append({"src": src[i], "dst": dst[i], "props": {"weight": weight[i], "metadata": meta[i] or "{}"}})
+            groups.setdefault(rtype, []).append(
+                {"src": src[i], "dst": dst[i], "props": {"weight": weight[i], "metadata": meta[i] or "{}"}}
+            )
         for rtype, rows in groups.items():
             for part in batched(rows, batch_size):
                 yield rtype, part, len(part)
@@ -154,7 +168,9 @@ class GraphStore(ABC):
     def load_edge_table(self, table: pa.Table, batch_size: int = 1000, create: bool = False) -> int:
         """MERGE edges.parquet into the graph, one query per relationship type (Cypher cannot
         parameterise a type). `create=True` is for a graph known to hold none of these edges."""
-        return self.run_writes(Write(edge_write_query(rtype, create), rows, n) for rtype, rows, n in self.edge_batches(table, batch_size))
+        return self.run_writes(
+            Write(edge_write_query(rtype, create), rows, n) for rtype, rows, n in self.edge_batches(table, batch_size)
+        )
 
     def count_nodes(self) -> int:
         try:
@@ -172,19 +188,28 @@ class GraphStore(ABC):
 
     def neighbours(self, node_id: str, edge_type: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         rel = f":{safe_label(edge_type)}" if edge_type else ""
-        q = f"MATCH (a:{NODE_LABEL} {{id: $id}})-[r{rel}]-(b:{NODE_LABEL}) RETURN b.id AS id, type(r) AS type, b.modality AS modality LIMIT $limit"
+        q = (
+            f"MATCH (a:{NODE_LABEL} {{id: $id}})-[r{rel}]-(b:{NODE_LABEL}) RETURN b.id AS id, type(r) AS type, "
+            "b.modality AS modality LIMIT $limit"
+        )
         return self.read(q, {"id": node_id, "limit": limit})
 
-    def read(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000) -> list[dict[str, Any]]:
+    def read(
+        self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000
+    ) -> list[dict[str, Any]]:
         """Run a query that must not write: guarded, time-limited and row-capped."""
         rows, _ = self.read_capped(query, params, timeout_ms, max_rows)
         return rows
 
-    def read_capped(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000) -> tuple[list[dict[str, Any]], bool]:
+    def read_capped(
+        self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000
+    ) -> tuple[list[dict[str, Any]], bool]:
         """(rows, truncated)."""
         return self._read(assert_read_only(query), params or {}, timeout_ms, max_rows)
 
-    def read_untrusted(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 1_000) -> tuple[list[dict[str, Any]], bool]:
+    def read_untrusted(
+        self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 1_000
+    ) -> tuple[list[dict[str, Any]], bool]:
         """The only path for Cypher a model or a user wrote: refused before the database sees it
         when it writes, calls a procedure or function off the allow-list, loads files or holds
         several statements (ReadOnlyViolation); then planned by the engine (CypherInvalid with the

@@ -19,12 +19,11 @@ such a node go with it and are written again.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-
 
 EDGE_KEY = ("src", "dst", "type")
 
@@ -44,8 +43,12 @@ class GraphDiff:
     @property
     def writes(self) -> int:
         """Rows the store must touch: what the diff costs, against a full load's nodes + edges."""
-        return (len(self.delete_nodes) + len(self.write_nodes) + (len(self.delete_edges) if self.delete_edges is not None else 0)
-                + (len(self.write_edges) if self.write_edges is not None else 0))
+        return (
+            len(self.delete_nodes)
+            + len(self.write_nodes)
+            + (len(self.delete_edges) if self.delete_edges is not None else 0)
+            + (len(self.write_edges) if self.write_edges is not None else 0)
+        )
 
     @property
     def empty(self) -> bool:
@@ -61,7 +64,9 @@ def node_digests(nodes: pa.Table, vectors: np.ndarray) -> np.ndarray:
 
     rows = pd.util.hash_pandas_object(nodes.to_pandas(), index=False).to_numpy()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    vecs = np.frombuffer(b"".join(hashlib.blake2b(v.tobytes(), digest_size=8).digest() for v in vectors), dtype=np.uint64)
+    vecs = np.frombuffer(
+        b"".join(hashlib.blake2b(v.tobytes(), digest_size=8).digest() for v in vectors), dtype=np.uint64
+    )
     return rows * np.uint64(0x9E3779B97F4A7C15) ^ vecs
 
 
@@ -77,8 +82,14 @@ def unique_edges(table: pa.Table) -> bool:
     return not table.select(list(EDGE_KEY)).to_pandas().duplicated().any()
 
 
-def graph_diff(old_nodes: pa.Table, old_vectors: np.ndarray, old_edges: pa.Table,
-               new_nodes: pa.Table, new_vectors: np.ndarray, new_edges: pa.Table) -> GraphDiff:
+def graph_diff(
+    old_nodes: pa.Table,
+    old_vectors: np.ndarray,
+    old_edges: pa.Table,
+    new_nodes: pa.Table,
+    new_vectors: np.ndarray,
+    new_edges: pa.Table,
+) -> GraphDiff:
     """The difference from the old generation to the new one (their nodes.parquet tables, vectors
     in the same order, edges.parquet tables). Pure: reads nothing, writes nothing."""
     import pandas as pd
@@ -92,8 +103,14 @@ def graph_diff(old_nodes: pa.Table, old_vectors: np.ndarray, old_edges: pa.Table
     changed = common[new.loc[common].to_numpy() != old.loc[common].to_numpy()]
     gone = removed.union(changed)  # their edges go with them (DETACH DELETE)
 
-    both = pd.merge(_edge_frame(old_edges), _edge_frame(new_edges).reset_index(names="row"), on=list(EDGE_KEY),
-                    how="outer", suffixes=("_old", ""), indicator=True)
+    both = pd.merge(
+        _edge_frame(old_edges),
+        _edge_frame(new_edges).reset_index(names="row"),
+        on=list(EDGE_KEY),
+        how="outer",
+        suffixes=("_old", ""),
+        indicator=True,
+    )
     only_old, only_new, kept = both["_merge"] == "left_only", both["_merge"] == "right_only", both["_merge"] == "both"
     differs = kept & ((both["weight_old"] != both["weight"]) | (both["metadata_old"] != both["metadata"]))
     touches = both["src"].isin(changed) | both["dst"].isin(changed)
@@ -105,8 +122,14 @@ def graph_diff(old_nodes: pa.Table, old_vectors: np.ndarray, old_edges: pa.Table
         write_nodes=sorted(position.loc[added.union(changed)].tolist()),
         delete_edges=pa.Table.from_pandas(dropped[list(EDGE_KEY)], preserve_index=False),
         write_edges=new_edges.take(pa.array(rows, pa.int64())),
-        counts={"nodes_added": len(added), "nodes_removed": len(removed), "nodes_changed": len(changed),
-                "edges_added": int(only_new.sum()), "edges_changed": int(differs.sum()), "edges_removed": int(only_old.sum())},
+        counts={
+            "nodes_added": len(added),
+            "nodes_removed": len(removed),
+            "nodes_changed": len(changed),
+            "edges_added": int(only_new.sum()),
+            "edges_changed": int(differs.sum()),
+            "edges_removed": int(only_old.sum()),
+        },
     )
 
 
@@ -118,4 +141,4 @@ def edge_key_batches(table: pa.Table, batch_size: int) -> Iterator[tuple[str, li
         groups.setdefault(rtype, []).append({"src": src, "dst": dst})
     for rtype, rows in groups.items():
         for start in range(0, len(rows), batch_size):
-            yield rtype, rows[start:start + batch_size]
+            yield rtype, rows[start : start + batch_size]

@@ -13,8 +13,9 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import psutil
@@ -23,8 +24,8 @@ import pyarrow.compute as pc
 
 from sagegraph.errors import CypherInvalid, GraphMissing, QueryStopped, StoreError, StoreUnavailable
 from sagegraph.processes import running
-from sagegraph.store.base import GraphStore
 from sagegraph.store import watchdog
+from sagegraph.store.base import GraphStore
 from sagegraph.store.mapping import NODE_LABEL
 from sagegraph.store.writes import Write
 
@@ -111,11 +112,21 @@ def edge_literals(table: pa.Table) -> pa.Array:
     if pc.all(pc.is_finite(weight)).as_py() is False:  # null for no edges at all
         raise StoreError("edges.parquet: edge weights must be finite numbers")
     w = weight.cast(pa.string())
-    w = pc.if_else(pc.match_substring_regex(w, "[.eE]"), w, pc.binary_join_element_wise(w, ".0", ""))  # 1 -> 1.0: a float
+    w = pc.if_else(
+        pc.match_substring_regex(w, "[.eE]"), w, pc.binary_join_element_wise(w, ".0", "")
+    )  # 1 -> 1.0: a float
     meta = pc.fill_null(table.column("metadata"), "{}")
     rows = pc.binary_join_element_wise(
-        '{src:"', _quoted(table.column("src")), '",dst:"', _quoted(table.column("dst")),
-        '",props:{weight:', w, ',metadata:"', _quoted(meta), '"}}', "",
+        '{src:"',
+        _quoted(table.column("src")),
+        '",dst:"',
+        _quoted(table.column("dst")),
+        '",props:{weight:',
+        w,
+        ',metadata:"',
+        _quoted(meta),
+        '"}}',
+        "",
     )
     return rows.combine_chunks() if isinstance(rows, pa.ChunkedArray) else rows
 
@@ -180,7 +191,9 @@ def _clear_stale_registry(path: Path) -> None:
     if not settings.exists():
         return
     if not running(_registered_pid(path)):
-        log.warning("removing stale FalkorDB settings %s (server from a killed run); data reloads from the AOF", settings)
+        log.warning(
+            "removing stale FalkorDB settings %s (server from a killed run); data reloads from the AOF", settings
+        )
         settings.unlink(missing_ok=True)
 
 
@@ -215,14 +228,25 @@ def start_embedded(path: Path, answer_timeout_s: float = START_ANSWER_TIMEOUT_S)
     attempts = 2
     for attempt in range(1, attempts + 1):
         try:
-            db = FalkorDB(str(path / DB_FILE), serverconfig=SERVER_CONFIG, socket_timeout=answer_timeout_s, retry=Retry(NoBackoff(), 0))
+            db = FalkorDB(
+                str(path / DB_FILE),
+                serverconfig=SERVER_CONFIG,
+                socket_timeout=answer_timeout_s,
+                retry=Retry(NoBackoff(), 0),
+            )
             break
         except redis.TimeoutError as exc:
             _stop_hung_server(path)
             if attempt == attempts:
-                raise StoreUnavailable(f"embedded FalkorDB in {path} did not answer within {answer_timeout_s:.0f} s, {attempts} times "
-                                       "(hung while loading the store; its servers were stopped)") from exc
-            log.warning("embedded FalkorDB in %s did not answer within %.0f s: stopped, starting it again", path, answer_timeout_s)
+                raise StoreUnavailable(
+                    f"embedded FalkorDB in {path} did not answer within {answer_timeout_s:.0f} s, {attempts} times "
+                    "(hung while loading the store; its servers were stopped)"
+                ) from exc
+            log.warning(
+                "embedded FalkorDB in %s did not answer within %.0f s: stopped, starting it again",
+                path,
+                answer_timeout_s,
+            )
         except Exception as exc:
             raise StoreUnavailable(f"could not start embedded FalkorDB in {path}: {exc}") from exc
     client = db.client
@@ -296,13 +320,18 @@ class FalkorStore(GraphStore):
         header = [h[1] if isinstance(h, (list, tuple)) else h for h in (res.header or [])]
         return [dict(zip(header, (_value(v) for v in row))) for row in res.result_set]
 
-    def _read(self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int) -> tuple[list[dict[str, Any]], bool]:
+    def _read(
+        self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         try:
             res = self.g.ro_query(query, params, timeout=timeout_ms)
         except Exception as exc:
             if "empty key" in str(exc):  # no such graph: never loaded, or deleted under this reader
-                raise GraphMissing(f"FalkorDB at {self.path} holds no graph {self.graph_name!r} (never loaded, or deleted under this reader); "
-                                   "rerun to read the graph published now") from exc
+                raise GraphMissing(
+                    f"FalkorDB at {self.path} holds no graph {self.graph_name!r} (never loaded, or deleted "
+                    "under this reader); "
+                    "rerun to read the graph published now"
+                ) from exc
             if _unreachable(exc):
                 raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
             if any(bound in str(exc) for bound in ("timed out", "mem consumption")):
@@ -336,7 +365,10 @@ class FalkorStore(GraphStore):
         if "id" not in existing:
             self.g.query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (n.id)")
         if dim and "embedding" not in existing:
-            self.g.query(f"CREATE VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding) OPTIONS {{dimension:{int(dim)}, similarityFunction:'cosine', {self.hnsw_options}}}")
+            self.g.query(
+                f"CREATE VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding) OPTIONS "
+                f"{{dimension:{int(dim)}, similarityFunction:'cosine', {self.hnsw_options}}}"
+            )
         if wait:
             self.await_indexes()
         self._indexes_ready = wait  # a new index may be filling: the next vector query checks again
@@ -362,7 +394,10 @@ class FalkorStore(GraphStore):
 
     def vector_search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         self.await_indexes_once()
-        q = f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $k, vecf32($v)) YIELD node, score RETURN node.id AS id, score"
+        q = (
+            f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $k, vecf32($v)) YIELD node, score "
+            "RETURN node.id AS id, score"
+        )
         rows = self.g.ro_query(q, {"k": int(k), "v": [float(x) for x in vector]}).result_set
         # Falkor reports cosine distance; callers get similarity, higher is better, as from Neo4j.
         return [(r[0], 1.0 - float(r[1])) for r in rows]
@@ -449,7 +484,7 @@ class FalkorServerStore(FalkorStore):
 
         if not url:
             raise StoreUnavailable("falkordb-server needs store.url or FALKORDB_URL (redis://host:port)")
-        self.path = url.split("@")[-1]  # what messages name: never the password
+        self.path = Path(url.split("@")[-1])  # what messages name: never the password
         try:
             self.db = FalkorDB.from_url(url, socket_timeout=SERVER_SOCKET_TIMEOUT_S)
             self.db.connection.ping()

@@ -52,15 +52,23 @@ def load_mismatch(store, marker: Path, manifest: dict) -> str | None:
     """Why the store does not hold the graph of this manifest whole (`check_loaded`), or None.
     A store that cannot be read raises its own StoreError."""
     if not marker.exists():
-        return (f"{marker.parent}: the store holds no finished load of {manifest.get('config', {}).get('name', 'this graph')} "
-                f"({marker.name} missing: a build stopped while loading it)")
+        return (
+            f"{marker.parent}: the store holds no finished load of "
+            f"{manifest.get('config', {}).get('name', 'this graph')} "
+            f"({marker.name} missing: a build stopped while loading it)"
+        )
     loaded = json.loads(marker.read_text(encoding="utf-8"))
     want = loaded.get("graph_fingerprint")
     if want is not None and manifest.get("fingerprint") and want != manifest["fingerprint"]:
-        return f"{marker.parent}: the store holds another build of the graph than {manifest.get('config', {}).get('out', 'this one')} (fingerprints differ)"
+        return (
+            f"{marker.parent}: the store holds another build of the graph than "
+            f"{manifest.get('config', {}).get('out', 'this one')} (fingerprints differ)"
+        )
     have = {"nodes": store.count_nodes(), "edges": store.count_edges()}
     expected = {k: loaded.get(k) for k in have}
     if have != expected:
-        return (f"{marker.parent}: the store holds {have['nodes']} nodes and {have['edges']} edges, its load wrote "
-                f"{expected['nodes']} and {expected['edges']}")
+        return (
+            f"{marker.parent}: the store holds {have['nodes']} nodes and {have['edges']} edges, its load wrote "
+            f"{expected['nodes']} and {expected['edges']}"
+        )
     return None

@@ -13,7 +13,17 @@ MODALITY_LABELS = {DOC_CHUNK: "DocChunk", TABLE_CHUNK: "TableChunk", ENTITY: "En
 
 
 # Properties every node has for sagegraph's own use; a schema card for Cypher writers leaves them out.
-INTERNAL_PROPERTIES = {"modality", "type", "text", "source_id", "position", "topic", "entities", "metadata", "embedding"}
+INTERNAL_PROPERTIES = {
+    "modality",
+    "type",
+    "text",
+    "source_id",
+    "position",
+    "topic",
+    "entities",
+    "metadata",
+    "embedding",
+}
 # Store labels that say what kind of node a row is rather than what it is.
 GENERIC_LABELS = {NODE_LABEL, *MODALITY_LABELS.values()}
 
@@ -24,7 +34,9 @@ def kb_properties(fields: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for k, v in fields.items():
         key = property_key(k)
-        if isinstance(v, (dict, tuple)) or (isinstance(v, list) and not all(isinstance(x, (str, int, float, bool)) for x in v)):
+        if isinstance(v, (dict, tuple)) or (
+            isinstance(v, list) and not all(isinstance(x, (str, int, float, bool)) for x in v)
+        ):
             v = json.dumps(v, ensure_ascii=False)
         out[key] = v
     return out
@@ -46,7 +58,7 @@ def node_row(node: Node, embedding: Any | None) -> dict[str, Any]:
     """Store properties must be primitives or lists of them, so metadata travels as JSON text.
     `embedding` is already in the form the backend sends (`GraphStore.vector_params`)."""
     meta = node.metadata
-    row = {
+    row: dict[str, Any] = {
         "id": node.id,
         "props": {
             "modality": node.modality,

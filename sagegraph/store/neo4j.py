@@ -49,10 +49,12 @@ class Neo4jStore(GraphStore):
         self.database = database
         version = tuple(int(x) for x in info.agent.split("/")[-1].split(".")[:2] if x.isdigit())
         if version and version < MIN_VERSION:
-            raise StoreError(f"Neo4j {info.agent} is too old: sagegraph needs {'.'.join(map(str, MIN_VERSION))}+ for vector indexes")
+            raise StoreError(
+                f"Neo4j {info.agent} is too old: sagegraph needs {'.'.join(map(str, MIN_VERSION))}+ for vector indexes"
+            )
 
     @classmethod
-    def from_env(cls, database: str | None = None) -> "Neo4jStore":
+    def from_env(cls, database: str | None = None) -> Neo4jStore:
         uri = os.environ.get("NEO4J_URI")
         if not uri:
             raise StoreError("NEO4J_URI is not set (and NEO4J_USER / NEO4J_PASSWORD)")
@@ -75,14 +77,18 @@ class Neo4jStore(GraphStore):
             session.execute_write(work)
         return sum(w.count for w in writes)
 
-    def _read(self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int) -> tuple[list[dict[str, Any]], bool]:
+    def _read(
+        self, query: str, params: dict[str, Any], timeout_ms: int, max_rows: int
+    ) -> tuple[list[dict[str, Any]], bool]:
         neo4j = self._neo4j
         rows: list[dict[str, Any]] = []
         truncated = False
         try:
             # The transaction timeout is the server's; fetch_size keeps the driver from pulling
             # more than the cap before this loop stops reading.
-            with self.driver.session(database=self.database, default_access_mode=neo4j.READ_ACCESS, fetch_size=max_rows + 1) as session:
+            with self.driver.session(
+                database=self.database, default_access_mode=neo4j.READ_ACCESS, fetch_size=max_rows + 1
+            ) as session:
                 result = session.run(neo4j.Query(query, timeout=timeout_ms / 1000), params)
                 for record in result:
                     if len(rows) >= max_rows:

@@ -22,9 +22,31 @@ from sagegraph.errors import ReadOnlyViolation
 # Words that start a clause which writes, administers, loads files or opens connections, or that
 # runs a query (PROFILE) or switches database (USE). A word right after `.` is a property key.
 FORBIDDEN_WORDS = {
-    "CREATE", "MERGE", "SET", "DELETE", "DETACH", "REMOVE", "DROP", "FOREACH", "LOAD", "GRANT", "REVOKE",
-    "DENY", "ALTER", "RENAME", "START", "STOP", "TERMINATE", "USE", "SHOW", "PROFILE", "EXPLAIN",
-    "PERIODIC", "COMMIT", "TRANSACTIONS", "IMPORT",
+    "CREATE",
+    "MERGE",
+    "SET",
+    "DELETE",
+    "DETACH",
+    "REMOVE",
+    "DROP",
+    "FOREACH",
+    "LOAD",
+    "GRANT",
+    "REVOKE",
+    "DENY",
+    "ALTER",
+    "RENAME",
+    "START",
+    "STOP",
+    "TERMINATE",
+    "USE",
+    "SHOW",
+    "PROFILE",
+    "EXPLAIN",
+    "PERIODIC",
+    "COMMIT",
+    "TRANSACTIONS",
+    "IMPORT",
 }
 ALLOWED_PROCEDURES = {
     "db.labels",
@@ -38,7 +60,17 @@ ALLOWED_PROCEDURES = {
 # Namespaced functions a read may call (built-ins without a namespace are always allowed): the
 # temporal, spatial and vector ones. Anything else namespaced (apoc.*, gds.*, dbms.*, a plugin's)
 # may reach the file system or the network and is refused.
-ALLOWED_FUNCTION_NAMESPACES = {"date", "datetime", "localdatetime", "time", "localtime", "duration", "point", "vector", "vec"}
+ALLOWED_FUNCTION_NAMESPACES = {
+    "date",
+    "datetime",
+    "localdatetime",
+    "time",
+    "localtime",
+    "duration",
+    "point",
+    "vector",
+    "vec",
+}
 
 # Bounds on what reaches the engine, checked on the text and its tokens before it is sent.
 # FalkorDB parses nested brackets in time exponential in their depth, before any time limit
@@ -71,7 +103,8 @@ class Token:
 
 
 def _string(query: str, i: int) -> tuple[Token, int]:
-    quote, out, j = query[i], [], i + 1
+    quote, j = query[i], i + 1
+    out: list[str] = []
     while j < len(query):
         c = query[j]
         if c == quote:
@@ -100,7 +133,9 @@ def _string(query: str, i: int) -> tuple[Token, int]:
 def _spell_string(value: str) -> str:
     if "\x00" in value:
         raise ReadOnlyViolation("a NUL character in a string")
-    body = value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    body = (
+        value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    )
     return f"'{body}'"
 
 
@@ -162,7 +197,9 @@ def tokenize(query: str) -> list[Token]:
             tokens.append(Token("sym", c, c))
             i += 1
         else:
-            raise ReadOnlyViolation(f"character U+{ord(c):04X} outside a string at offset {i} (only ASCII is read there)")
+            raise ReadOnlyViolation(
+                f"character U+{ord(c):04X} outside a string at offset {i} (only ASCII is read there)"
+            )
     return tokens
 
 
@@ -188,7 +225,11 @@ def _is_member(tokens: list[Token], i: int) -> bool:
     """tokens[i] is a property key or the later part of a dotted name: right after a `.` that
     right follows a name, a parameter or a closing bracket. Whitespace or a number before the dot
     does not count: `1. LOAD CSV` may read as the float `1.` and a clause."""
-    return i >= 2 and tokens[i - 1].text == "." and (tokens[i - 2].kind in ("name", "quoted", "param") or tokens[i - 2].text in ")]")
+    return (
+        i >= 2
+        and tokens[i - 1].text == "."
+        and (tokens[i - 2].kind in ("name", "quoted", "param") or tokens[i - 2].text in ")]")
+    )
 
 
 def check(tokens: list[Token]) -> None:
@@ -228,7 +269,9 @@ def check_bounds(tokens: list[Token]) -> None:
     if max((depth + 1 for depth, (_, t) in zip(_depths(code), code) if t.text in "([{"), default=0) > MAX_NESTING:
         raise ReadOnlyViolation(f"brackets nested deeper than {MAX_NESTING}: refused before the engine parses them")
     if (hops := bounded_hops([t for _, t in code])) > MAX_HOPS:
-        raise ReadOnlyViolation(f"the query walks {hops} relationships (variable-length ones at their upper bound); at most {MAX_HOPS}")
+        raise ReadOnlyViolation(
+            f"the query walks {hops} relationships (variable-length ones at their upper bound); at most {MAX_HOPS}"
+        )
 
 
 def bounded_hops(code: list[Token]) -> int:
@@ -270,7 +313,9 @@ def _relationship_length(inside: list[Token]) -> int:
             return int(after[2])  # `*..3`, `*1..3`
     elif lower is not None:
         return lower  # `*3`: exactly three
-    raise ReadOnlyViolation("a variable-length relationship without an upper bound (`*`, `*2..`) may walk the whole graph; write `*1..3`")
+    raise ReadOnlyViolation(
+        "a variable-length relationship without an upper bound (`*`, `*2..`) may walk the whole graph; write `*1..3`"
+    )
 
 
 def _depths(code: list[tuple[int, Token]]) -> list[int]:
@@ -304,7 +349,9 @@ def cap_rows(tokens: list[Token], limit: int) -> list[Token]:
             b -= 1
         returns = [k for k in range(a, b) if code[k][1].word == "RETURN" and depth[k] == 0]
         if not returns:
-            if any(code[k][1].word == "CALL" and depth[k] == 0 for k in range(a, b)):  # a standalone CALL yields every row
+            if any(
+                code[k][1].word == "CALL" and depth[k] == 0 for k in range(a, b)
+            ):  # a standalone CALL yields every row
                 raise ReadOnlyViolation("a procedure call without a final RETURN cannot be held to the row cap")
             continue
         limits = [k for k in range(returns[-1], b) if code[k][1].word == "LIMIT" and depth[k] == 0]
@@ -321,7 +368,14 @@ def cap_rows(tokens: list[Token], limit: int) -> list[Token]:
     for i, t in enumerate(tokens):
         out.append(replace.get(i, t))
         if i in insert_after:
-            out.extend([Token("ws", " "), Token("name", "LIMIT", "LIMIT"), Token("ws", " "), Token("number", str(limit), str(limit))])
+            out.extend(
+                [
+                    Token("ws", " "),
+                    Token("name", "LIMIT", "LIMIT"),
+                    Token("ws", " "),
+                    Token("number", str(limit), str(limit)),
+                ]
+            )
     return out
 
 

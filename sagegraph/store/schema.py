@@ -13,7 +13,9 @@ class ReadableStore(Protocol):
     """What introspection needs of a store (any GraphStore), named here so that this module does
     not import the interface that calls it."""
 
-    def read(self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000) -> list[dict[str, Any]]: ...
+    def read(
+        self, query: str, params: dict[str, Any] | None = None, timeout_ms: int = 10_000, max_rows: int = 10_000
+    ) -> list[dict[str, Any]]: ...
 
     def count_nodes(self) -> int: ...
 
@@ -43,7 +45,11 @@ class GraphSchema:
     properties: dict[str, dict[str, PropertyInfo]] = field(default_factory=dict)
 
     def as_text(self) -> str:
-        lines = [f"Node labels: {', '.join(self.labels)}", f"Relationship types: {', '.join(self.relationship_types)}", f"Property keys: {', '.join(self.property_keys)}"]
+        lines = [
+            f"Node labels: {', '.join(self.labels)}",
+            f"Relationship types: {', '.join(self.relationship_types)}",
+            f"Property keys: {', '.join(self.property_keys)}",
+        ]
         lines += [f"(:{a})-[:{r}]->(:{b})" for a, r, b in self.patterns]
         return "\n".join(lines)
 
@@ -53,10 +59,22 @@ def edge_patterns(store: ReadableStore, relationship_types: list[str]) -> list[t
     N edges (as before) missed the types that came late in the load."""
     out = set()
     for rtype in relationship_types:
-        rows = store.read(f"MATCH (a)-[r:{safe_label(rtype)}]->(b) RETURN DISTINCT labels(a) AS la, labels(b) AS lb", max_rows=5000, timeout_ms=60_000)
+        rows = store.read(
+            f"MATCH (a)-[r:{safe_label(rtype)}]->(b) RETURN DISTINCT labels(a) AS la, labels(b) AS lb",
+            max_rows=5000,
+            timeout_ms=60_000,
+        )
         for row in rows:
-            la = [x for x in row["la"] if x not in GENERIC_LABELS] or [x for x in row["la"] if x != NODE_LABEL] or [NODE_LABEL]
-            lb = [x for x in row["lb"] if x not in GENERIC_LABELS] or [x for x in row["lb"] if x != NODE_LABEL] or [NODE_LABEL]
+            la = (
+                [x for x in row["la"] if x not in GENERIC_LABELS]
+                or [x for x in row["la"] if x != NODE_LABEL]
+                or [NODE_LABEL]
+            )
+            lb = (
+                [x for x in row["lb"] if x not in GENERIC_LABELS]
+                or [x for x in row["lb"] if x != NODE_LABEL]
+                or [NODE_LABEL]
+            )
             out.add((la[-1], rtype, lb[-1]))
     return sorted(out)
 

@@ -29,8 +29,13 @@ def start(owner_pid: int, server_pid: int, socket_path: str) -> subprocess.Popen
         return None
     # Run as a file (isolated: its folder not on the path), not `-m`: the package's imports (numpy,
     # pyarrow) would cost every store start ~0.5 s of CPU.
-    return subprocess.Popen([sys.executable, "-I", str(Path(__file__).resolve()), str(owner_pid), str(server_pid), socket_path],
-                            start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-I", str(Path(__file__).resolve()), str(owner_pid), str(server_pid), socket_path],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -58,7 +63,9 @@ def _stop(server: psutil.Process, socket_path: str) -> None:
     import redis
 
     with contextlib.suppress(redis.RedisError, OSError):
-        redis.Redis(unix_socket_path=socket_path, socket_timeout=5.0).execute_command("SHUTDOWN", "NOSAVE", "NOW", "FORCE")
+        redis.Redis(unix_socket_path=socket_path, socket_timeout=5.0).execute_command(
+            "SHUTDOWN", "NOSAVE", "NOW", "FORCE"
+        )
     for escalate in (server.terminate, server.kill, None):
         try:
             server.wait(5)

@@ -3,8 +3,9 @@ APOC): one query per batch with `$rows` bound."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from sagegraph.store.mapping import NODE_LABEL, safe_label
 
@@ -27,7 +28,10 @@ def node_write_query(label: str, vector_literal: str | None, create: bool) -> st
 
 
 def edge_delete_query(rtype: str) -> str:
-    return f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}})-[r:{safe_label(rtype)}]->(b:{NODE_LABEL} {{id: row.dst}}) DELETE r"
+    return (
+        f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} "
+        f"{{id: row.src}})-[r:{safe_label(rtype)}]->(b:{NODE_LABEL} {{id: row.dst}}) DELETE r"
+    )
 
 
 def edge_write_query(rtype: str, create: bool) -> str:

@@ -1,1 +1,2 @@
-"""AF-Retriever (af.txt): the model derives a Cypher-like query with conditions; answers are grounded by conditions and topic linking, then reranked."""
+"""AF-Retriever (af.txt): the model derives a Cypher-like query with conditions; answers are
+grounded by conditions and topic linking, then reranked."""

@@ -38,7 +38,7 @@ class Candidates:
 
     var: str
     constant: bool
-    ranked: np.ndarray | None = None
+    ranked: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # a constant's, best first
     allowed: np.ndarray | None = None  # bool mask; None: unconstrained
     exact: int = 0
     search: str = ""
@@ -46,18 +46,27 @@ class Candidates:
     filters_unapplied: list[str] = field(default_factory=list)
     value_filters: int = 0  # of filters_applied, those that compare a value (not `CONTAINS` words)
 
-    def mask(self, l: int, n: int) -> np.ndarray | None:
+    def mask(self, width: int, n: int) -> np.ndarray | None:
+        """The first `width` candidates of a constant (the paper's l), else what filters allow."""
         if not self.constant:
             return self.allowed
         m = np.zeros(n, dtype=bool)
-        m[self.ranked[:l]] = True
+        m[self.ranked[:width]] = True
         return m
 
     def summary(self, view: KBView, show: int = 5) -> dict[str, Any]:
-        out: dict[str, Any] = {"constant": self.constant, "filters": self.filters_applied, "unapplied": self.filters_unapplied}
+        out: dict[str, Any] = {
+            "constant": self.constant,
+            "filters": self.filters_applied,
+            "unapplied": self.filters_unapplied,
+        }
         if self.constant:
-            out.update(search=self.search, exact=self.exact, n=len(self.ranked),
-                       top=[view.names[i] for i in self.ranked[:show]])
+            out.update(
+                search=self.search,
+                exact=self.exact,
+                n=len(self.ranked),
+                top=[view.names[i] for i in self.ranked[:show]],
+            )
         else:
             out["n"] = None if self.allowed is None else int(self.allowed.sum())
         return out
@@ -98,14 +107,36 @@ def _test(col: Column, cond: Condition, within: np.ndarray) -> np.ndarray:
     if num is not None and (col.numeric or not np.isnan(col.year).all()):
         a, b = (col.number if col.numeric else col.year), num
         with np.errstate(invalid="ignore"):
-            res = (a == b) if op == "=" else (a > b) if op == ">" else (a >= b) if op == ">=" else (a < b) if op == "<" else (a <= b)
+            res = (
+                (a == b)
+                if op == "="
+                else (a > b)
+                if op == ">"
+                else (a >= b)
+                if op == ">="
+                else (a < b)
+                if op == "<"
+                else (a <= b)
+            )
         return within & col.present & res
     if op == "=":
         w = normalise(want)
         return within & col.present & ((col.norm == w) | _find(col.members, rows, f" | {w} | "))
-    b = str(want).lower()
+    bound = str(want).lower()
     out = np.zeros(len(col.present), dtype=bool)
-    keep = [i for i in rows if (col.text[i] > b if op == ">" else col.text[i] >= b if op == ">=" else col.text[i] < b if op == "<" else col.text[i] <= b)]
+    keep = [
+        i
+        for i in rows
+        if (
+            col.text[i] > bound
+            if op == ">"
+            else col.text[i] >= bound
+            if op == ">="
+            else col.text[i] < bound
+            if op == "<"
+            else col.text[i] <= bound
+        )
+    ]
     out[keep] = True
     return out
 
@@ -117,8 +148,13 @@ def _rows_naming(view: KBView, rows: np.ndarray, words: str):
 
 def _names_a_node(view: KBView, sym: Symbol) -> bool:
     """The symbol is pinned by a name the KB holds (exactly, once normalised)."""
-    return any(normalise(v) in view.name_index for c in sym.conditions if c.prop.lower() in NAME_KEYS and c.op in ("=", "in")
-               for v in (c.value if isinstance(c.value, list) else [c.value]) if isinstance(v, str))
+    return any(
+        normalise(v) in view.name_index
+        for c in sym.conditions
+        if c.prop.lower() in NAME_KEYS and c.op in ("=", "in")
+        for v in (c.value if isinstance(c.value, list) else [c.value])
+        if isinstance(v, str)
+    )
 
 
 def theme_conditions(view: KBView, parsed: ParsedQuery, use_type: bool) -> list[Condition]:
@@ -184,10 +220,12 @@ def filter_symbol(view: KBView, sym: Symbol, use_type: bool) -> Candidates:
     return c
 
 
-def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vectors: np.ndarray, search_vec: np.ndarray) -> Candidates:
+def rank_constant(
+    view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vectors: np.ndarray, search_vec: np.ndarray
+) -> Candidates:
     """Step 4, second half: exact normalised name/alias matches first, then the rest of the pool by
     cosine of name embeddings to the search string; l_max kept."""
-    mask = c.allowed
+    mask = c.allowed if c.allowed is not None else np.ones(view.n, dtype=bool)
     exact: list[int] = []
     for cond in (x for x in sym.conditions if x.prop.lower() in NAME_KEYS):
         for v in cond.value if isinstance(cond.value, list) else [cond.value]:
@@ -203,7 +241,11 @@ def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vec
     ranked = exact[:l_max]
     if need > 0 and len(pool):
         s = name_vectors[pool] @ search_vec
-        top = np.argpartition(-s, min(len(s), need + len(exact)) - 1)[: need + len(exact)] if len(s) > need + len(exact) else np.arange(len(s))
+        top = (
+            np.argpartition(-s, min(len(s), need + len(exact)) - 1)[: need + len(exact)]
+            if len(s) > need + len(exact)
+            else np.arange(len(s))
+        )
         order = pool[top][np.lexsort((pool[top], -s[top]))]
         taken = set(exact)
         ranked += [int(i) for i in order if int(i) not in taken][:need]
@@ -212,14 +254,24 @@ def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vec
     return c
 
 
-def symbol_candidates(view: KBView, sym: Symbol, l_max: int, use_type: bool, name_vectors: np.ndarray, encode) -> Candidates:
+def symbol_candidates(
+    view: KBView, sym: Symbol, l_max: int, use_type: bool, name_vectors: np.ndarray, encode
+) -> Candidates:
     """Step 4 for one symbol (`encode`: text -> vector)."""
     c = filter_symbol(view, sym, use_type)
     return rank_constant(view, sym, c, l_max, name_vectors, encode(c.search)) if c.constant else c
 
 
-def ground_once(view: KBView, triplets, sets: dict[str, np.ndarray | None], informed: set[str], target: str, directed: bool,
-                cap: int, max_iter: int = 50) -> tuple[dict[str, np.ndarray | None], set[str], int]:
+def ground_once(
+    view: KBView,
+    triplets,
+    sets: dict[str, np.ndarray | None],
+    informed: set[str],
+    target: str,
+    directed: bool,
+    cap: int,
+    max_iter: int = 50,
+) -> tuple[dict[str, np.ndarray | None], set[str], int]:
     """Alg. 2: propagate along every triplet until no set shrinks (or the target empties).
     Only an informed set propagates (a constant's candidates, a filtered variable, or a set already
     narrowed by one): "every Movie" narrows nothing, and must not pass for an answer set."""
@@ -238,7 +290,7 @@ def ground_once(view: KBView, triplets, sets: dict[str, np.ndarray | None], info
                 reach[b[have[a]]] = True
                 old = sets.get(to)
                 new = reach if old is None else old & reach
-                if to not in informed or int(new.sum()) != int(old.sum()):
+                if to not in informed or old is None or int(new.sum()) != int(old.sum()):
                     sets[to] = new
                     informed.add(to)
                     changed = True
@@ -255,8 +307,16 @@ class Grounding:
     rounds: list[dict[str, Any]]
 
 
-def ground(view: KBView, parsed: ParsedQuery, cands: dict[str, Candidates], k: int, l_max: int, schedule: str = "paper",
-           directed: bool = True, cap: int = 10_000) -> Grounding:
+def ground(
+    view: KBView,
+    parsed: ParsedQuery,
+    cands: dict[str, Candidates],
+    k: int,
+    l_max: int,
+    schedule: str = "paper",
+    directed: bool = True,
+    cap: int = 10_000,
+) -> Grounding:
     """Step 5: ground with the first l candidates per constant, l growing by `schedule`, until
     >= k answers or l reaches l_max. Answers of a round are appended after earlier rounds'."""
     target = parsed.target
@@ -265,8 +325,8 @@ def ground(view: KBView, parsed: ParsedQuery, cands: dict[str, Candidates], k: i
         return out
     seen: set[int] = set()
     has_constants = any(c.constant for c in cands.values())
-    for r, l in enumerate(grow_schedule(l_max, schedule)):
-        sets = {v: c.mask(l, view.n) for v, c in cands.items()}
+    for r, width in enumerate(grow_schedule(l_max, schedule)):
+        sets = {v: c.mask(width, view.n) for v, c in cands.items()}
         informed = {v for v, c in cands.items() if c.constant or c.filters_applied}
         grounded, informed, iters = ground_once(view, parsed.triplets, sets, informed, target, directed, cap)
         tgt = grounded.get(target) if target in informed else None
@@ -275,7 +335,7 @@ def ground(view: KBView, parsed: ParsedQuery, cands: dict[str, Candidates], k: i
         seen.update(new)
         out.answers += new
         out.round_of += [r] * len(new)
-        out.rounds.append({"l": l, "iterations": iters, "target": len(rows), "new": len(new)})
+        out.rounds.append({"l": width, "iterations": iters, "target": len(rows), "new": len(new)})
         if len(out.answers) >= k or not has_constants:
             break
     return out

@@ -25,7 +25,9 @@ _HOP = re.compile(rf"(?=({_NODE})\s*(<)?{_REL}(>)?\s*({_NODE}))")
 _NODE_RE = re.compile(_NODE)
 _INLINE = re.compile(rf"\(\s*(\w+)\s*(?::\s*`?[\w ]+?`?)?\s*{_PROPS}\s*\)")
 _PAIR = re.compile(r"\b(\w+)\s*:\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?)")
-_COND = re.compile(r"\b(\w+)\.(\w+)\s*(=|>=|<=|>|<|CONTAINS)\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?)", re.IGNORECASE)
+_COND = re.compile(
+    r"\b(\w+)\.(\w+)\s*(=|>=|<=|>|<|CONTAINS)\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?)", re.IGNORECASE
+)
 _IN = re.compile(r"\b(\w+)\.(\w+)\s+IN\s*\[([^\]]*)\]", re.IGNORECASE)
 _RETURN = re.compile(r"\bRETURN\b\s+(?:DISTINCT\s+)?(\w+)", re.IGNORECASE)
 _LOWER = re.compile(r"\b(?:toLower|lower)\s*\(\s*(\w+\.\w+)\s*\)", re.IGNORECASE)
@@ -94,7 +96,14 @@ def cypher_text(reply: str) -> str:
 
 def parse_cypher(reply: str, node_types: set[str], rel_types: set[str]) -> ParsedQuery:
     """The model's Cypher as symbols and triplets. Direction is kept as written (h -> t)."""
-    counters = {"parsed": 0, "no_single_return": 0, "unknown_type": 0, "unknown_relation": 0, "forbidden_syntax": 0, "no_triplet": 0}
+    counters = {
+        "parsed": 0,
+        "no_single_return": 0,
+        "unknown_type": 0,
+        "unknown_relation": 0,
+        "forbidden_syntax": 0,
+        "no_triplet": 0,
+    }
     text = cypher_text(reply)
     if _FORBIDDEN.search(text):
         counters["forbidden_syntax"] = 1  # OR / NOT / <> are outside the grammar: parsed anyway, counted
@@ -166,6 +175,7 @@ _RETURN_ID = re.compile(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", r
 def return_names(cypher: str, name_key=lambda label: "name") -> str:
     """A Cypher query that returns ids (`RETURN DISTINCT m.id AS id`, as gold and hints are written)
     in AF's form, returning the answer's name: `RETURN m.<name_key(label of m)>`."""
+
     def ret(m: re.Match) -> str:
         var = m.group(1)
         label = re.search(rf"\(\s*{var}\s*:\s*(\w+)", cypher)
@@ -180,11 +190,11 @@ def grow_schedule(l_max: int, rule: str = "paper") -> list[int]:
     code:  l <- int(1.5 l + 0.5), at least +1 -> 1, 2, 3, 5, 8, 12, 18, 27, 41, 62, 93 (the public code's)."""
     if l_max < 1:
         raise ValueError("l_max must be >= 1")
-    out, l = [], 1
-    while l <= l_max:
-        out.append(l)
-        nxt = round(l ** 1.5 + 0.5) if rule == "paper" else int(1.5 * l + 0.5)
-        l = max(l + 1, nxt)
+    out, width = [], 1
+    while width <= l_max:
+        out.append(width)
+        nxt = round(width**1.5 + 0.5) if rule == "paper" else int(1.5 * width + 0.5)
+        width = max(width + 1, nxt)
     if rule == "paper" and out[-1] < l_max:
         out.append(l_max)  # the last round uses the whole budget, as Alg. 1's loop bound does
     return out

@@ -31,14 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from sagegraph.llm import LLMRequestRefused, usage_scope
 from sagegraph.retrieve.af.ground import Candidates, filter_symbol, ground, rank_constant, theme_conditions
 from sagegraph.retrieve.af.parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
-from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
-from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
-from sagegraph.retrieve.registry import register
+from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.kb.grounding import count_repairs, ground_counters, ground_query, view_schema
-from sagegraph.retrieve.kb.view import KBView, kb_view
+from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.kb.schema_card import cypher_literal, load_hints
+from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
+from sagegraph.retrieve.kb.view import KBView, kb_view
+from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.timeline import Timeline
 
 # The paper's AF: `ground: false, semantic_text: false, unnamed: resolve`. The prompt version is part
@@ -88,34 +88,64 @@ def parse_target_type(text: str, types: list[str]) -> str | None:
 
 class AFParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    alpha: float = Field(2 / 3, ge=0.0, le=1.0, description="share of k taken from grounded answers (round(alpha k)); the rest is vector fill")
+    alpha: float = Field(
+        2 / 3,
+        ge=0.0,
+        le=1.0,
+        description="share of k taken from grounded answers (round(alpha k)); the rest is vector fill",
+    )
     l_max: int = Field(100, ge=1, description="candidates kept per constant (the grounding budget)")
     reranker: Literal["none", "pointwise", "listwise", "pairwise"] = Field("pairwise", description="step 8")
-    type_mode: Literal["strict", "node_types", "lenient"] = Field("strict", description="which predicted types filter: node and relation types, node types only, or neither")
-    schedule: Literal["paper", "code"] = Field("paper", description="l growth: paper l^1.5+0.5, or the public code's int(1.5l+0.5)")
-    directed: bool = Field(True, description="ground along relation direction (false: the public code's undirected grounding)")
+    type_mode: Literal["strict", "node_types", "lenient"] = Field(
+        "strict", description="which predicted types filter: node and relation types, node types only, or neither"
+    )
+    schedule: Literal["paper", "code"] = Field(
+        "paper", description="l growth: paper l^1.5+0.5, or the public code's int(1.5l+0.5)"
+    )
+    directed: bool = Field(
+        True, description="ground along relation direction (false: the public code's undirected grounding)"
+    )
     cap: int = Field(10_000, ge=1, description="a symbol with this many candidates or more is not expanded")
     rerank_relations: int = Field(4, ge=0, description="relations shown per candidate to the reranker")
-    rerank_text_chars: int = Field(160, ge=20, description="characters of each long text field (a plot) shown to the reranker")
-    hints: Path | None = Field(None, description="hints YAML whose first two examples the Cypher prompt shows; default: hints.yaml beside the KB")
-    ground: bool = Field(True, description="before parsing, turn relationships the KB stores the other way, map unknown relationship types "
-                                            "to a close one (else any type), move a name to the label that holds it and the rest of "
-                                            "sagegraph.retrieve.kb.grounding's repairs (counted; false: the paper's AF)")
-    unnamed: Unnamed = Field("motifs", description=UNNAMED_HELP + "; a query whose property filter compares a value "
-                                                   "(\"released after 2003\") is not unnamed")
-    semantic_text: bool = Field(True, description="a `CONTAINS 'words'` on the answer that no name of its type (or no value of "
-                                                  "its property) holds, in a query that names another node the KB holds, is read as what "
-                                                  "the answer is about: it no longer pins or filters the answer, and the grounded answers "
-                                                  "rank by how their closest sentence reads against the words (SPARK's `semantic_text`; "
-                                                  "false: the paper's)")
+    rerank_text_chars: int = Field(
+        160, ge=20, description="characters of each long text field (a plot) shown to the reranker"
+    )
+    hints: Path | None = Field(
+        None,
+        description="hints YAML whose first two examples the Cypher prompt shows; default: hints.yaml beside the KB",
+    )
+    ground: bool = Field(
+        True,
+        description="before parsing, turn relationships the KB stores the other way, map unknown relationship types "
+        "to a close one (else any type), move a name to the label that holds it and the rest of "
+        "sagegraph.retrieve.kb.grounding's repairs (counted; false: the paper's AF)",
+    )
+    unnamed: Unnamed = Field(
+        "motifs",
+        description=UNNAMED_HELP + "; a query whose property filter compares a value "
+        '("released after 2003") is not unnamed',
+    )
+    semantic_text: bool = Field(
+        True,
+        description="a `CONTAINS 'words'` on the answer that no name of its type (or no value of "
+        "its property) holds, in a query that names another node the KB holds, is read as what "
+        "the answer is about: it no longer pins or filters the answer, and the grounded answers "
+        "rank by how their closest sentence reads against the words (SPARK's `semantic_text`; "
+        "false: the paper's)",
+    )
 
 
 def _written(parsed: ParsedQuery, names_only: bool) -> list[str]:
     """The strings the query compares: on name keys (`names_only`), or on any key with `=`,
     `CONTAINS` or `IN` (the motifs of a question that names nothing)."""
-    return [str(v) for s in parsed.symbols.values() for cond in s.conditions
-            if (cond.prop.lower() in NAME_KEYS if names_only else cond.op in ("=", "contains", "in"))
-            for v in (cond.value if isinstance(cond.value, list) else [cond.value]) if isinstance(v, str)]
+    return [
+        str(v)
+        for s in parsed.symbols.values()
+        for cond in s.conditions
+        if (cond.prop.lower() in NAME_KEYS if names_only else cond.op in ("=", "contains", "in"))
+        for v in (cond.value if isinstance(cond.value, list) else [cond.value])
+        if isinstance(v, str)
+    ]
 
 
 def name_example(view: KBView) -> str:
@@ -142,7 +172,7 @@ ORACLE_RERANK_MARK = "candidate answer"
 
 
 @register("af")
-class AFRetriever(Retriever):
+class AFRetriever(Retriever[AFParams]):
     uses_llm = True
     prompt_version = PROMPT_VERSION
     Params = AFParams
@@ -178,7 +208,7 @@ class AFRetriever(Retriever):
 
     def __init__(self, res: Resources, params: AFParams):
         super().__init__(res, params)
-        self.view = kb_view(self.g)
+        self.view = kb_view(self.graph)
         self._card: tuple[str, str, str, str] | None = None
         self._lock = threading.Lock()
         self._schema = view_schema(self.view) if params.ground else None
@@ -186,9 +216,9 @@ class AFRetriever(Retriever):
 
     # -- prompts --------------------------------------------------------------------------------
     def _hints_path(self) -> Path | None:
-        if self.p.hints:
-            return self.p.hints
-        corpus = (self.g.manifest.get("config") or {}).get("corpus") or {}
+        if self.params.hints:
+            return self.params.hints
+        corpus = (self.graph.manifest.get("config") or {}).get("corpus") or {}
         path = Path(corpus["path"]) / "hints.yaml" if corpus.get("path") else None
         return path if path and path.exists() else None
 
@@ -199,7 +229,7 @@ class AFRetriever(Retriever):
             if self._card is None:
                 v = self.view
                 labels = []
-                for t in self.g.node_types():
+                for t in self.graph.node_types():
                     props = ", ".join(f"{p}: {kind}" for p, kind in v.properties(t).items())
                     names = "; ".join(v.example_names(t, 5))
                     labels.append(f"(:{t}) e.g. {names}\n  properties: {props}")
@@ -209,22 +239,41 @@ class AFRetriever(Retriever):
                 if shown:
                     lines = ["", "Examples:"]
                     for ex in shown:
-                        lines += [f"Question: {ex['question']}", f"Cypher: {return_names(ex['cypher'], lambda label: _return_key(self.view, label))}"]
+                        lines += [
+                            f"Question: {ex['question']}",
+                            f"Cypher: {return_names(ex['cypher'], lambda label: _return_key(self.view, label))}",
+                        ]
                     examples = "\n".join(lines) + "\n"
                 self._card = ("\n".join(labels), patterns, examples, name_example(v))
             return self._card
 
     def type_messages(self, question: str) -> list[dict[str, str]]:
-        return [{"role": "user", "content": TARGET_TYPE.format(types=", ".join(self.g.node_types()), question=question)}]
+        return [
+            {"role": "user", "content": TARGET_TYPE.format(types=", ".join(self.graph.node_types()), question=question)}
+        ]
 
     def cypher_messages(self, question: str, target_type: str | None) -> list[dict[str, str]]:
         labels, patterns, examples, named = self.card()
         if target_type:
-            rule = f"The answer is a {target_type}: end with RETURN y.{_return_key(self.view, target_type)} for the answer node (y:{target_type})."
+            rule = (
+                f"The answer is a {target_type}: end with RETURN y.{_return_key(self.view, target_type)} for "
+                f"the answer node (y:{target_type})."
+            )
         else:
             rule = "End with RETURN y.name for the answer node y."
-        return [{"role": "user", "content": DERIVE_CYPHER.format(labels=labels, patterns=patterns, examples=examples, question=question, return_rule=rule,
-                                                                      name_example=named)}]
+        return [
+            {
+                "role": "user",
+                "content": DERIVE_CYPHER.format(
+                    labels=labels,
+                    patterns=patterns,
+                    examples=examples,
+                    question=question,
+                    return_rule=rule,
+                    name_example=named,
+                ),
+            }
+        ]
 
     # -- pipeline -------------------------------------------------------------------------------
     def _search(self, query: str, k: int) -> Retrieval:
@@ -233,7 +282,9 @@ class AFRetriever(Retriever):
         r.usage = usage.as_dict()
         return r
 
-    def _ask(self, timeline: Timeline, name: str, messages: list[dict[str, str]], counters: dict[str, int]) -> str | None:
+    def _ask(
+        self, timeline: Timeline, name: str, messages: list[dict[str, str]], counters: dict[str, int]
+    ) -> str | None:
         try:
             with timeline.span("llm", name, messages) as ev:
                 reply = self.res.llm.chat(messages, max_tokens=256)
@@ -244,12 +295,23 @@ class AFRetriever(Retriever):
             return None
 
     def _run(self, query: str, k: int) -> Retrieval:
-        counters = {"type_skipped": 0, "type_invalid": 0, "llm_refused": 0, "with_triplet": 0, "with_constant": 0,
-                    "grounded_any": 0, "vss_only": 0, "filters_unapplied": 0, "unnamed": 0, "unnamed_motifs": 0, "text_ranked": 0}
+        counters = {
+            "type_skipped": 0,
+            "type_invalid": 0,
+            "llm_refused": 0,
+            "with_triplet": 0,
+            "with_constant": 0,
+            "grounded_any": 0,
+            "vss_only": 0,
+            "filters_unapplied": 0,
+            "unnamed": 0,
+            "unnamed_motifs": 0,
+            "text_ranked": 0,
+        }
         timeline = Timeline()
         steps: dict[str, Any] = {}
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events, "steps": steps}
-        types = self.g.node_types()
+        types = self.graph.node_types()
         # 1. target type
         if len(types) == 1:
             counters["type_skipped"] = 1
@@ -267,16 +329,32 @@ class AFRetriever(Retriever):
         out = self.steps_3_to_7(query, k, y_type, text or "", counters, steps)
         # 8. rerank
         candidates = out.candidates
-        ranked = Reranker(self.p.reranker, self.res.llm, self.view, timeline, counters, relations=self.p.rerank_relations,
-                          text_chars=self.p.rerank_text_chars).rerank(query, candidates) \
-            if self.p.reranker != "none" else candidates
-        trace["stage_sets"] = {name: self.stage_ids(rows, cap=5000) for name, rows in
-                               (("grounded", out.grounded), ("kept", out.kept), ("candidates", candidates))}
+        ranked = (
+            Reranker(
+                self.params.reranker,
+                self.res.llm,
+                self.view,
+                timeline,
+                counters,
+                relations=self.params.rerank_relations,
+                text_chars=self.params.rerank_text_chars,
+            ).rerank(query, candidates)
+            if self.params.reranker != "none"
+            else candidates
+        )
+        trace["stage_sets"] = {
+            name: self.stage_ids(rows, cap=5000)
+            for name, rows in (("grounded", out.grounded), ("kept", out.kept), ("candidates", candidates))
+        }
         trace["predictions"] = {"target_type": y_type}
         trace["target"] = y_type
         n = len(ranked)
-        return Retrieval(np.array(ranked, dtype=np.int64), np.linspace(1.0, 1.0 / max(n, 1), n).astype(np.float32) if n else np.zeros(0, np.float32),
-                         [out.found_by[r] for r in ranked], trace)
+        return Retrieval(
+            np.array(ranked, dtype=np.int64),
+            np.linspace(1.0, 1.0 / max(n, 1), n).astype(np.float32) if n else np.zeros(0, np.float32),
+            [out.found_by[r] for r in ranked],
+            trace,
+        )
 
     def _ground(self, text: str, y_type: str | None, counters: dict[str, int], steps: dict[str, Any]) -> str:
         """The derived query repaired against the KB before it is parsed; the model's text stays
@@ -284,42 +362,61 @@ class AFRetriever(Retriever):
         assert self._schema is not None
         counters.update(ground_counters())
         query = cypher_text(text)
-        grounded, repairs = ground_query(query, self._schema, y_type, return_ids=False)  # AF reads the returned variable, named
+        grounded, repairs = ground_query(
+            query, self._schema, y_type, return_ids=False
+        )  # AF reads the returned variable, named
         if repairs:
             steps["cypher_grounded"] = grounded
             steps["repairs"] = count_repairs(repairs, counters)
             return grounded
         return text
 
-    def steps_3_to_7(self, query: str, k: int, y_type: str | None, text: str, counters: dict[str, int], steps: dict[str, Any]) -> Steps37:
+    def steps_3_to_7(
+        self, query: str, k: int, y_type: str | None, text: str, counters: dict[str, int], steps: dict[str, Any]
+    ) -> Steps37:
         """Everything between the LLM calls: parse, candidates, grounding, VSS keep and fill. Pure
         given the two replies (what `benchmarks/af_steps.py` times)."""
         # 3. parse
-        parsed = parse_cypher(text, set(self.g.node_types()), set(self.view.relation_types))
+        parsed = parse_cypher(text, set(self.graph.node_types()), set(self.view.relation_types))
         for name, v in parsed.counters.items():
             counters[f"parse_{name}"] = v
-        strict = self.p.type_mode == "strict"
+        strict = self.params.type_mode == "strict"
         if not strict:
             for t in parsed.triplets:
                 t.rel = None  # any relation
-        if parsed.target in parsed.symbols and parsed.symbols[parsed.target].type is None and y_type and self.p.type_mode != "lenient":
+        if (
+            parsed.target in parsed.symbols
+            and parsed.symbols[parsed.target].type is None
+            and y_type
+            and self.params.type_mode != "lenient"
+        ):
             parsed.symbols[parsed.target].type = y_type
         steps["parsed"] = _parsed_dict(parsed)
         counters["with_triplet"] = int(bool(parsed.triplets))
         counters["with_constant"] = int(bool(parsed.constants))
         asked = parsed  # what the model wrote: a question that names no node is ranked by all of it
-        themes = theme_conditions(self.view, parsed, self.p.type_mode != "lenient") if self.p.semantic_text else []
-        if themes:  # the answer's theme ranks the grounded answers (step 6) instead of pinning them
-            t = parsed.symbols[parsed.target]
-            parsed = replace(parsed, symbols={**parsed.symbols, parsed.target: replace(t, conditions=[c for c in t.conditions if c not in themes])})
+        themes = (
+            theme_conditions(self.view, parsed, self.params.type_mode != "lenient") if self.params.semantic_text else []
+        )
+        if themes and parsed.target is not None:  # the theme ranks the grounded answers (step 6), not pins them
+            answer = parsed.symbols[parsed.target]
+            parsed = replace(
+                parsed,
+                symbols={
+                    **parsed.symbols,
+                    parsed.target: replace(answer, conditions=[c for c in answer.conditions if c not in themes]),
+                },
+            )
         # 4. candidates, 5. grounding
         grounded: list[int] = []
         rounds: list[int] = []
         cands = self._candidates(parsed, counters) if parsed.target is not None else {}
         if cands:
             steps["candidates"] = {v: c.summary(self.view) for v, c in cands.items()}
-        if self.p.unnamed != "resolve" and self._unnamed(query, asked, cands):
-            r = rank_unnamed(self.p.unnamed, self.view, self.hybrid, query, _written(asked, names_only=False), y_type, k)
+        if self.params.unnamed != "resolve" and self._unnamed(query, asked, cands):
+            r = rank_unnamed(
+                self.params.unnamed, self.view, self.hybrid, query, _written(asked, names_only=False), y_type, k
+            )
             counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
             steps["unnamed"] = r.trace
             rows = [int(x) for x in r.idx]
@@ -331,27 +428,40 @@ class AFRetriever(Retriever):
         if parsed.target is not None:
             tc = cands.get(parsed.target)
             if parsed.triplets or (tc is not None and (tc.constant or tc.filters_applied)):  # else nothing to ground
-                g = ground(self.view, parsed, cands, k, self.p.l_max, self.p.schedule, self.p.directed, self.p.cap)
+                g = ground(
+                    self.view,
+                    parsed,
+                    cands,
+                    k,
+                    self.params.l_max,
+                    self.params.schedule,
+                    self.params.directed,
+                    self.params.cap,
+                )
                 grounded, rounds = g.answers, g.round_of
                 steps["grounding"] = g.rounds
         counters["grounded_any"] = int(bool(grounded))
         # 6. VSS over grounded: by round, then cosine
-        qv = self.g.query_vector(query)
-        keep_n = round(self.p.alpha * k)
+        qv = self.graph.query_vector(query)
+        keep_n = round(self.params.alpha * k)
         kept: list[int] = []
         if grounded:
-            rows = np.array(grounded, dtype=np.int64)
-            cos = self.g.sentence_scores(" ".join(c.value for c in themes), rows) if themes else self.g.vectors[rows] @ qv
-            order = np.lexsort((rows, -cos, np.array(rounds)))
-            kept = [int(x) for x in rows[order][:keep_n]]
+            grounded_rows = np.array(grounded, dtype=np.int64)
+            cos = (
+                self.graph.sentence_scores(" ".join(str(c.value) for c in themes), grounded_rows)
+                if themes
+                else self.graph.vectors[grounded_rows] @ qv
+            )
+            order = np.lexsort((grounded_rows, -cos, np.array(rounds)))
+            kept = [int(x) for x in grounded_rows[order][:keep_n]]
         # 7. VSS fill over the answer type
-        pool = self.g.rows_of_type(y_type)
+        pool = self.graph.rows_of_type(y_type)
         if kept:
             pool = pool[~np.isin(pool, kept)]
         need = k - len(kept)
         fill: list[int] = []
         if need > 0 and len(pool):
-            s = self.g.vectors[pool] @ qv
+            s = self.graph.vectors[pool] @ qv
             fill = [int(x) for x in pool[np.argsort(-s, kind="stable")[:need]]]
         counters["vss_only"] = int(not kept)
         steps["kept"] = len(kept)
@@ -366,16 +476,18 @@ class AFRetriever(Retriever):
         return not names_a_node(self.view, query, _written(parsed, names_only=True))
 
     def _candidates(self, parsed: ParsedQuery, counters: dict[str, int]) -> dict[str, Candidates]:
-        use_type = self.p.type_mode != "lenient"
+        use_type = self.params.type_mode != "lenient"
         out = {v: filter_symbol(self.view, s, use_type) for v, s in parsed.symbols.items()}
         searches = [c.search for c in out.values() if c.constant]
         # fp32, one batched call: through the bf16 query vectors a name's vector moved with the names
         # batched beside it, enough to swap two nodes whose names read almost alike (as DGR's chains)
-        vec = dict(zip(searches, self.g.exact_vectors(searches))) if searches else {}
+        vec = dict(zip(searches, self.graph.exact_vectors(searches))) if searches else {}
         for v, c in out.items():
             counters["filters_unapplied"] = counters.get("filters_unapplied", 0) + len(c.filters_unapplied)
             if c.constant:
-                rank_constant(self.view, parsed.symbols[v], c, self.p.l_max, self.g.name_vectors, vec[c.search])
+                rank_constant(
+                    self.view, parsed.symbols[v], c, self.params.l_max, self.graph.name_vectors, vec[c.search]
+                )
         return out
 
 
@@ -390,6 +502,13 @@ class Steps37:
 def _parsed_dict(p: ParsedQuery) -> dict[str, Any]:
     return {
         "target": p.target,
-        "symbols": {v: {"type": s.type, "constant": s.is_constant, "conditions": [[c.prop, c.op, c.value] for c in s.conditions]} for v, s in p.symbols.items()},
+        "symbols": {
+            v: {
+                "type": s.type,
+                "constant": s.is_constant,
+                "conditions": [[c.prop, c.op, c.value] for c in s.conditions],
+            }
+            for v, s in p.symbols.items()
+        },
         "triplets": [[t.head, t.rel, t.tail] for t in p.triplets],
     }

@@ -3,7 +3,8 @@
 Loop (dgr.txt §3.1): each step is one chat call with the whole history; the reply's tool calls run
 in order and their observations are appended; the run ends on `finish`, after T_max steps, when
 the query's token budget is spent, or when the endpoint refuses the request (most often the
-growing history no longer fits its context). The answer is the add_to_answer order without duplicates; an agent that added nothing
+growing history no longer fits its context). The answer is the add_to_answer order without duplicates; an agent
+that added nothing
 answers with its last search results instead (counted: the public code returns nothing).
 
 Two ways to ask for actions:
@@ -139,7 +140,8 @@ def whole_calls(text: str) -> list[Any]:
     opening = re.search(r'"calls"\s*:\s*\[', text or "")
     if opening is None:
         return []
-    decoder, i, out = json.JSONDecoder(), opening.end(), []
+    decoder, i = json.JSONDecoder(), opening.end()
+    out: list[dict[str, Any]] = []
     while True:
         i = _SEPARATOR.match(text, i).end()  # type: ignore[union-attr]
         try:
@@ -199,12 +201,20 @@ class AgentRun:
     reasons: dict[int, str] = field(default_factory=dict)
     last_results: list[int] = field(default_factory=list)
     first_neighbours: list[int] = field(default_factory=list)  # the first neighbourhood search that showed nodes
-    deepest: list[int] = field(default_factory=list)  # the neighbourhood search that first reached the walk's farthest new nodes
+    deepest: list[int] = field(
+        default_factory=list
+    )  # the neighbourhood search that first reached the walk's farthest new nodes
     deepest_reach: int = 0  # how many relations from its start `deepest` lies
-    depth: dict[int, int] = field(default_factory=dict)  # relations walked from a named or searched node to each node shown
-    chains: dict[int, Chain] = field(default_factory=dict)  # how the walk first reached each node a neighbourhood search showed
+    depth: dict[int, int] = field(
+        default_factory=dict
+    )  # relations walked from a named or searched node to each node shown
+    chains: dict[int, Chain] = field(
+        default_factory=dict
+    )  # how the walk first reached each node a neighbourhood search showed
     seen: list[int] = field(default_factory=list)
-    searches: list[str] = field(default_factory=list)  # what its global searches asked for, in order (`unnamed`'s motifs)
+    searches: list[str] = field(
+        default_factory=list
+    )  # what its global searches asked for, in order (`unnamed`'s motifs)
     linked: int = 0  # nodes shown with the question (`link`)
     beyond_walk: bool = False  # its fallback's first node lies on a chain beyond its walk (`chain_reach`)
     reach_capped: int = 0  # starts whose `chain_reach` walk stopped at its bound (`metapaths.WalkBudget`: a hub)
@@ -227,21 +237,60 @@ class AgentRun:
         return self.fallback_from is not None
 
     def record(self) -> dict[str, Any]:
-        return {"agent": self.agent, "sample": self.sample, "answer": self.answer, "reasons": {str(k): v for k, v in self.reasons.items()},
-                "stop": self.stop, "steps": self.steps, "fallback": self.fallback, "fallback_from": self.fallback_from, "searches": self.searches, "linked": self.linked, "beyond_walk": self.beyond_walk, "reach_capped": self.reach_capped, "deepest_reach": self.deepest_reach, "tools": dict(self.tools),
-                "parse_errors": self.parse_errors, "tool_errors": self.tools["invalid"], "text_calls": self.text_calls, "repeated_calls": self.repeated_calls, "early_finishes": self.early_finishes,
-                "cut_salvaged": self.cut_salvaged, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "tool_ms": [round(x, 3) for x in self.tool_ms], "messages": self.messages}
+        return {
+            "agent": self.agent,
+            "sample": self.sample,
+            "answer": self.answer,
+            "reasons": {str(k): v for k, v in self.reasons.items()},
+            "stop": self.stop,
+            "steps": self.steps,
+            "fallback": self.fallback,
+            "fallback_from": self.fallback_from,
+            "searches": self.searches,
+            "linked": self.linked,
+            "beyond_walk": self.beyond_walk,
+            "reach_capped": self.reach_capped,
+            "deepest_reach": self.deepest_reach,
+            "tools": dict(self.tools),
+            "parse_errors": self.parse_errors,
+            "tool_errors": self.tools["invalid"],
+            "text_calls": self.text_calls,
+            "repeated_calls": self.repeated_calls,
+            "early_finishes": self.early_finishes,
+            "cut_salvaged": self.cut_salvaged,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "tool_ms": [round(x, 3) for x in self.tool_ms],
+            "messages": self.messages,
+        }
 
 
 def _assistant_native(reply: Reply) -> dict[str, Any]:
-    return {"role": "assistant", "content": reply.text or None,
-            "tool_calls": [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in reply.tool_calls]}
+    return {
+        "role": "assistant",
+        "content": reply.text or None,
+        "tool_calls": [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in reply.tool_calls
+        ],
+    }
 
 
-def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, mode: Mode, settings: AgentParams,
-              agent: int = 0, budget: TokenBudget | None = None, timeline: Timeline | None = None, start: ToolOutput | None = None,
-              fallback: Fallback = "last", rank_chains: Callable[[AgentRun], list[int]] | None = None) -> AgentRun:
+def run_agent(
+    llm: LLMClient,
+    tools: GraphTools,
+    system: str,
+    question: str,
+    *,
+    mode: Mode,
+    settings: AgentParams,
+    agent: int = 0,
+    budget: TokenBudget | None = None,
+    timeline: Timeline | None = None,
+    start: ToolOutput | None = None,
+    fallback: Fallback = "last",
+    rank_chains: Callable[[AgentRun], list[int]] | None = None,
+) -> AgentRun:
     """Runs one agent to its stop under `settings`; `agent` picks its sample (agent + 1 in the cache
     key and seed). A small model loops (one search resent until T_max), invents node indices and
     writes a finish beside the search it needs, so `stop_repeats`, `shown_only` and
@@ -260,7 +309,13 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
         run.linked = len(start.shown)
     run.messages = [{"role": "system", "content": system}, {"role": "user", "content": opening}]
     schemas = tools.schemas() if mode == "native" else None
-    fmt = None if mode == "native" else ({"type": "json_object", "schema": tools.action_schema()} if settings.constrain else {"type": "json_object"})
+    fmt = (
+        None
+        if mode == "native"
+        else (
+            {"type": "json_object", "schema": tools.action_schema()} if settings.constrain else {"type": "json_object"}
+        )
+    )
     sent = 0  # messages already shown in an earlier step's span (spans carry only what is new)
     asked: dict[str, int] = {}  # search call -> the step that first made it
     stale = 0  # steps in a row that only repeated earlier searches
@@ -271,9 +326,15 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             break
         try:
             with timeline.span("llm", f"step {step}", run.messages[sent:], group=group) as ev:
-                reply = llm.chat(run.messages, tools=schemas, tool_choice="required" if schemas else None,
-                                 response_format=fmt,
-                                 sample=run.sample, temperature=settings.temperature, max_tokens=settings.max_tokens)
+                reply = llm.chat(
+                    run.messages,
+                    tools=schemas,
+                    tool_choice="required" if schemas else None,
+                    response_format=fmt,
+                    sample=run.sample,
+                    temperature=settings.temperature,
+                    max_tokens=settings.max_tokens,
+                )
                 timeline.reply(ev, reply)
         except LLMRequestRefused:  # most often the history outgrew the context window
             run.stop = "refused"
@@ -291,18 +352,24 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
                 actions = read_text_actions(reply.text)
                 run.text_calls += mode == "native"
         except ActionError as exc:
-            whole, actions = _salvaged(reply.text, max_calls_per_step) if settings.salvage_cut and not reply.whole else ([], [])
+            whole, actions = (
+                _salvaged(reply.text, max_calls_per_step) if settings.salvage_cut and not reply.whole else ([], [])
+            )
             if not actions:
                 run.parse_errors += 1
                 run.messages.append({"role": "assistant", "content": reply.text})
-                run.messages.append({"role": "user", "content": f"Your reply could not be read as tool calls: {exc}. Call a tool."})
+                run.messages.append(
+                    {"role": "user", "content": f"Your reply could not be read as tool calls: {exc}. Call a tool."}
+                )
                 continue
             # The history keeps the calls that ran, not the cut text: a small model copies the loop
             # that ran it into the token limit.
             run.cut_salvaged += 1
             written = json.dumps({"calls": whole})
-            cut_note = (f"\n(Your reply was cut off at the token limit; its first {len(actions)} whole "
-                        f"call{'s' if len(actions) != 1 else ''} ran. Write a few calls, each once.)")
+            cut_note = (
+                f"\n(Your reply was cut off at the token limit; its first {len(actions)} whole "
+                f"call{'s' if len(actions) != 1 else ''} ran. Write a few calls, each once.)"
+            )
         native_ids = mode == "native" and bool(reply.tool_calls)
         run.messages.append(_assistant_native(reply) if native_ids else {"role": "assistant", "content": written})
         observations, finished, fresh, answered, searched = [], False, False, len(run.answer), False
@@ -311,7 +378,10 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
                 text = f"Skipped: at most {max_calls_per_step} tool calls run per step."
             elif settings.read_before_finish and action.tool == FINISH and searched:
                 run.early_finishes += 1
-                text = "Not finished: this reply's searches have results you have not read yet. Read them, add the nodes that answer, then finish."
+                text = (
+                    "Not finished: this reply's searches have results you have not read yet. Read them, add "
+                    "the nodes that answer, then finish."
+                )
             else:
                 text, finished_now = _execute(run, tools, action, timeline, group, settings.shown_only)
                 finished = finished or finished_now
@@ -320,7 +390,10 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
                     key = f"{action.tool}:{json.dumps(action.args, sort_keys=True)}"
                     if key in asked:  # small models loop on one search; say so (counted)
                         run.repeated_calls += 1
-                        text += f"\n(The same call as at step {asked[key]}: nothing new. Add the nodes that answer with add_to_answer, explore another node, or finish.)"
+                        text += (
+                            f"\n(The same call as at step {asked[key]}: nothing new. Add the nodes that "
+                            "answer with add_to_answer, explore another node, or finish.)"
+                        )
                     else:
                         fresh = True
                     asked.setdefault(key, step)
@@ -333,7 +406,9 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
             # The question is restated under the results: a small model otherwise loses it in a
             # long history and repeats its last call.
             results = "\n\n".join(f"{a.tool} result:\n{text}" for a, text in observations)
-            run.messages.append({"role": "user", "content": f"{results}{cut_note}\n\nQuestion: {question}\nNext tool calls?"})
+            run.messages.append(
+                {"role": "user", "content": f"{results}{cut_note}\n\nQuestion: {question}\nNext tool calls?"}
+            )
         if finished:
             run.stop = "finish"
             break
@@ -343,14 +418,22 @@ def run_agent(llm: LLMClient, tools: GraphTools, system: str, question: str, *, 
     else:
         run.stop = "t_max"
     if not run.answer:
-        picks = {"first": run.first_neighbours, "deepest": run.deepest, "last": run.last_results,
-                 "chain": rank_chains(run) if fallback == "chain" and rank_chains is not None else []}
-        run.fallback_from = fallback if picks[fallback] else "last"  # no neighbourhood search showed anything: its last results
+        picks = {
+            "first": run.first_neighbours,
+            "deepest": run.deepest,
+            "last": run.last_results,
+            "chain": rank_chains(run) if fallback == "chain" and rank_chains is not None else [],
+        }
+        run.fallback_from = (
+            fallback if picks[fallback] else "last"
+        )  # no neighbourhood search showed anything: its last results
         run.answer = list(picks[run.fallback_from])
     return run
 
 
-def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timeline, group: str, shown_only: bool) -> tuple[str, bool]:
+def _execute(
+    run: AgentRun, tools: GraphTools, action: Action, timeline: Timeline, group: str, shown_only: bool
+) -> tuple[str, bool]:
     error = None
     with timeline.span("tool", action.tool, action.args, group=group) as ev:
         try:
@@ -387,7 +470,8 @@ def _execute(run: AgentRun, tools: GraphTools, action: Action, timeline: Timelin
 
 def _walked(run: AgentRun, tool: str, out: ToolOutput) -> None:
     """How far the agent has walked: a named node (`link`) or a global search result is a start
-    (0); a neighbourhood search puts the nodes it shows for the first time one relation beyond the node it explored from. The search that first reaches a new farthest depth is
+    (0); a neighbourhood search puts the nodes it shows for the first time one relation beyond the node it
+    explored from. The search that first reaches a new farthest depth is
     `fallback: deepest`'s answer: a small agent that walks a chain and stops without answering was
     last where the chain led, while its later searches (back along a relation, a global search)
     show nothing farther."""

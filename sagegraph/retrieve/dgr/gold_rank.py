@@ -44,5 +44,10 @@ def gold_ranks(graph: GraphIndex, questions: list[Question], params: DGRParams, 
         positions[question.id] = min(found) if found else None
         lengths[question.id] = max((len(r) for r in retriever.rankings), default=0)
     known = [p for p in positions.values() if p is not None]
-    return {"questions": len(positions), "first": sum(p == 0 for p in known),
-            "median_position": statistics.median(known) if known else None, "positions": positions, "ranked": lengths}
+    return {
+        "questions": len(positions),
+        "first": sum(p == 0 for p in known),
+        "median_position": statistics.median(known) if known else None,
+        "positions": positions,
+        "ranked": lengths,
+    }

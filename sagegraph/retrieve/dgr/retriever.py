@@ -104,7 +104,7 @@ How to search:
 {entities}- Several conditions: explore from each named entity and prefer nodes that satisfy all of them.
 - Add answers as soon as you find them, best first, and call finish when done.
 - Use only node indices from results you have already received: a call that needs a search's
-  result goes in your next reply, after you have read it.{example}{json_rule}"""
+  result goes in your next reply, after you have read it.{example}{json_rule}"""  # noqa: E501 - a prompt: its text is the recorded replies' key
 
 ENTITIES_SEARCHED = """- If it names entities, first find each with search_in_graph(name), then
   explore around the right one with search_in_neighborhood, filtered by node_type or edge_type and
@@ -126,10 +126,13 @@ EXAMPLE = """
 Example from this graph. To find the {tail_type} nodes that {head_name} is linked to by {relation}:
 1. search_in_graph(query="{head_name}") shows [{head}] {head_type}: {head_name}
 2. search_in_neighborhood(node_index={head}, node_type="{tail_type}", edge_type="{relation}") lists [{tail}] {tail_type}: {tail_name}  -[{relation}]->
-3. add_to_answer(answer_nodes=[{{"node_index": {tail}, "reasoning": "{head_name} -[{relation}]-> {tail_name}"}}]), then finish()"""
+3. add_to_answer(answer_nodes=[{{"node_index": {tail}, "reasoning": "{head_name} -[{relation}]-> {tail_name}"}}]), then finish()"""  # noqa: E501 - a prompt: its text is the recorded replies' key
 
-NEIGHBOUR_TOOL = ("- search_in_neighborhood(node_index, query, node_type, edge_type): the node's direct neighbours with each edge's relation and "
-                  "direction, ranked by {match} to query; only node_index is required; {k} shown.\n")
+NEIGHBOUR_TOOL = (
+    "- search_in_neighborhood(node_index, query, node_type, edge_type): the node's direct neighbours with each "
+    "edge's relation and "
+    "direction, ranked by {match} to query; only node_index is required; {k} shown.\n"
+)
 
 JSON_RULE = """
 
@@ -137,8 +140,16 @@ Reply with one JSON object and nothing else, listing the tool calls to make now,
 {{"calls": [{{"tool": "search_in_graph", "args": {{"query": "{name}", "size": 5}}}}]}}"""
 
 
-_PROBE_TOOL = [{"type": "function", "function": {"name": "ping", "description": "Answer the ping.",
-                                                 "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]
+_PROBE_TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "ping",
+            "description": "Answer the ping.",
+            "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+        },
+    }
+]
 _MODES: weakref.WeakKeyDictionary[LLMClient, str] = weakref.WeakKeyDictionary()
 _MODES_LOCK = threading.Lock()
 
@@ -152,8 +163,13 @@ def detect_mode(llm: LLMClient) -> Mode:
     with _MODES_LOCK:
         if llm not in _MODES:
             try:
-                reply = llm.chat([{"role": "user", "content": "Call the tool ping with x = 1."}], tools=_PROBE_TOOL,
-                                 tool_choice="required", max_tokens=64, temperature=0.0)
+                reply = llm.chat(
+                    [{"role": "user", "content": "Call the tool ping with x = 1."}],
+                    tools=_PROBE_TOOL,
+                    tool_choice="required",
+                    max_tokens=64,
+                    temperature=0.0,
+                )
                 _MODES[llm] = "native" if reply.tool_calls else "json"
             except (LLMRequestRefused, ReplayMiss):
                 _MODES[llm] = "json"
@@ -161,7 +177,7 @@ def detect_mode(llm: LLMClient) -> Mode:
 
 
 @register("dgr")
-class DGRRetriever(Retriever):
+class DGRRetriever(Retriever[DGRParams]):
     uses_llm = True
     prompt_version = PROMPT_VERSION
     Params = DGRParams
@@ -186,7 +202,7 @@ class DGRRetriever(Retriever):
     def __init__(self, res: Resources, params: DGRParams):
         super().__init__(res, params)
         self.settings: DGRParams = params
-        self.tools = GraphTools(self.g, params.tools)
+        self.tools = GraphTools(self.graph, params.tools)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
         self.encoder = selector_encoder(params.answer.chain_encoder) if params.answer.chain_encoder else None
         self.hybrid = HybridRetriever.over(res) if params.answer.unnamed != "resolve" else None
@@ -202,10 +218,17 @@ class DGRRetriever(Retriever):
         example, name = worked_example(view, tools.neighbourhood)
         if not agent.example:
             example = ""
-        return SYSTEM.format(global_kind=GLOBAL_KIND[tools.global_search], types=", ".join(self.g.node_types()), patterns=patterns or "none",
-                             size=tools.search_size, max_size=tools.max_search_size, neighbour_tool=self._neighbour_tool(),
-                             entities=ENTITIES_LINKED if agent.link and agent.link_prompt and tools.neighbourhood else ENTITIES_SEARCHED,
-                             example=example, json_rule=JSON_RULE.format(name=name.replace('"', "'")) if mode == "json" else "")
+        return SYSTEM.format(
+            global_kind=GLOBAL_KIND[tools.global_search],
+            types=", ".join(self.graph.node_types()),
+            patterns=patterns or "none",
+            size=tools.search_size,
+            max_size=tools.max_search_size,
+            neighbour_tool=self._neighbour_tool(),
+            entities=ENTITIES_LINKED if agent.link and agent.link_prompt and tools.neighbourhood else ENTITIES_SEARCHED,
+            example=example,
+            json_rule=JSON_RULE.format(name=name.replace('"', "'")) if mode == "json" else "",
+        )
 
     def rank_chains(self, query: str, run: AgentRun, named: list[int] | None = None) -> list[int]:
         """(`fallback: chain`) The nodes an agent's walk reached, best first by how the relation
@@ -221,7 +244,7 @@ class DGRRetriever(Retriever):
         retrievers stop (Zhang et al. 2022's subgraph retriever). Without that stop, a chain that
         walks on past the answer ('the studio of the films X directed') reads about as close as
         the answer's own ('the films X directed') and takes its place."""
-        view, types, rules = self.tools.view, self.g.types, self.settings.answer
+        view, types, rules = self.tools.view, self.graph.types, self.settings.answer
         names = view.names
         named = list(named or ())
 
@@ -238,37 +261,52 @@ class DGRRetriever(Retriever):
 
         entries = [(r, chain_phrase(typed(hops)), asked(start)) for r, (start, hops) in run.chains.items()]
         # (entry index, start, each relation's phrase from the start) for `chain_order`
-        orders = [(i, start, tuple(chain_phrase([h]) for h in typed(hops))) for i, (_, (start, hops)) in enumerate(run.chains.items())
-                  if len(hops) > 1 and layout(start)]
+        orders = [
+            (i, start, tuple(chain_phrase([h]) for h in typed(hops)))
+            for i, (_, (start, hops)) in enumerate(run.chains.items())
+            if len(hops) > 1 and layout(start)
+        ]
         reached = []
         if rules.chain_reach:
             starts = [start for start, _ in run.chains.values()] + (named if rules.reach_named else [])
             for start in dict.fromkeys(starts):
                 walk = WalkBudget()  # a hub's chains are bounded, and the run says so
-                reached += [(start, hops, chain_phrase([(view.relation_types[c], t) for c, _, t in hops]), ends)
-                            for hops, ends in chains_from(view, start, rules.chain_reach, budget=walk)]
+                reached += [
+                    (start, hops, chain_phrase([(view.relation_types[c], t) for c, _, t in hops]), ends)
+                    for hops, ends in chains_from(view, start, rules.chain_reach, budget=walk)
+                ]
                 run.reach_capped += int(walk.capped)
         # Exact vectors either way (a tuned encoder runs in fp32): through the graph's query vectors
         # (bf16 where the build was) a chain's rank moved with the questions encoded before it.
-        encode = self.encoder.vectors if self.encoder is not None else self.g.exact_vectors
-        texts = list(dict.fromkeys([x for _, phrase, question in entries for x in (phrase, question)]
-                                   + [x for start, _, phrase, _ in reached for x in (phrase, asked(start))]))
+        encode = self.encoder.vectors if self.encoder is not None else self.graph.exact_vectors
+        texts = list(
+            dict.fromkeys(
+                [x for _, phrase, question in entries for x in (phrase, question)]
+                + [x for start, _, phrase, _ in reached for x in (phrase, asked(start))]
+            )
+        )
         vec = dict(zip(texts, encode(texts))) if texts else {}
         kept: dict[tuple, float] = {}
         for start, hops, phrase, ends in reached:  # shortest first: a chain's prefix is decided before it
             score = float(vec[phrase] @ vec[asked(start)])
             parent = kept.get((start, hops[:-1])) if len(hops) > 1 else -np.inf
-            if parent is not None and score > parent + added_margin(len(hops), rules.reach_margin, rules.margin_upto):  # a one-relation chain's parent is -inf
+            if parent is not None and score > parent + added_margin(
+                len(hops), rules.reach_margin, rules.margin_upto
+            ):  # a one-relation chain's parent is -inf
                 kept[(start, hops)] = score
                 if len(hops) > 1 and layout(start):
                     each = tuple(chain_phrase([(view.relation_types[c], t)]) for c, _, t in hops)
                     orders += [(len(entries) + j, start, each) for j in range(len(ends))]
                 entries += [(int(r), phrase, asked(start)) for r in ends]
-        extra = [0.0] * len(entries) if orders else None
-        if orders:  # the same relations in another order read better outward from the name: the chain loses the difference
+        extra: list[float] | None = None
+        # the same relations in another order read better outward from the name: the chain loses the difference
+        if orders:
+            extra = [0.0] * len(entries)
             bands = {start: distance_bands(layout(start)) for _, start, _ in orders}
-            more = list(dict.fromkeys(x for b in bands.values() for x in b.values() if x not in vec)
-                        | dict.fromkeys(h for _, _, each in orders for h in each if h not in vec))
+            more = list(
+                dict.fromkeys(x for b in bands.values() for x in b.values() if x not in vec)
+                | dict.fromkeys(h for _, _, each in orders for h in each if h not in vec)
+            )
             vec.update(zip(more, encode(more)) if more else ())
 
             @functools.cache
@@ -305,9 +343,20 @@ class DGRRetriever(Retriever):
         start = self.tools.linked(query) if agent_settings.link else None
 
         def one(agent: int) -> AgentRun:
-            return run_agent(self.res.llm, self.tools, system, query, mode=mode, settings=agent_settings, agent=agent, budget=budget,
-                             timeline=timeline, start=start, fallback=self.settings.answer.fallback,
-                             rank_chains=lambda run: self.rank_chains(query, run, start.shown if start is not None else None))
+            return run_agent(
+                self.res.llm,
+                self.tools,
+                system,
+                query,
+                mode=mode,
+                settings=agent_settings,
+                agent=agent,
+                budget=budget,
+                timeline=timeline,
+                start=start,
+                fallback=self.settings.answer.fallback,
+                rank_chains=lambda run: self.rank_chains(query, run, start.shown if start is not None else None),
+            )
 
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
@@ -323,13 +372,22 @@ class DGRRetriever(Retriever):
         fused = fuse_votes([r.answer for r in runs])[:k]
         rows = np.array([r for r, _, _ in fused], dtype=np.int64)
         scores = np.array([v + 1.0 / (2 + pos) for _, v, pos in fused], dtype=np.float32)
-        from_fallback = {x for r in runs if r.fallback for x in r.answer} - {x for r in runs if not r.fallback for x in r.answer}
+        from_fallback = {x for r in runs if r.fallback for x in r.answer} - {
+            x for r in runs if not r.fallback for x in r.answer
+        }
         found_by = ["fallback" if int(r) in from_fallback else "agents" for r in rows]
-        trace: dict[str, Any] = {"counters": counters(runs) | unnamed.pop("counters"), "events": timeline.events, "action_mode": mode,
-                                 "tool_schemas": self.tools.schemas() if mode == "native" else None,
-                                 "agents": [r.record() for r in runs], "budget_spent": budget.spent,
-                                 "stage_sets": {"seen": self.stage_ids(x for r in runs for x in r.seen),
-                                                "answered": self.stage_ids(x for r in runs for x in r.answer)}}
+        trace: dict[str, Any] = {
+            "counters": counters(runs) | unnamed.pop("counters"),
+            "events": timeline.events,
+            "action_mode": mode,
+            "tool_schemas": self.tools.schemas() if mode == "native" else None,
+            "agents": [r.record() for r in runs],
+            "budget_spent": budget.spent,
+            "stage_sets": {
+                "seen": self.stage_ids(x for r in runs for x in r.seen),
+                "answered": self.stage_ids(x for r in runs for x in r.answer),
+            },
+        }
         if unnamed:
             trace["unnamed"] = unnamed
         return Retrieval(rows, scores, found_by, trace)
@@ -371,10 +429,14 @@ def word_spans(words: list[str], longest: int = 12) -> list[str]:
     return [" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, min(i + longest, len(words)) + 1)]
 
 
-def rank_by_similarity(entries: Sequence[tuple[int, str, str]], vectors: Callable[[list[str]], np.ndarray],
-                       extra: Sequence[float] | None = None) -> list[int]:
+def rank_by_similarity(
+    entries: Sequence[tuple[int, str, str]],
+    vectors: Callable[[list[str]], np.ndarray],
+    extra: Sequence[float] | None = None,
+) -> list[int]:
     """Rows best first by the best cosine of any of their (phrase, question) pairs (unit vectors: a
-    dot product) plus that entry's `extra` where given; ties keep the order the rows first appear in. Each distinct text is encoded once: a
+    dot product) plus that entry's `extra` where given; ties keep the order the rows first appear in. Each
+    distinct text is encoded once: a
     chain's many end nodes share one phrase."""
     if not entries:
         return []
@@ -400,18 +462,46 @@ def worked_example(view: KBView, neighbourhood: bool = True) -> tuple[str, str]:
         head, tail = pair
         if not neighbourhood:
             return "", view.names[head]
-        return EXAMPLE.format(head=head, tail=tail, head_type=head_type, tail_type=tail_type, relation=relation,
-                              head_name=view.names[head].replace('"', "'"), tail_name=view.names[tail]), view.names[head]
+        return EXAMPLE.format(
+            head=head,
+            tail=tail,
+            head_type=head_type,
+            tail_type=tail_type,
+            relation=relation,
+            head_name=view.names[head].replace('"', "'"),
+            tail_name=view.names[tail],
+        ), view.names[head]
     return "", "keywords"
 
 
 def counters(runs: list[AgentRun]) -> dict[str, float]:
     """Per-question counts; the run's metrics hold their sums (count_*) and means (rate_*)."""
-    c: dict[str, float] = {"agents": len(runs), "steps": 0, "global_calls": 0, "neighbour_calls": 0, "answer_calls": 0, "finish_calls": 0,
-                           "invalid_calls": 0, "parse_errors": 0, "text_tool_calls": 0, "repeated_calls": 0, "stop_finish": 0, "stop_t_max": 0, "stop_budget": 0,
-                           "stop_refused": 0, "stop_repeats": 0, "fallback_answers": 0, "agents_without_neighbourhood": 0, "tool_ms": 0.0,
-                           "relaxed_filters": 0, "linked_nodes": 0, "early_finishes": 0, "cut_replies_salvaged": 0,
-                           "answers_beyond_walk": 0, "reach_capped": 0}
+    c: dict[str, float] = {
+        "agents": len(runs),
+        "steps": 0,
+        "global_calls": 0,
+        "neighbour_calls": 0,
+        "answer_calls": 0,
+        "finish_calls": 0,
+        "invalid_calls": 0,
+        "parse_errors": 0,
+        "text_tool_calls": 0,
+        "repeated_calls": 0,
+        "stop_finish": 0,
+        "stop_t_max": 0,
+        "stop_budget": 0,
+        "stop_refused": 0,
+        "stop_repeats": 0,
+        "fallback_answers": 0,
+        "agents_without_neighbourhood": 0,
+        "tool_ms": 0.0,
+        "relaxed_filters": 0,
+        "linked_nodes": 0,
+        "early_finishes": 0,
+        "cut_replies_salvaged": 0,
+        "answers_beyond_walk": 0,
+        "reach_capped": 0,
+    }
     for r in runs:
         c["steps"] += r.steps
         c["global_calls"] += r.tools[GLOBAL]

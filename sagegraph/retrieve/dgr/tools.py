@@ -47,38 +47,87 @@ class ToolOutput:
     finish: bool = False
     relaxed: list[str] = field(default_factory=list)  # filters dropped because nothing matched them
     source: int | None = None  # the node a neighbourhood search explored from
-    rels: dict[int, list[str]] = field(default_factory=dict)  # the relation types leading from `source` to each shown node
+    rels: dict[int, list[str]] = field(
+        default_factory=dict
+    )  # the relation types leading from `source` to each shown node
 
 
 # How each tool's ranking is described to the agent (the system prompt and the native schemas).
 GLOBAL_KIND = {"bm25": "keyword (BM25) search", "hybrid": "search by keywords and meaning (BM25 fused with embeddings)"}
-NEIGHBOUR_MATCH = {"bm25": "keyword match", "hybrid": "keyword and meaning match", "substring": "keyword match", "none": "keyword match"}
+NEIGHBOUR_MATCH = {
+    "bm25": "keyword match",
+    "hybrid": "keyword and meaning match",
+    "substring": "keyword match",
+    "none": "keyword match",
+}
 
 
 def tool_schemas(settings: ToolParams) -> list[dict[str, Any]]:
     """OpenAI function-calling schemas; the JSON-action mode describes the same tools in prose."""
 
     def fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": name, "description": description,
-                                                 "parameters": {"type": "object", "properties": properties, "required": required}}}
+        return {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": description,
+                "parameters": {"type": "object", "properties": properties, "required": required},
+            },
+        }
 
     kind, max_size = GLOBAL_KIND[settings.global_search], settings.max_search_size
-    tools = [fn(GLOBAL, f"{kind[0].upper()}{kind[1:]} over every node's name and summary. Returns up to `size` nodes "
-                f"(default {settings.search_size}, at most {max_size}).",
-                {"query": {"type": "string", "description": "keywords, an entity name or descriptive terms"},
-                 "size": {"type": "integer", "description": f"number of results, 1-{max_size}"}}, ["query"])]
+    tools = [
+        fn(
+            GLOBAL,
+            f"{kind[0].upper()}{kind[1:]} over every node's name and summary. Returns up to `size` nodes "
+            f"(default {settings.search_size}, at most {max_size}).",
+            {
+                "query": {"type": "string", "description": "keywords, an entity name or descriptive terms"},
+                "size": {"type": "integer", "description": f"number of results, 1-{max_size}"},
+            },
+            ["query"],
+        )
+    ]
     if settings.neighbourhood:
-        tools.append(fn(NEIGHBOURS, "The direct neighbours of a node with the relation type and direction of each edge, ranked by "
-                        f"{NEIGHBOUR_MATCH[settings.neighbour_ranking]} to `query`; {settings.neighbour_k} shown.",
-                        {"node_index": {"type": "integer", "description": "the node to explore around"},
-                         "query": {"type": "string", "description": "keywords to rank the neighbours by"},
-                         "node_type": {"type": "string", "description": "only neighbours of this node type"},
-                         "edge_type": {"type": "string", "description": "only edges of this relation type"}}, ["node_index"]))
-    tools.append(fn(ANSWER, "Add nodes that answer the question, best first, each with a short reason.",
-                    {"answer_nodes": {"type": "array", "items": {"type": "object", "properties": {
-                        "node_index": {"type": "integer"}, "reasoning": {"type": "string"}}, "required": ["node_index"]}}}, ["answer_nodes"]))
-    tools.append(fn(FINISH, "Stop: the answer is complete or nothing useful is left to explore.",
-                    {"comment": {"type": "string", "description": "why exploration ends"}}, []))
+        tools.append(
+            fn(
+                NEIGHBOURS,
+                "The direct neighbours of a node with the relation type and direction of each edge, ranked by "
+                f"{NEIGHBOUR_MATCH[settings.neighbour_ranking]} to `query`; {settings.neighbour_k} shown.",
+                {
+                    "node_index": {"type": "integer", "description": "the node to explore around"},
+                    "query": {"type": "string", "description": "keywords to rank the neighbours by"},
+                    "node_type": {"type": "string", "description": "only neighbours of this node type"},
+                    "edge_type": {"type": "string", "description": "only edges of this relation type"},
+                },
+                ["node_index"],
+            )
+        )
+    tools.append(
+        fn(
+            ANSWER,
+            "Add nodes that answer the question, best first, each with a short reason.",
+            {
+                "answer_nodes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"node_index": {"type": "integer"}, "reasoning": {"type": "string"}},
+                        "required": ["node_index"],
+                    },
+                }
+            },
+            ["answer_nodes"],
+        )
+    )
+    tools.append(
+        fn(
+            FINISH,
+            "Stop: the answer is complete or nothing useful is left to explore.",
+            {"comment": {"type": "string", "description": "why exploration ends"}},
+            [],
+        )
+    )
     return tools
 
 
@@ -89,27 +138,58 @@ def action_schema(node_types: list[str], relation_types: list[str], neighbourhoo
 
     calls = [_call(GLOBAL, {"query": {"type": "string"}, "size": {"type": "integer"}}, ["query"])]
     if neighbourhood:
-        calls.append(_call(NEIGHBOURS, {"node_index": {"type": "integer"}, "query": {"type": "string"},
-                                        "node_type": {"enum": node_types},
-                                        "edge_type": {"enum": relation_types}}, ["node_index"]))
+        calls.append(
+            _call(
+                NEIGHBOURS,
+                {
+                    "node_index": {"type": "integer"},
+                    "query": {"type": "string"},
+                    "node_type": {"enum": node_types},
+                    "edge_type": {"enum": relation_types},
+                },
+                ["node_index"],
+            )
+        )
     calls.append(_answer_call({"type": "integer"}))
     calls.append(_call(FINISH, {"comment": {"type": "string"}}, []))
     return _calls(calls)
 
 
 def _call(tool: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": {"tool": {"const": tool}, "args": {"type": "object", "properties": properties, "required": required}},
-            "required": ["tool", "args"]}
+    return {
+        "type": "object",
+        "properties": {
+            "tool": {"const": tool},
+            "args": {"type": "object", "properties": properties, "required": required},
+        },
+        "required": ["tool", "args"],
+    }
 
 
 def _answer_call(index: dict[str, Any]) -> dict[str, Any]:
-    return _call(ANSWER, {"answer_nodes": {"type": "array", "minItems": 1, "items": {
-        "type": "object", "properties": {"node_index": index, "reasoning": {"type": "string"}}, "required": ["node_index", "reasoning"]}}},
-        ["answer_nodes"])
+    return _call(
+        ANSWER,
+        {
+            "answer_nodes": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {"node_index": index, "reasoning": {"type": "string"}},
+                    "required": ["node_index", "reasoning"],
+                },
+            }
+        },
+        ["answer_nodes"],
+    )
 
 
 def _calls(calls: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"type": "object", "properties": {"calls": {"type": "array", "minItems": 1, "items": {"anyOf": calls}}}, "required": ["calls"]}
+    return {
+        "type": "object",
+        "properties": {"calls": {"type": "array", "minItems": 1, "items": {"anyOf": calls}}},
+        "required": ["calls"],
+    }
 
 
 def _as_int(value: Any, name: str) -> int:
@@ -161,8 +241,14 @@ class GraphTools:
         if view.llm_metadata and view.topics[row]:
             s = view.topics[row]
         elif fields:
-            scalars = [f"{k}: {v}" for k, v in fields.items() if k not in ("name", "title", "aliases")
-                       and isinstance(v, (int, float, str)) and not isinstance(v, bool) and len(str(v)) <= 40]
+            scalars = [
+                f"{k}: {v}"
+                for k, v in fields.items()
+                if k not in ("name", "title", "aliases")
+                and isinstance(v, (int, float, str))
+                and not isinstance(v, bool)
+                and len(str(v)) <= 40
+            ]
             texts = [v for v in fields.values() if isinstance(v, str) and len(v) > 40]
             first = re.split(r"(?<=[.!?])\s+", max(texts, key=len), maxsplit=1)[0] if texts else ""
             s = "; ".join(scalars) + (f". {first}" if first and scalars else first)
@@ -189,10 +275,15 @@ class GraphTools:
         if name == NEIGHBOURS and self.settings.neighbourhood:
             unknown = set(args) - {"node_index", "query", "node_type", "edge_type"}
             if unknown:
-                raise ToolError(f"{NEIGHBOURS}: unknown argument(s) {sorted(unknown)}; it takes node_index, query, node_type and edge_type")
+                raise ToolError(
+                    f"{NEIGHBOURS}: unknown argument(s) {sorted(unknown)}; it takes node_index, query, "
+                    "node_type and edge_type"
+                )
             if "node_index" not in args:
                 raise ToolError(f"{NEIGHBOURS}: node_index is required")
-            return self.search_in_neighborhood(args["node_index"], args.get("query"), args.get("node_type"), args.get("edge_type"), shown=shown)
+            return self.search_in_neighborhood(
+                args["node_index"], args.get("query"), args.get("node_type"), args.get("edge_type"), shown=shown
+            )
         if name == ANSWER:
             return self.add_to_answer(args.get("answer_nodes", args.get("nodes")), shown=shown)
         if name == FINISH:
@@ -212,7 +303,9 @@ class GraphTools:
             rows, s = top_k(scores, n)
             rows = rows[s > 0]
         if not len(rows):
-            return ToolOutput(f'search_in_graph("{query}"): no node matches these keywords. Try other words or an entity name.')
+            return ToolOutput(
+                f'search_in_graph("{query}"): no node matches these keywords. Try other words or an entity name.'
+            )
         lines = [f'search_in_graph("{query}"): {len(rows)} results'] + [self._line(int(r)) for r in rows]
         return ToolOutput("\n".join(lines), shown=[int(r) for r in rows])
 
@@ -221,11 +314,20 @@ class GraphTools:
         if not 0 <= row < len(self.g):
             raise ToolError(f"{arg} {row} is not a node; use the numbers in brackets from earlier results")
         if shown is not None and row not in shown:
-            raise ToolError(f"{arg} {row} has not appeared in your results yet; use a number in brackets from a result you were shown")
+            raise ToolError(
+                f"{arg} {row} has not appeared in your results yet; use a number in brackets from a result you "
+                "were shown"
+            )
         return row
 
-    def search_in_neighborhood(self, node_index: Any, query: Any = None, node_type: Any = None, edge_type: Any = None,
-                               shown: Collection[int] | None = None) -> ToolOutput:
+    def search_in_neighborhood(
+        self,
+        node_index: Any,
+        query: Any = None,
+        node_type: Any = None,
+        edge_type: Any = None,
+        shown: Collection[int] | None = None,
+    ) -> ToolOutput:
         row = self._node(node_index, shown=shown)
         if isinstance(edge_type, list):
             raise ToolError("edge_type must be one relation type, not a list")
@@ -241,7 +343,10 @@ class GraphTools:
                 raise ToolError(f"unknown node_type {node_type!r}; node types: {', '.join(self.g.node_types())}")
             else:
                 relaxed.append("node_type")
-                said.append(f"node_type {node_type!r} is not a node type (ignored; node types: {', '.join(self.g.node_types())})")
+                said.append(
+                    f"node_type {node_type!r} is not a node type (ignored; node types: "
+                    f"{', '.join(self.g.node_types())})"
+                )
         if edge_type and self.settings.type_filters:
             c = self._relations.get(str(edge_type).strip().lower())
             if c is not None:
@@ -250,7 +355,9 @@ class GraphTools:
                 raise ToolError(f"unknown edge_type {edge_type!r}; relation types: {', '.join(rel_names)}")
             else:
                 relaxed.append("edge_type")
-                said.append(f"edge_type {edge_type!r} is not a relation type (ignored; relation types: {', '.join(rel_names)})")
+                said.append(
+                    f"edge_type {edge_type!r} is not a relation type (ignored; relation types: {', '.join(rel_names)})"
+                )
         keep = np.ones(len(other), dtype=bool)
         for _, mask in filters.values():
             keep &= mask
@@ -263,9 +370,15 @@ class GraphTools:
                 for _, mask in filters.values():
                     keep &= mask
                 relaxed.append(dropped)
-                own = f" ({self.g.types[row]} is the type of node {row} itself)" if what == f"node_type={self.g.types[row]}" else ""
-                said.append(f"no neighbour matches {asked}{own}; {what} dropped, showing the neighbours that match "
-                            f"{', '.join(w for w, _ in filters.values()) or 'any filter'}")
+                own = (
+                    f" ({self.g.types[row]} is the type of node {row} itself)"
+                    if what == f"node_type={self.g.types[row]}"
+                    else ""
+                )
+                said.append(
+                    f"no neighbour matches {asked}{own}; {what} dropped, showing the neighbours that match "
+                    f"{', '.join(w for w, _ in filters.values()) or 'any filter'}"
+                )
         notes += [what for what, _ in filters.values()]
         # One line per neighbour, with every relation that links it to the node.
         via: dict[int, list[str]] = {}
@@ -284,11 +397,18 @@ class GraphTools:
         if not len(shown):
             if not len(other):
                 return ToolOutput(f"{head}: none (the node has no neighbours).{note}", relaxed=relaxed)
-            return ToolOutput(f"{head}: none match. {self._neighbour_kinds(row, other, codes, out)}{note}", relaxed=relaxed)
+            return ToolOutput(
+                f"{head}: none match. {self._neighbour_kinds(row, other, codes, out)}{note}", relaxed=relaxed
+            )
         lines = [f"{head}: {len(rows)} found, {len(shown)} shown; arrows read from node {row}"]
         lines += [self._line(int(o), f"  {', '.join(via[int(o)])}{self._kinds_of(int(o))}") for o in shown]
-        return ToolOutput("\n".join(lines) + note, shown=[int(o) for o in shown], relaxed=relaxed, source=row,
-                          rels={int(o): [first_rel[int(o)]] for o in shown})
+        return ToolOutput(
+            "\n".join(lines) + note,
+            shown=[int(o) for o in shown],
+            relaxed=relaxed,
+            source=row,
+            rels={int(o): [first_rel[int(o)]] for o in shown},
+        )
 
     def linked(self, question: str, per_name: int = 3) -> ToolOutput:
         """(`link`) The nodes whose name the question holds (the KB's name index, as SPARK's and
@@ -303,7 +423,9 @@ class GraphTools:
         for r in rows:
             other, codes, out = self.view.incident(r)
             lines.append(self._line(r))
-            lines.append("  " + (self._neighbour_kinds(r, other, codes, out) if len(other) else "It has no neighbours."))
+            lines.append(
+                "  " + (self._neighbour_kinds(r, other, codes, out) if len(other) else "It has no neighbours.")
+            )
         return ToolOutput("\n".join(lines), shown=rows)
 
     def _kinds_of(self, row: int, most: int = 8) -> str:
@@ -349,7 +471,11 @@ class GraphTools:
         if not len(rows):
             return rows
         if self.settings.neighbour_ranking in ("bm25", "hybrid"):
-            s = self.hybrid.scores_for(query, rows) if self.settings.neighbour_ranking == "hybrid" else search_scores(self.g, query)[rows]
+            s = (
+                self.hybrid.scores_for(query, rows)
+                if self.settings.neighbour_ranking == "hybrid"
+                else search_scores(self.g, query)[rows]
+            )
             return rows[np.lexsort((np.arange(len(rows)), -s))]  # best first, edge order among ties
         # The public code: names containing the query first, then summaries ranked by how many of the
         # query's words they hold; the rest dropped.
@@ -380,7 +506,11 @@ class GraphTools:
             added.append(r)
             if isinstance(item, dict) and item.get("reasoning"):
                 reasons[r] = str(item["reasoning"])[:300]
-        msg = (f"Added {len(added)} node(s): " + ", ".join(f"[{r}] {self.view.names[r]}" for r in added) + ".") if added else "Added nothing."
+        msg = (
+            (f"Added {len(added)} node(s): " + ", ".join(f"[{r}] {self.view.names[r]}" for r in added) + ".")
+            if added
+            else "Added nothing."
+        )
         if bad:
             msg += f" Not node indexes (ignored): {bad[:10]}."
         if unseen:

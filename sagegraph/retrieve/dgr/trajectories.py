@@ -25,20 +25,28 @@ def _calls_of(message: dict[str, Any]) -> list[str]:
     if message.get("tool_calls"):
         return [f"{c['function']['name']}({c['function'].get('arguments') or ''})" for c in message["tool_calls"]]
     try:
-        return [f"{a.tool}({json.dumps(a.args, ensure_ascii=False)})" for a in read_text_actions(message.get("content") or "")]
+        return [
+            f"{a.tool}({json.dumps(a.args, ensure_ascii=False)})"
+            for a in read_text_actions(message.get("content") or "")
+        ]
     except ActionError as exc:
         return [f"(unreadable reply: {exc}) {str(message.get('content'))[:200]}"]
 
 
-FALLBACK_FROM = {"last": "its last search results", "first": "its first neighbourhood search",
-                 "deepest": "the search that first reached its walk's farthest nodes, {reach} relation(s) out",
-                 "chain": "the nodes its walk reached, by how their relation chains read against the question"}
+FALLBACK_FROM = {
+    "last": "its last search results",
+    "first": "its first neighbourhood search",
+    "deepest": "the search that first reached its walk's farthest nodes, {reach} relation(s) out",
+    "chain": "the nodes its walk reached, by how their relation chains read against the question",
+}
 
 
 def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
     """One agent as numbered steps: the calls it made, then each observation (cut to `lines`)."""
-    head = (f"agent {agent['agent']} (sample {agent['sample']}): {agent['steps']} steps, stopped by {agent['stop']}, "
-            f"tools {agent.get('tools', {})}, prompt tokens per step {agent.get('prompt_tokens', [])}")
+    head = (
+        f"agent {agent['agent']} (sample {agent['sample']}): {agent['steps']} steps, stopped by {agent['stop']}, "
+        f"tools {agent.get('tools', {})}, prompt tokens per step {agent.get('prompt_tokens', [])}"
+    )
     out = [head]
     step = 0
     for m in agent.get("messages", [])[2:]:
@@ -51,8 +59,8 @@ def format_agent(agent: dict[str, Any], lines: int = 8) -> list[str]:
     answer = agent.get("answer", [])
     reasons = agent.get("reasons", {})
     beyond = "; its first on a chain beyond its walk" if agent.get("fallback") and agent.get("beyond_walk") else ""
-    label = (f"answer (fallback: {FALLBACK_FROM[agent.get('fallback_from') or 'last'].format(reach=agent.get('deepest_reach'))}{beyond})"
-             if agent.get("fallback") else "answer")
+    fallback_from = FALLBACK_FROM[agent.get("fallback_from") or "last"].format(reach=agent.get("deepest_reach"))
+    label = f"answer (fallback: {fallback_from}{beyond})" if agent.get("fallback") else "answer"
     out.append(f"  {label}: {answer[:20]}{' ...' if len(answer) > 20 else ''}")
     out += [f"    [{r}] {reasons[str(r)]}" for r in answer if str(r) in reasons][:20]
     return out
@@ -83,9 +91,18 @@ def sft_records(run_dir: Path, only_finished: bool = False) -> Iterator[dict[str
                 messages.pop()
             if len(messages) < 3:
                 continue
-            rec: dict[str, Any] = {"messages": messages,
-                                   "meta": {"qid": row["qid"], "agent": agent["agent"], "sample": agent["sample"], "stop": agent["stop"],
-                                            "steps": agent["steps"], "action_mode": row.get("action_mode"), "run": cfg.get("label", str(run_dir))}}
+            rec: dict[str, Any] = {
+                "messages": messages,
+                "meta": {
+                    "qid": row["qid"],
+                    "agent": agent["agent"],
+                    "sample": agent["sample"],
+                    "stop": agent["stop"],
+                    "steps": agent["steps"],
+                    "action_mode": row.get("action_mode"),
+                    "run": cfg.get("label", str(run_dir)),
+                },
+            }
             if tools:
                 rec["tools"] = tools
             yield rec

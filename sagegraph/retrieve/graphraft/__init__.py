@@ -1,1 +1,2 @@
-"""GraphRAFT (graphraft.txt): Cypher from templates by constrained selection over the question's linked entities; training labels and LoRA fine-tuning of the selector."""
+"""GraphRAFT (graphraft.txt): Cypher from templates by constrained selection over the question's
+linked entities; training labels and LoRA fine-tuning of the selector."""

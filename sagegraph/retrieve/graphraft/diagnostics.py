@@ -7,8 +7,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SELECTION_COUNTERS = ("ungrounded_replies", "unreadable_replies", "picks_from_prior", "templates", "no_templates",
-                      "resolved_exact", "resolved_vector")
+SELECTION_COUNTERS = (
+    "ungrounded_replies",
+    "unreadable_replies",
+    "picks_from_prior",
+    "templates",
+    "no_templates",
+    "resolved_exact",
+    "resolved_vector",
+)
 
 
 def miss_kind(trace: dict[str, Any], gold_type: str | None, relations: int | None) -> str:
@@ -30,4 +37,3 @@ def run_report(metrics: dict[str, Any]) -> dict[str, Any]:
     order, templates offered, how the entities resolved."""
     questions = max(1, metrics.get("questions") or 1)
     return {name: round(metrics.get(f"count_{name}", 0) / questions, 3) for name in SELECTION_COUNTERS}
-

@@ -80,19 +80,33 @@ def finetune(records_path: Path, model: str, out: Path, cfg: FinetuneConfig) -> 
         from peft import LoraConfig, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise ConfigError(f"fine-tuning needs torch, transformers and peft (pip install -e '.[finetune]'): {exc}") from None
+        raise ConfigError(
+            f"fine-tuning needs torch, transformers and peft (pip install -e '.[finetune]'): {exc}"
+        ) from None
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not cfg.allow_cpu:
-        raise ConfigError("no GPU: fine-tuning a real model on CPU would take days; pass --allow-cpu to run anyway (tests do, with a tiny model)")
+        raise ConfigError(
+            "no GPU: fine-tuning a real model on CPU would take days; pass --allow-cpu to run anyway (tests do, "
+            "with a tiny model)"
+        )
     torch.manual_seed(cfg.seed)
     records = read_records(records_path)
     tok = AutoTokenizer.from_pretrained(model)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token or tok.unk_token
-    lm = AutoModelForCausalLM.from_pretrained(model, torch_dtype=torch.bfloat16 if device == "cuda" else torch.float32)
-    targets = sorted({n.split(".")[-1] for n, m in lm.named_modules() if isinstance(m, torch.nn.Linear) and "lm_head" not in n}
-                     | {n.split(".")[-1] for n, m in lm.named_modules() if type(m).__name__ == "Conv1D"})
-    lm = get_peft_model(lm, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=targets, task_type="CAUSAL_LM"))
+    lm: Any = AutoModelForCausalLM.from_pretrained(
+        model, torch_dtype=torch.bfloat16 if device == "cuda" else torch.float32
+    )
+    targets = sorted(
+        {n.split(".")[-1] for n, m in lm.named_modules() if isinstance(m, torch.nn.Linear) and "lm_head" not in n}
+        | {n.split(".")[-1] for n, m in lm.named_modules() if type(m).__name__ == "Conv1D"}
+    )
+    lm = get_peft_model(  # the LoRA-wrapped model trains in its place
+        lm,
+        LoraConfig(
+            r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=targets, task_type="CAUSAL_LM"
+        ),
+    )
     lm.to(device)
     data = encode(tok, records, cfg.max_length)
     steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
@@ -125,7 +139,17 @@ def finetune(records_path: Path, model: str, out: Path, cfg: FinetuneConfig) -> 
     out.mkdir(parents=True, exist_ok=True)
     lm.save_pretrained(out)
     tok.save_pretrained(out)
-    summary = {"records": len(records), "steps": step, "device": device, "model": model, "adapter": str(out), "seconds": round(time.perf_counter() - t0, 1),
-               "loss_first": losses[0], "loss_last": losses[-1], "lora": {"r": cfg.r, "alpha": cfg.alpha, "targets": targets}, "lr": cfg.lr}
+    summary = {
+        "records": len(records),
+        "steps": step,
+        "device": device,
+        "model": model,
+        "adapter": str(out),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+        "lora": {"r": cfg.r, "alpha": cfg.alpha, "targets": targets},
+        "lr": cfg.lr,
+    }
     write_text_whole(out / "finetune.json", json.dumps({**summary, "losses": losses}, indent=1))
     return summary

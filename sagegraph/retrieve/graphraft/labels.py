@@ -37,12 +37,20 @@ def label_question(r: GraphRAFTRetriever, q: Question, k: int = 20) -> dict[str,
     ents = r.entities(q.text, Timeline(), counters)
     _, templates = r.templates(ents)
     gold = set(q.gold_sources)
-    out: dict[str, Any] = {"qid": q.id, "question": q.text, "family": q.meta.get("family"), "entities": [e.record(r.view) for e in ents],
-                           "entities_text": entity_lines(ents, r.view), "candidates": len(templates), "best": None, "kept": False}
+    out: dict[str, Any] = {
+        "qid": q.id,
+        "question": q.text,
+        "family": q.meta.get("family"),
+        "entities": [e.record(r.view) for e in ents],
+        "entities_text": entity_lines(ents, r.view),
+        "candidates": len(templates),
+        "best": None,
+        "kept": False,
+    }
     if not templates or not gold:
         out["oracle_recall@20"] = 0.0
         return out
-    src = r.g.source_ids
+    src = r.graph.source_ids
     hits = [len({str(src[x]) for x in t.rows.tolist()} & gold) for t in templates]
     best = min(range(len(templates)), key=lambda i: (-hits[i], templates[i].count, i))
     # Where the questions file annotates the relation path (PathQuestion's `relation_paths`), the
@@ -56,30 +64,53 @@ def label_question(r: GraphRAFTRetriever, q: Question, k: int = 20) -> dict[str,
     lengths = {len(x) for x in gold_paths}
     walks = [i for i, u in enumerate(templates) if u.kind != "path" and len(u.hops) in lengths and hits[i]]
     if walks:
-        best = min(walks, key=lambda i: (-hits[i], tuple(h.rel for h in templates[i].hops) not in gold_paths, templates[i].count, i))
+        best = min(
+            walks,
+            key=lambda i: (-hits[i], tuple(h.rel for h in templates[i].hops) not in gold_paths, templates[i].count, i),
+        )
     t = templates[best]
     recall, precision = hits[best] / len(gold), hits[best] / max(1, t.count)
     top = r.rank_rows(q.text, t.rows)[:k]
     # For a tuned `similar` encoder (retrieve/kb/chain_encoder.py): the question as that selector reads it
     # against this template, and the phrases of the templates around the same entities that hold
     # fewer gold answers (its hard negatives).
-    worse = dict.fromkeys(u.phrase() for i, u in enumerate(templates)
-                          if u.slots == t.slots and (i not in walks if walks else hits[i] < hits[best]))
+    worse = dict.fromkeys(
+        u.phrase()
+        for i, u in enumerate(templates)
+        if u.slots == t.slots and (i not in walks if walks else hits[i] < hits[best])
+    )
     worse.pop(t.phrase(), None)
     slots = entity_slots(ents)
     # A path no template walks (one that returns to a node it passed: "X's children's father's
     # son") leaves the paper's rule, whose shortcut is right for retrieval but wrong as a reading
     # of the question: marked, so a tuned encoder is not taught that three relation words are one.
     label_by = "relation_path" if walks else "hits_unwalked" if gold_paths else "hits"
-    out.update({"label_by": label_by, "masked": masked_question(q.text, [slots[i].name for i in t.slots]), "phrase": t.phrase(),
-                "negatives": list(worse)[:MAX_NEGATIVES]})
-    out.update({"best": t.cypher(), "kind": t.kind, "hits": hits[best], "size": t.count, "recall": round(recall, 6), "precision": round(precision, 6),
-                "kept": recall == 1.0 and precision >= MIN_PRECISION,
-                f"oracle_recall@{k}": len({str(src[x]) for x in top.tolist()} & gold) / len(gold)})
+    out.update(
+        {
+            "label_by": label_by,
+            "masked": masked_question(q.text, [slots[i].name for i in t.slots]),
+            "phrase": t.phrase(),
+            "negatives": list(worse)[:MAX_NEGATIVES],
+        }
+    )
+    out.update(
+        {
+            "best": t.cypher(),
+            "kind": t.kind,
+            "hits": hits[best],
+            "size": t.count,
+            "recall": round(recall, 6),
+            "precision": round(precision, 6),
+            "kept": recall == 1.0 and precision >= MIN_PRECISION,
+            f"oracle_recall@{k}": len({str(src[x]) for x in top.tolist()} & gold) / len(gold),
+        }
+    )
     return out
 
 
-def label_questions(r: GraphRAFTRetriever, questions: Iterable[Question], out: Path, k: int = 20) -> list[dict[str, Any]]:
+def label_questions(
+    r: GraphRAFTRetriever, questions: Iterable[Question], out: Path, k: int = 20
+) -> list[dict[str, Any]]:
     """Written whole or not at all: `make encoders` takes an existing labels file as done, so a
     killed run must not leave half of one."""
     rows = [label_question(r, q, k) for q in questions]
@@ -94,11 +125,19 @@ def label_stats(rows: list[dict[str, Any]], k: int = 20) -> dict[str, Any]:
     fam: dict[str, list[float]] = {}
     for x in rows:
         fam.setdefault(x.get("family") or "all", []).append(x.get(f"oracle_recall@{k}", 0.0))
-    return {"questions": len(rows), "with_entities": sum(1 for x in rows if x["entities"]), "with_templates": len(with_best),
-            "kept": len(kept), "kept_share": round(len(kept) / n, 4), "kept_by_kind": dict(Counter(x["kind"] for x in kept)),
-            "mean_candidates": round(float(np.mean([x["candidates"] for x in rows])) if rows else 0.0, 2),
-            f"oracle_recall@{k}": round(float(np.mean([x.get(f"oracle_recall@{k}", 0.0) for x in rows])) if rows else 0.0, 4),
-            f"oracle_recall@{k}_by_family": {f: round(float(np.mean(v)), 4) for f, v in sorted(fam.items())}}
+    return {
+        "questions": len(rows),
+        "with_entities": sum(1 for x in rows if x["entities"]),
+        "with_templates": len(with_best),
+        "kept": len(kept),
+        "kept_share": round(len(kept) / n, 4),
+        "kept_by_kind": dict(Counter(x["kind"] for x in kept)),
+        "mean_candidates": round(float(np.mean([x["candidates"] for x in rows])) if rows else 0.0, 2),
+        f"oracle_recall@{k}": round(
+            float(np.mean([x.get(f"oracle_recall@{k}", 0.0) for x in rows])) if rows else 0.0, 4
+        ),
+        f"oracle_recall@{k}_by_family": {f: round(float(np.mean(v)), 4) for f, v in sorted(fam.items())},
+    }
 
 
 def read_labels(path: Path) -> list[dict[str, Any]]:
@@ -129,9 +168,13 @@ def sft_records(labels: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
     for x in labels:
         if not x["kept"]:
             continue
-        yield {"messages": [*grammar_messages(x["question"], x["entities_text"]),
-                            {"role": "assistant", "content": json.dumps({"query": x["best"]})}],
-               "meta": {"qid": x["qid"], "kind": x["kind"], "size": x["size"]}}
+        yield {
+            "messages": [
+                *grammar_messages(x["question"], x["entities_text"]),
+                {"role": "assistant", "content": json.dumps({"query": x["best"]})},
+            ],
+            "meta": {"qid": x["qid"], "kind": x["kind"], "size": x["size"]},
+        }
 
 
 def export_labels(labels_path: Path, out: Path) -> int:

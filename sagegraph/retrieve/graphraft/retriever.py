@@ -10,7 +10,8 @@ Where we follow and where we depart (LLM-RETRIEVERS.md §4):
 - `three_hop` adds 3-hop chains (the paper's templates stop at two hops);
 - templates keep relation direction and take node ids as parameters (graphraft_templates);
 - the top-m templates run in order until k nodes (the public code's stop rule keeps at most 19 of
-  20: here k), and the next pick is only asked for while the earlier ones give fewer than k, each template's nodes ranked by name similarity to the question (the paper), then
+  20: here k), and the next pick is only asked for while the earlier ones give fewer than k, each template's
+  nodes ranked by name similarity to the question (the paper), then
   the vector index fills; an optional second stage reorders the k by content similarity or one
   LLM listwise call (AF-Retriever's listwise prompt), training-free stand-ins for the paper's L2;
 - no question is dropped for an empty retrieval and ids, not names, are scored (the evaluator).
@@ -28,17 +29,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, Reply, usage_scope
 from sagegraph.local_model import default_model_path, sequence_scorer
-from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
-from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
-from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order, select
-from sagegraph.retrieve.kb.chains import masked_question
-from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
 from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates, run_in_store
+from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
+from sagegraph.retrieve.kb.chains import masked_question
+from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
+from sagegraph.retrieve.kb.rerank import Reranker
+from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.kb.view import KBView, kb_view
+from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.timeline import Timeline
 
 # The defaults (`similar` with 3-hop chains, `unnamed: motifs`) are not the paper's; they are above
@@ -49,33 +50,61 @@ PROMPT_VERSION = "graphraft-4"
 
 class GraphRAFTParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    ner: Literal["llm", "gazetteer"] = Field("llm", description="name entities with one LLM call (paper) or by matching KB names in the question (no model)")
+    ner: Literal["llm", "gazetteer"] = Field(
+        "llm", description="name entities with one LLM call (paper) or by matching KB names in the question (no model)"
+    )
     selector: Literal["score", "grammar", "listed", "similar", "prior"] = Field(
-        "similar", description="similar (default; not the paper's): templates whose relation chains read closest to the question (text "
-                               "encoder, no selection call); grammar (the paper's): constrained decoding among the templates; score: exact "
-                               "log-probability of every template by a local model; listed: zero-shot choice from a listed menu (a different "
-                               "method); prior: no model")
-    selector_encoder: str | None = Field(None, description="similar: a sentence encoder tuned on this KB's training labels (`sagegraph graphraft "
-                                                           "train-selector`) instead of the graph's own; not the paper's")
-    length_norm: bool = Field(True, description="score: rank by log-probability per token (Hugging Face beam search's default) instead of the sum")
-    scorer_model: str | None = Field(None, description="score: the GGUF chat model that scores (default: the local model profile's file)")
+        "similar",
+        description="similar (default; not the paper's): templates whose relation chains read closest to the "
+        "question (text "
+        "encoder, no selection call); grammar (the paper's): constrained decoding among the templates; score: exact "
+        "log-probability of every template by a local model; listed: zero-shot choice from a listed menu (a different "
+        "method); prior: no model",
+    )
+    selector_encoder: str | None = Field(
+        None,
+        description="similar: a sentence encoder tuned on this KB's training labels (`sagegraph graphraft "
+        "train-selector`) instead of the graph's own; not the paper's",
+    )
+    length_norm: bool = Field(
+        True,
+        description="score: rank by log-probability per token (Hugging Face beam search's default) instead of the sum",
+    )
+    scorer_model: str | None = Field(
+        None, description="score: the GGUF chat model that scores (default: the local model profile's file)"
+    )
     m: int = Field(5, ge=1, le=50, description="templates chosen and run in order (the paper's beam width)")
     two_hop: bool = Field(True, description="enumerate 2-hop templates")
-    three_hop: bool = Field(True, description="also enumerate 3-hop chains from one entity (default; not the paper's; needs two_hop)")
+    three_hop: bool = Field(
+        True, description="also enumerate 3-hop chains from one entity (default; not the paper's; needs two_hop)"
+    )
     paths: bool = Field(True, description="enumerate connecting paths between two entities")
-    max_mid_degree: int | None = Field(5000, ge=1, description="2-hop middles with more KB edges are skipped (hubs); None: keep all")
-    max_candidates: int = Field(300, ge=1, description="templates offered to a model's selector, in the no-model order (the grammar grows with them)")
-    execute: Literal["memory", "store"] = Field("memory", description="run templates on the in-memory adjacency or as Cypher in the graph store (same rows)")
-    rank: Literal["name", "dense"] = Field("name", description="order each template's nodes by name similarity (paper) or by content similarity")
+    max_mid_degree: int | None = Field(
+        5000, ge=1, description="2-hop middles with more KB edges are skipped (hubs); None: keep all"
+    )
+    max_candidates: int = Field(
+        300,
+        ge=1,
+        description="templates offered to a model's selector, in the no-model order (the grammar grows with them)",
+    )
+    execute: Literal["memory", "store"] = Field(
+        "memory", description="run templates on the in-memory adjacency or as Cypher in the graph store (same rows)"
+    )
+    rank: Literal["name", "dense"] = Field(
+        "name", description="order each template's nodes by name similarity (paper) or by content similarity"
+    )
     fill: bool = Field(True, description="fill the rest of k from the vector index")
-    second_stage: Literal["none", "dense", "listwise"] = Field("none", description="reorder the k retrieved nodes by content similarity or one LLM listwise call "
-                                                                                   "(the paper's L2 is a fine-tuned reader; these are its training-free stand-ins)")
+    second_stage: Literal["none", "dense", "listwise"] = Field(
+        "none",
+        description="reorder the k retrieved nodes by content similarity or one LLM listwise call "
+        "(the paper's L2 is a fine-tuned reader; these are its training-free stand-ins)",
+    )
     cypher_timeout_ms: int = Field(10_000, ge=100, description="store execution: per-template timeout")
     unnamed: Unnamed = Field("motifs", description=UNNAMED_HELP)
 
 
 @register("graphraft")
-class GraphRAFTRetriever(Retriever):
+class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
     uses_llm = True
     prompt_version = PROMPT_VERSION
     Params = GraphRAFTParams
@@ -99,7 +128,7 @@ class GraphRAFTRetriever(Retriever):
 
     def __init__(self, res: Resources, params: GraphRAFTParams):
         super().__init__(res, params)
-        self.view: KBView = kb_view(self.g)
+        self.view: KBView = kb_view(self.graph)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
         self.encoder = selector_encoder(params.selector_encoder) if params.selector_encoder else None
         self.hybrid = HybridRetriever.over(res)
@@ -120,12 +149,14 @@ class GraphRAFTRetriever(Retriever):
                 reply = self.res.llm.chat(messages, **kw)
                 timeline.reply(ev, reply)
             return reply
+
         return chat
 
     def _scorer(self, timeline: Timeline):
         """Scoring through the LLM client's cache and usage (a replay does not load the model)."""
+
         def score(messages: list[dict[str, Any]], replies: list[str]) -> list[tuple[float, int]]:
-            model = self.p.scorer_model or str(default_model_path())
+            model = self.params.scorer_model or str(default_model_path())
 
             def run() -> tuple[str, int, int]:
                 scored, prompt = sequence_scorer(Path(model)).score(messages, replies)
@@ -135,15 +166,16 @@ class GraphRAFTRetriever(Retriever):
                 reply = self.res.llm.local(messages, {"scorer": Path(model).name, "replies": replies}, run)
                 timeline.reply(ev, reply)
             return [(float(a), int(b)) for a, b in json.loads(reply.text)]
+
         return score
 
     def entities(self, query: str, timeline: Timeline, counters: dict[str, int]) -> list[Entity]:
-        if self.p.ner == "gazetteer":
+        if self.params.ner == "gazetteer":
             named = gazetteer_entities(self.view, query)
         else:
             named, failed = llm_entities(self._chat(timeline), self.view, query)
             counters["ner_unreadable"] += int(failed)
-        ents = resolve_all(self.view, named, self.g.query_vector)
+        ents = resolve_all(self.view, named, self.graph.query_vector)
         counters["entities"] += len(ents)
         for e in ents:
             counters[f"resolved_{e.match}"] += 1
@@ -151,8 +183,14 @@ class GraphRAFTRetriever(Retriever):
 
     def templates(self, ents: list[Entity]) -> tuple[list[list[int]], list[Template]]:
         rows = [e.rows for e in entity_slots(ents)]
-        return rows, enumerate_templates(self.view, rows, two_hop=self.p.two_hop, paths=self.p.paths, max_mid_degree=self.p.max_mid_degree,
-                                         three_hop=self.p.three_hop)
+        return rows, enumerate_templates(
+            self.view,
+            rows,
+            two_hop=self.params.two_hop,
+            paths=self.params.paths,
+            max_mid_degree=self.params.max_mid_degree,
+            three_hop=self.params.three_hop,
+        )
 
     def _similarity(self, query: str, ents: list[Entity]):
         """A template's phrase against the question with its own entities' names taken out (a
@@ -164,7 +202,7 @@ class GraphRAFTRetriever(Retriever):
         through the bf16 query vectors two templates that read alike swapped with the batch), or
         through an encoder tuned on this KB's training labels (`selector_encoder`, fp32 too)."""
         slots = entity_slots(ents)
-        vectors = self.encoder.vectors if self.encoder is not None else self.g.exact_vectors
+        vectors = self.encoder.vectors if self.encoder is not None else self.graph.exact_vectors
 
         def similarity(templates: list[Template]) -> list[float]:
             if not templates:
@@ -173,21 +211,40 @@ class GraphRAFTRetriever(Retriever):
             asked = vectors([masked_question(query, [slots[i].name for i in key]) for key in keys])
             question = dict(zip(keys, asked))
             phrases = vectors([t.phrase() for t in templates])
-            return [float(v @ question[t.slots]) * float(np.prod([slots[i].score for i in t.slots])) for v, t in zip(phrases, templates)]
+            return [
+                float(v @ question[t.slots]) * float(np.prod([slots[i].score for i in t.slots]))
+                for v, t in zip(phrases, templates)
+            ]
+
         return similarity
 
     def rank_rows(self, query: str, rows: np.ndarray) -> np.ndarray:
         """A template's nodes best first: by name (or content) similarity to the question."""
         if len(rows) <= 1:
             return rows
-        vecs = self.g.name_vectors if self.p.rank == "name" else self.g.vectors
-        s = vecs[rows] @ self.g.query_vector(query)
+        vecs = self.graph.name_vectors if self.params.rank == "name" else self.graph.vectors
+        s = vecs[rows] @ self.graph.query_vector(query)
         return rows[np.lexsort((rows, -s))]
 
     def _run(self, query: str, k: int) -> Retrieval:
-        counters = {"entities": 0, "resolved_exact": 0, "resolved_vector": 0, "resolved_miss": 0, "ner_unreadable": 0, "templates": 0,
-                    "no_templates": 0, "select_calls": 0, "ungrounded_replies": 0, "unreadable_replies": 0, "picks_from_prior": 0,
-                    "templates_run": 0, "llm_refused": 0, "filled": 0, "unnamed": 0, "unnamed_motifs": 0}
+        counters = {
+            "entities": 0,
+            "resolved_exact": 0,
+            "resolved_vector": 0,
+            "resolved_miss": 0,
+            "ner_unreadable": 0,
+            "templates": 0,
+            "no_templates": 0,
+            "select_calls": 0,
+            "ungrounded_replies": 0,
+            "unreadable_replies": 0,
+            "picks_from_prior": 0,
+            "templates_run": 0,
+            "llm_refused": 0,
+            "filled": 0,
+            "unnamed": 0,
+            "unnamed_motifs": 0,
+        }
         timeline = Timeline()
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
         try:
@@ -196,8 +253,8 @@ class GraphRAFTRetriever(Retriever):
             counters["llm_refused"] += 1
             ents = []
         names = [e.name for e in ents]
-        if self.p.unnamed != "resolve" and not names_a_node(self.view, query, names):
-            r = rank_unnamed(self.p.unnamed, self.view, self.hybrid, query, names, None, k)
+        if self.params.unnamed != "resolve" and not names_a_node(self.view, query, names):
+            r = rank_unnamed(self.params.unnamed, self.view, self.hybrid, query, names, None, k)
             counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
             trace["entities"] = [e.record(self.view) for e in ents]
             trace["unnamed"] = r.trace
@@ -205,20 +262,30 @@ class GraphRAFTRetriever(Retriever):
         slots, templates = self.templates(ents)
         counters["templates"] = len(templates)
         offered = templates
-        if len(templates) > self.p.max_candidates and self.p.selector != "similar":  # a phrase ranking is cheap at any count
-            offered = [templates[i] for i in prior_order(templates)[: self.p.max_candidates]]
+        if (
+            len(templates) > self.params.max_candidates and self.params.selector != "similar"
+        ):  # a phrase ranking is cheap at any count
+            offered = [templates[i] for i in prior_order(templates)[: self.params.max_candidates]]
 
         def enough(order: list[int]) -> bool:  # the picks so far already give k nodes
             return len(set().union(*(offered[i].rows.tolist() for i in order))) >= k if order else False
 
         try:
-            sel = select(self.p.selector, self._chat(timeline) if self.p.selector not in ("prior", "similar") else None, query,
-                         entity_lines(ents, self.view), offered, self.p.m, enough,
-                         score=self._scorer(timeline) if self.p.selector == "score" else None, length_norm=self.p.length_norm,
-                         similarity=self._similarity(query, ents) if self.p.selector == "similar" else None)
+            sel = select(
+                self.params.selector,
+                self._chat(timeline) if self.params.selector not in ("prior", "similar") else None,
+                query,
+                entity_lines(ents, self.view),
+                offered,
+                self.params.m,
+                enough,
+                score=self._scorer(timeline) if self.params.selector == "score" else None,
+                length_norm=self.params.length_norm,
+                similarity=self._similarity(query, ents) if self.params.selector == "similar" else None,
+            )
         except LLMRequestRefused:  # most often a listed menu longer than the context: the no-model order
             counters["llm_refused"] += 1
-            sel = select("prior", None, query, "", offered, self.p.m, enough)
+            sel = select("prior", None, query, "", offered, self.params.m, enough)
         counters["no_templates"] = int(not offered)
         counters["select_calls"] = sel.calls
         counters["ungrounded_replies"] = sel.ungrounded
@@ -232,15 +299,15 @@ class GraphRAFTRetriever(Retriever):
             if len(taken) >= k:
                 break
             counters["templates_run"] += 1
-            rows = t.rows if self.p.execute == "memory" else self._in_store(t, slots, timeline)
+            rows = t.rows if self.params.execute == "memory" else self._in_store(t, slots, timeline)
             for r in self.rank_rows(query, rows).tolist():
                 if r not in have and len(taken) < k:
                     taken.append(r)
                     have.add(r)
                     found_by.append(f"template{rank + 1}")
-        scores = list(np.linspace(1.0, 0.5, len(taken))) if taken else []
-        if self.p.fill and len(taken) < k:
-            idx, s = self.g.dense.search(self.g.query_vector(query), k + len(taken))
+        scores: list[float] = [float(x) for x in np.linspace(1.0, 0.5, len(taken))] if taken else []
+        if self.params.fill and len(taken) < k:
+            idx, s = self.graph.dense.search(self.graph.query_vector(query), k + len(taken))
             for r, x in zip(idx.tolist(), s.tolist()):
                 if r not in have and len(taken) < k:
                     taken.append(r)
@@ -248,24 +315,26 @@ class GraphRAFTRetriever(Retriever):
                     found_by.append("dense")
                     scores.append(min(0.49, float(x)))
                     counters["filled"] += 1
-        if self.p.second_stage != "none" and len(taken) > 1:
+        if self.params.second_stage != "none" and len(taken) > 1:
             how = dict(zip(taken, found_by))
-            if self.p.second_stage == "dense":
-                s = self.g.vectors[taken] @ self.g.query_vector(query)
+            if self.params.second_stage == "dense":
+                s = self.graph.vectors[taken] @ self.graph.query_vector(query)
                 taken = [taken[i] for i in np.lexsort((np.arange(len(taken)), -s))]
             else:
                 taken = Reranker("listwise", self.res.llm, self.view, timeline, counters).rerank(query, taken)
             found_by = [how[r] for r in taken]
-            scores = list(np.linspace(1.0, 1.0 / len(taken), len(taken)))
+            scores = [float(x) for x in np.linspace(1.0, 1.0 / len(taken), len(taken))]
         trace["entities"] = [e.record(self.view) for e in ents]
         trace["selection"] = {**sel.record(), "offered": len(offered), "chosen": [t.record() for t in chosen]}
         trace["chosen_template"] = chosen[0].cypher() if chosen else None
-        trace["stage_sets"] = {"chosen": self.stage_ids((r for t in chosen for r in t.rows.tolist()), cap=5000),
-                               "offered": self.stage_ids((r for t in offered for r in t.rows.tolist()), cap=5000)}
+        trace["stage_sets"] = {
+            "chosen": self.stage_ids((r for t in chosen for r in t.rows.tolist()), cap=5000),
+            "offered": self.stage_ids((r for t in offered for r in t.rows.tolist()), cap=5000),
+        }
         return Retrieval(np.array(taken, dtype=np.int64), np.array(scores, dtype=np.float32), found_by, trace)
 
     def _in_store(self, t: Template, slots: list[list[int]], timeline: Timeline) -> np.ndarray:
         with timeline.span("cypher", t.kind, t.cypher()) as ev:
-            rows = run_in_store(self.res.store, self.view, t, slots, timeout_ms=self.p.cypher_timeout_ms)
+            rows = run_in_store(self.res.store, self.view, t, slots, timeout_ms=self.params.cypher_timeout_ms)
             ev["outputs"] = f"{len(rows)} rows"
         return rows

@@ -34,17 +34,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sagegraph.llm import Reply, parse_json_reply
-from sagegraph.retrieve.kb.entities import Entity, entity_slots
 from sagegraph.retrieve.graphraft.templates import Template
+from sagegraph.retrieve.kb.entities import Entity, entity_slots
 
 Selector = Literal["score", "grammar", "listed", "similar", "prior"]
-Score = Callable[[list[dict[str, str]], list[str]], list[tuple[float, int]]]  # (messages, replies) -> (log-prob, tokens) each
+Score = Callable[
+    [list[dict[str, str]], list[str]], list[tuple[float, int]]
+]  # (messages, replies) -> (log-prob, tokens) each
 Chat = Callable[..., Reply]  # chat(step name, messages, response_format=..., max_tokens=...)
 Similarity = Callable[[list[Template]], list[float]]  # templates -> how well each reads as the question
 
 SELECT_SYSTEM = """You translate a question about a knowledge graph into one Cypher query that returns the nodes answering it.
 The question's entities are already resolved to nodes; the query refers to them by parameter ($e0, $e1, ...).
-Reply with JSON only: {"query": "<the Cypher query>"}."""
+Reply with JSON only: {"query": "<the Cypher query>"}."""  # noqa: E501 - a prompt: its text is the recorded replies' key
 
 LISTED_SYSTEM = """You choose which Cypher queries over a knowledge graph return the nodes answering a question.
 The question's entities are already resolved to nodes; the queries refer to them by parameter ($e0, $e1, ...).
@@ -57,14 +59,17 @@ def entity_lines(entities: list[Entity], view) -> str:
     lines = []
     for i, e in enumerate(entity_slots(entities)):
         more = f" ({len(e.rows)} nodes of this name)" if len(e.rows) > 1 else ""
-        lines.append(f"$e{i} = {view.g.types[e.row]} \"{view.names[e.row]}\"{more}")
+        lines.append(f'$e{i} = {view.g.types[e.row]} "{view.names[e.row]}"{more}')
     return "\n".join(lines)
 
 
 def grammar_messages(question: str, entities_text: str) -> list[dict[str, str]]:
     """The `grammar` selector's prompt: the question and entity parameters, no candidates (also
     the prompt of the fine-tuning records, so a tuned model is asked as it was taught)."""
-    return [{"role": "system", "content": SELECT_SYSTEM}, {"role": "user", "content": f"Question: {question}\nEntities:\n{entities_text}"}]
+    return [
+        {"role": "system", "content": SELECT_SYSTEM},
+        {"role": "user", "content": f"Question: {question}\nEntities:\n{entities_text}"},
+    ]
 
 
 def prior_order(templates: list[Template]) -> list[int]:
@@ -84,8 +89,14 @@ class Selection:
     replies: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
-        return {"order": self.order, "calls": self.calls, "ungrounded": self.ungrounded, "unreadable": self.unreadable,
-                "from_prior": self.from_prior, "replies": self.replies}
+        return {
+            "order": self.order,
+            "calls": self.calls,
+            "ungrounded": self.ungrounded,
+            "unreadable": self.unreadable,
+            "from_prior": self.from_prior,
+            "replies": self.replies,
+        }
 
 
 Enough = Callable[[list[int]], bool]  # the picks so far already cover what will be used
@@ -105,8 +116,15 @@ def _fill(sel: Selection, templates: list[Template], m: int, enough: Enough = _n
     return sel
 
 
-def select_grammar(chat: Chat, question: str, entities_text: str, templates: list[Template], m: int,
-                   enough: Enough = _never, max_tokens: int = 256) -> Selection:
+def select_grammar(
+    chat: Chat,
+    question: str,
+    entities_text: str,
+    templates: list[Template],
+    m: int,
+    enough: Enough = _never,
+    max_tokens: int = 256,
+) -> Selection:
     """Top-m by asking again with the earlier picks left out of the grammar; stops early once
     `enough` says the picks already fill the results (no call is paid for a template never run)."""
     sel = Selection()
@@ -119,7 +137,12 @@ def select_grammar(chat: Chat, question: str, entities_text: str, templates: lis
             sel.order.append(index[left[0]])  # nothing left to choose
             continue
         schema = {"type": "object", "required": ["query"], "properties": {"query": {"enum": left}}}
-        reply = chat(f"select {len(sel.order) + 1}", messages, response_format={"type": "json_object", "schema": schema}, max_tokens=max_tokens)
+        reply = chat(
+            f"select {len(sel.order) + 1}",
+            messages,
+            response_format={"type": "json_object", "schema": schema},
+            max_tokens=max_tokens,
+        )
         sel.calls += 1
         sel.replies.append(reply.text)
         try:
@@ -134,7 +157,9 @@ def select_grammar(chat: Chat, question: str, entities_text: str, templates: lis
     return _fill(sel, templates, m, enough)
 
 
-def select_score(score: Score, question: str, entities_text: str, templates: list[Template], m: int, length_norm: bool = True) -> Selection:
+def select_score(
+    score: Score, question: str, entities_text: str, templates: list[Template], m: int, length_norm: bool = True
+) -> Selection:
     sel = Selection(calls=1)
     scored = score(grammar_messages(question, entities_text), [json.dumps({"query": t.cypher()}) for t in templates])
     value = [lp / max(1, n) if length_norm else lp for lp, n in scored]
@@ -157,14 +182,31 @@ def listed_prompt(templates: list[Template]) -> str:
     return "\n".join(f"[{i}] {t.cypher()}  ({t.count} nodes)" for i, t in enumerate(templates))
 
 
-def select_listed(chat: Chat, question: str, entities_text: str, templates: list[Template], m: int,
-                  enough: Enough = _never, max_tokens: int = 128) -> Selection:
+def select_listed(
+    chat: Chat,
+    question: str,
+    entities_text: str,
+    templates: list[Template],
+    m: int,
+    enough: Enough = _never,
+    max_tokens: int = 128,
+) -> Selection:
     sel = Selection()
-    messages = [{"role": "system", "content": LISTED_SYSTEM.format(m=m)},
-                {"role": "user", "content": f"Question: {question}\nEntities:\n{entities_text}\n\nCandidates:\n{listed_prompt(templates)}"}]
-    schema = {"type": "object", "required": ["choices"],
-              "properties": {"choices": {"type": "array", "items": {"enum": list(range(len(templates)))}}}}
-    reply = chat("select (listed)", messages, response_format={"type": "json_object", "schema": schema}, max_tokens=max_tokens)
+    messages = [
+        {"role": "system", "content": LISTED_SYSTEM.format(m=m)},
+        {
+            "role": "user",
+            "content": f"Question: {question}\nEntities:\n{entities_text}\n\nCandidates:\n{listed_prompt(templates)}",
+        },
+    ]
+    schema = {
+        "type": "object",
+        "required": ["choices"],
+        "properties": {"choices": {"type": "array", "items": {"enum": list(range(len(templates)))}}},
+    }
+    reply = chat(
+        "select (listed)", messages, response_format={"type": "json_object", "schema": schema}, max_tokens=max_tokens
+    )
     sel.calls = 1
     sel.replies.append(reply.text)
     try:
@@ -180,9 +222,18 @@ def select_listed(chat: Chat, question: str, entities_text: str, templates: list
     return _fill(sel, templates, m, enough)
 
 
-def select(selector: Selector, chat: Chat | None, question: str, entities_text: str, templates: list[Template], m: int,
-           enough: Enough = _never, score: Score | None = None, length_norm: bool = True,
-           similarity: Similarity | None = None) -> Selection:
+def select(
+    selector: Selector,
+    chat: Chat | None,
+    question: str,
+    entities_text: str,
+    templates: list[Template],
+    m: int,
+    enough: Enough = _never,
+    score: Score | None = None,
+    length_norm: bool = True,
+    similarity: Similarity | None = None,
+) -> Selection:
     if not templates:
         return Selection()
     if selector == "similar" and similarity is not None:

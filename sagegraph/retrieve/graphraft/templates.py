@@ -77,12 +77,17 @@ class Template:
             return f"MATCH {head}{self.hops[0].cypher()}{x} WHERE e{a}.id IN $e{a} RETURN DISTINCT x.id AS id"
         if self.kind in ("2hop", "3hop"):
             chain = "".join(f"{h.cypher()}(:{safe_label(t)})" for h, t in zip(self.hops, self.mids))
-            return (f"MATCH {head}{chain}{self.hops[-1].cypher()}{x} "
-                    f"WHERE e{a}.id IN $e{a} AND NOT x.id IN $e{a} RETURN DISTINCT x.id AS id")
+            return (
+                f"MATCH {head}{chain}{self.hops[-1].cypher()}{x} "
+                f"WHERE e{a}.id IN $e{a} AND NOT x.id IN $e{a} RETURN DISTINCT x.id AS id"
+            )
         b = self.slots[1]
         tail = f"(e{b}:{safe_label(self.slot_types[1])})"
-        return (f"MATCH {head}{self.hops[0].cypher()}{x}{self.hops[1].cypher()}{tail} "
-                f"WHERE e{a}.id IN $e{a} AND e{b}.id IN $e{b} AND NOT x.id IN $e{a} AND NOT x.id IN $e{b} RETURN DISTINCT x.id AS id")
+        return (
+            f"MATCH {head}{self.hops[0].cypher()}{x}{self.hops[1].cypher()}{tail} "
+            f"WHERE e{a}.id IN $e{a} AND e{b}.id IN $e{b} AND NOT x.id IN $e{a} AND NOT x.id IN $e{b} RETURN "
+            "DISTINCT x.id AS id"
+        )
 
     def phrase(self) -> str:
         """The relation chain in words, read back from the target as a question reads ('the mother
@@ -103,8 +108,16 @@ def entity_groups(entities: Sequence[int | Sequence[int]]) -> list[np.ndarray]:
     return list({tuple(x.tolist()): x for x in groups if len(x)}.values())
 
 
-def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *, two_hop: bool = True, paths: bool = True,
-                        max_mid_degree: int | None = None, three_hop: bool = False, max_frontier: int = 2000) -> list[Template]:
+def enumerate_templates(
+    view: KBView,
+    entities: Sequence[int | Sequence[int]],
+    *,
+    two_hop: bool = True,
+    paths: bool = True,
+    max_mid_degree: int | None = None,
+    three_hop: bool = False,
+    max_frontier: int = 2000,
+) -> list[Template]:
     """Every non-empty template around the resolved entities, each a row or the rows of all nodes
     sharing its name. `max_mid_degree` skips middles with more KB edges than that (hubs), which a
     store would otherwise time out on; None keeps them all. `three_hop` extends each 2-hop chain by
@@ -149,8 +162,17 @@ def enumerate_templates(view: KBView, entities: Sequence[int | Sequence[int]], *
                         both = np.intersect1d(r1, r2, assume_unique=True)
                         both = both[~np.isin(both, ents[i]) & ~np.isin(both, ents[j])]
                         if len(both):
-                            out.append(Template("path", (i, j), (str(types[ents[i][0]]), str(types[ents[j][0]])),
-                                                (Hop(rel[c1], d1), Hop(rel[c2], not d2)), (), t1, both))
+                            out.append(
+                                Template(
+                                    "path",
+                                    (i, j),
+                                    (str(types[ents[i][0]]), str(types[ents[j][0]])),
+                                    (Hop(rel[c1], d1), Hop(rel[c2], not d2)),
+                                    (),
+                                    t1,
+                                    both,
+                                )
+                            )
     return out
 
 
@@ -160,6 +182,7 @@ def template_params(view: KBView, template: Template, entities: Sequence[int | S
 
 
 # -- the same enumeration in the store ---------------------------------------------------------
+
 
 def _arrow(out: bool, var: str) -> str:
     return f"-[{var}]->" if out else f"<-[{var}]-"
@@ -171,8 +194,13 @@ def _kind(labels: list[str], node_types: set[str]) -> str:
     return found[0] if found else ""
 
 
-def store_counts(store: GraphStore, view: KBView, entities: Sequence[int | Sequence[int]], timeout_ms: int = 10_000,
-                 max_rows: int = 10_000) -> dict[tuple, int]:
+def store_counts(
+    store: GraphStore,
+    view: KBView,
+    entities: Sequence[int | Sequence[int]],
+    timeout_ms: int = 10_000,
+    max_rows: int = 10_000,
+) -> dict[tuple, int]:
     """Template key -> distinct-target count, by aggregate Cypher (the public code's three queries,
     split by direction so direction is kept), with entity ids as parameters. Groups over relations
     that are not the KB's (the build's similarity edges) are dropped."""
@@ -187,15 +215,19 @@ def store_counts(store: GraphStore, view: KBView, entities: Sequence[int | Seque
 
     for s, node in enumerate(ids):
         for d1 in (True, False):
-            q = (f"MATCH (s){_arrow(d1, 'r1')}(t) WHERE s.id IN $src "
-                 "RETURN type(r1) AS r1, labels(t) AS lt, count(DISTINCT t) AS n")
+            q = (
+                f"MATCH (s){_arrow(d1, 'r1')}(t) WHERE s.id IN $src "
+                "RETURN type(r1) AS r1, labels(t) AS lt, count(DISTINCT t) AS n"
+            )
             for row in read(q, {"src": node}):
                 t = type_of.get(_kind(row["lt"], node_types))
                 if t and row["r1"] in rel_of:
                     counts[("1hop", (s,), ((rel_of[row["r1"]], d1),), (), t)] = int(row["n"])
             for d2 in (True, False):
-                q = (f"MATCH (s){_arrow(d1, 'r1')}(m){_arrow(d2, 'r2')}(t) WHERE s.id IN $src AND NOT t.id IN $src "
-                     "RETURN type(r1) AS r1, labels(m) AS lm, type(r2) AS r2, labels(t) AS lt, count(DISTINCT t) AS n")
+                q = (
+                    f"MATCH (s){_arrow(d1, 'r1')}(m){_arrow(d2, 'r2')}(t) WHERE s.id IN $src AND NOT t.id IN $src "
+                    "RETURN type(r1) AS r1, labels(m) AS lm, type(r2) AS r2, labels(t) AS lt, count(DISTINCT t) AS n"
+                )
                 for row in read(q, {"src": node}):
                     tm, t = type_of.get(_kind(row["lm"], node_types)), type_of.get(_kind(row["lt"], node_types))
                     if tm and t and row["r1"] in rel_of and row["r2"] in rel_of:
@@ -205,18 +237,30 @@ def store_counts(store: GraphStore, view: KBView, entities: Sequence[int | Seque
         for j in range(i + 1, len(ids)):
             for d1 in (True, False):
                 for d2 in (True, False):
-                    q = (f"MATCH (a){_arrow(d1, 'r1')}(t){_arrow(d2, 'r2')}(b) "
-                         "WHERE a.id IN $a AND b.id IN $b AND NOT t.id IN $a AND NOT t.id IN $b "
-                         "RETURN type(r1) AS r1, type(r2) AS r2, labels(t) AS lt, count(DISTINCT t) AS n")
+                    q = (
+                        f"MATCH (a){_arrow(d1, 'r1')}(t){_arrow(d2, 'r2')}(b) "
+                        "WHERE a.id IN $a AND b.id IN $b AND NOT t.id IN $a AND NOT t.id IN $b "
+                        "RETURN type(r1) AS r1, type(r2) AS r2, labels(t) AS lt, count(DISTINCT t) AS n"
+                    )
                     for row in read(q, {"a": ids[i], "b": ids[j]}):
                         t = type_of.get(_kind(row["lt"], node_types))
                         if t and row["r1"] in rel_of and row["r2"] in rel_of:
-                            counts[("path", (i, j), ((rel_of[row["r1"]], d1), (rel_of[row["r2"]], d2)), (), t)] = int(row["n"])
+                            counts[("path", (i, j), ((rel_of[row["r1"]], d1), (rel_of[row["r2"]], d2)), (), t)] = int(
+                                row["n"]
+                            )
     return counts
 
 
-def run_in_store(store: GraphStore, view: KBView, template: Template, entities: Sequence[int | Sequence[int]], timeout_ms: int = 10_000,
-                 max_rows: int = 10_000) -> np.ndarray:
+def run_in_store(
+    store: GraphStore,
+    view: KBView,
+    template: Template,
+    entities: Sequence[int | Sequence[int]],
+    timeout_ms: int = 10_000,
+    max_rows: int = 10_000,
+) -> np.ndarray:
     """The template's Cypher in the store (read-only, timeout, row cap), as graph rows."""
-    rows = store.read(template.cypher(), template_params(view, template, entities), timeout_ms=timeout_ms, max_rows=max_rows)
+    rows = store.read(
+        template.cypher(), template_params(view, template, entities), timeout_ms=timeout_ms, max_rows=max_rows
+    )
     return np.array(sorted(view.g.row[r["id"]] for r in rows if r["id"] in view.g.row), dtype=np.int64)

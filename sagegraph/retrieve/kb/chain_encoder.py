@@ -41,7 +41,7 @@ def training_triplets(labels: list[dict[str, Any]], negatives: int = 3, seed: in
     of its hard negatives; labels without a phrase (written before phrases were labelled), without
     a negative, or whose annotated relation path no template walks are skipped."""
     rng = random.Random(seed)
-    out = []
+    out: list[Any] = []
     for x in labels:
         if not x.get("kept") or not x.get("phrase") or not x.get("negatives") or x.get("label_by") == "hits_unwalked":
             continue
@@ -51,7 +51,7 @@ def training_triplets(labels: list[dict[str, Any]], negatives: int = 3, seed: in
     return out
 
 
-def hardest_negatives(labels: list[dict[str, Any]], encoder: "SelectorEncoder", keep: int) -> list[dict[str, Any]]:
+def hardest_negatives(labels: list[dict[str, Any]], encoder: SelectorEncoder, keep: int) -> list[dict[str, Any]]:
     """Each label's negatives cut to the `keep` that `encoder` reads closest to its question: a
     second round trains on the first tuned encoder's own near-misses instead of random ones."""
     out = []
@@ -64,9 +64,18 @@ def hardest_negatives(labels: list[dict[str, Any]], encoder: "SelectorEncoder", 
     return out
 
 
-def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | None = None, epochs: int = 1, batch_size: int = 32,
-                           lr: float = 2e-5, negatives: int = 3, seed: int = 0, report: Callable[[str], None] | None = None,
-                           mine_with: str | None = None) -> dict[str, Any]:
+def train_selector_encoder(
+    labels: list[dict[str, Any]],
+    out: Path,
+    base: str | None = None,
+    epochs: int = 1,
+    batch_size: int = 32,
+    lr: float = 2e-5,
+    negatives: int = 3,
+    seed: int = 0,
+    report: Callable[[str], None] | None = None,
+    mine_with: str | None = None,
+) -> dict[str, Any]:
     """Tune `base` (default: the graph encoder all-MiniLM-L6-v2) and save it under `out` as a
     sentence-transformers directory that `selector_encoder` (the retriever param) loads; with
     `mine_with` (a tuned encoder), on the negatives that encoder reads closest. The encoder appears
@@ -79,8 +88,18 @@ def train_selector_encoder(labels: list[dict[str, Any]], out: Path, base: str | 
         return _train(labels, out, base, epochs, batch_size, lr, negatives, seed, report, mine_with)
 
 
-def _train(labels: list[dict[str, Any]], out: Path, base: str | None, epochs: int, batch_size: int, lr: float, negatives: int,
-           seed: int, report: Callable[[str], None] | None, mine_with: str | None) -> dict[str, Any]:
+def _train(
+    labels: list[dict[str, Any]],
+    out: Path,
+    base: str | None,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    negatives: int,
+    seed: int,
+    report: Callable[[str], None] | None,
+    mine_with: str | None,
+) -> dict[str, Any]:
     if mine_with:
         labels = hardest_negatives(labels, SelectorEncoder(mine_with), negatives)
     import torch
@@ -91,8 +110,10 @@ def _train(labels: list[dict[str, Any]], out: Path, base: str | None, epochs: in
 
     triplets = training_triplets(labels, negatives, seed)
     if not triplets:
-        raise ConfigError("no training pairs: the labels hold no kept label with a phrase and a worse template "
-                          "(make them with `sagegraph graphraft labels` on training questions)")
+        raise ConfigError(
+            "no training pairs: the labels hold no kept label with a phrase and a worse template "
+            "(make them with `sagegraph graphraft labels` on training questions)"
+        )
     torch.manual_seed(seed)
     rng = random.Random(seed)
     device = pick_device("auto")
@@ -115,8 +136,19 @@ def _train(labels: list[dict[str, Any]], out: Path, base: str | None, epochs: in
             if tick:
                 tick(len(batch))
     model.eval()
-    info = {"base": base or MINILM, "mined_with": mine_with, "triplets": len(triplets), "questions": len({t[0] for t in triplets}), "epochs": epochs, "steps": steps,
-            "batch_size": batch_size, "lr": lr, "final_loss": round(last, 4), "seconds": round(time.perf_counter() - t0, 1), "device": device}
+    info = {
+        "base": base or MINILM,
+        "mined_with": mine_with,
+        "triplets": len(triplets),
+        "questions": len({t[0] for t in triplets}),
+        "epochs": epochs,
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "final_loss": round(last, 4),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "device": device,
+    }
 
     def write(folder: Path) -> None:
         model.save(str(folder))
@@ -128,7 +160,9 @@ def _train(labels: list[dict[str, Any]], out: Path, base: str | None, epochs: in
 
 def _check_destination(out: Path) -> None:
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "modules.json").exists())):
-        raise ConfigError(f"--out {out}: exists and is not a selector encoder; give a new folder (it would be replaced)")
+        raise ConfigError(
+            f"--out {out}: exists and is not a selector encoder; give a new folder (it would be replaced)"
+        )
 
 
 def _publish(out: Path, write: Callable[[Path], Any]) -> None:
@@ -159,7 +193,9 @@ def _batches_without_repeats(triplets: list[tuple[str, str, str]], size: int):
     positive (sentence-transformers' NO_DUPLICATES sampler checks every text; this checks two)."""
     pending = list(triplets)
     while pending:
-        batch, seen, rest = [], set(), []
+        batch: list[Any] = []
+        seen: set[Any] = set()
+        rest: list[Any] = []
         for t in pending:
             if len(batch) < size and t[0] not in seen and t[1] not in seen:
                 batch.append(t)
@@ -189,7 +225,9 @@ class SelectorEncoder:
             todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
             if todo:
                 self._memo.update(zip(todo, self._inner.encode(todo)))
-            return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, self._inner.dim), dtype=np.float32)
+            return (
+                np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, self._inner.dim), dtype=np.float32)
+            )
 
 
 @functools.cache
@@ -217,5 +255,7 @@ def keyed_prompt(prompt_version: str, path: str | None) -> str:
 
 def _require_encoder(path: str) -> None:
     if not (Path(path) / "modules.json").exists():
-        raise ConfigError(f"tuned encoder {path}: not a sentence-transformers directory "
-                          "(train one with `sagegraph graphraft train-selector`; docs/llm-retrievers.md)")
+        raise ConfigError(
+            f"tuned encoder {path}: not a sentence-transformers directory "
+            "(train one with `sagegraph graphraft train-selector`; docs/llm-retrievers.md)"
+        )

@@ -34,7 +34,7 @@ def words_around(question: str, name: str) -> tuple[list[str], list[str]] | None
     found = re.search(re.escape(name), question, flags=re.IGNORECASE) if name.strip() else None
     if found is None:
         return None
-    return re.findall(r"\S+", question[: found.start()]), re.findall(r"\S+", question[found.end():])
+    return re.findall(r"\S+", question[: found.start()]), re.findall(r"\S+", question[found.end() :])
 
 
 def name_distances(question: str, name: str, farthest: int | None = None) -> list[tuple[str, int]]:
@@ -50,7 +50,9 @@ def name_distances(question: str, name: str, farthest: int | None = None) -> lis
         return []
     before, after = around
     cap = farthest if farthest is not None else max(len(before), len(after))
-    return [(w, min(len(before) - i, cap)) for i, w in enumerate(before)] + [(w, min(i + 1, cap)) for i, w in enumerate(after)]
+    return [(w, min(len(before) - i, cap)) for i, w in enumerate(before)] + [
+        (w, min(i + 1, cap)) for i, w in enumerate(after)
+    ]
 
 
 def distance_bands(words: Sequence[tuple[str, int]]) -> dict[tuple[int, int], str]:
@@ -58,7 +60,11 @@ def distance_bands(words: Sequence[tuple[str, int]]) -> dict[tuple[int, int], st
     question's order: what one relation of a chain is read against when the chain's relations are
     laid outward from the name in their order (`order_gap`). Each band holds a word."""
     depth = max((d for _, d in words), default=0)
-    return {(lo, hi): " ".join(w for w, d in words if lo <= d < hi) for lo in range(1, depth + 1) for hi in range(lo + 1, depth + 2)}
+    return {
+        (lo, hi): " ".join(w for w, d in words if lo <= d < hi)
+        for lo in range(1, depth + 1)
+        for hi in range(lo + 1, depth + 2)
+    }
 
 
 def order_gap(hops: Sequence[str], fit: Callable[[str, tuple[int, int]], float], depth: int) -> float:

@@ -25,7 +25,7 @@ NER_SYSTEM = """You find the named entities in a question about a knowledge grap
 places, genres, awards or other named things the question mentions by name. Give each with its node type.
 Node types: {types}
 Reply with JSON only: {{"entities": [{{"name": "...", "type": "..."}}]}}. Copy names exactly as written in the question.
-Descriptions that are not names (a topic, a theme, a kind of thing) are not entities; if there are none, reply {{"entities": []}}."""
+Descriptions that are not names (a topic, a theme, a kind of thing) are not entities; if there are none, reply {{"entities": []}}."""  # noqa: E501 - a prompt: its text is the recorded replies' key
 
 Match = Literal["exact", "vector", "miss"]
 
@@ -51,9 +51,20 @@ class Entity:
 
 
 def ner_schema(node_types: list[str]) -> dict[str, Any]:
-    return {"type": "object", "required": ["entities"], "properties": {"entities": {"type": "array", "items": {
-        "type": "object", "required": ["name", "type"],
-        "properties": {"name": {"type": "string"}, "type": {"enum": node_types}}}}}}
+    return {
+        "type": "object",
+        "required": ["entities"],
+        "properties": {
+            "entities": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "type"],
+                    "properties": {"name": {"type": "string"}, "type": {"enum": node_types}},
+                },
+            }
+        },
+    }
 
 
 def read_entities(text: str, node_types: list[str]) -> list[tuple[str, str | None]]:
@@ -76,10 +87,15 @@ def read_entities(text: str, node_types: list[str]) -> list[tuple[str, str | Non
 
 
 def ner_messages(view: KBView, question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": NER_SYSTEM.format(types=", ".join(view.g.node_types()))}, {"role": "user", "content": f"Question: {question}"}]
+    return [
+        {"role": "system", "content": NER_SYSTEM.format(types=", ".join(view.g.node_types()))},
+        {"role": "user", "content": f"Question: {question}"},
+    ]
 
 
-def llm_entities(chat: Callable[..., Reply], view: KBView, question: str, constrain: bool = True) -> tuple[list[tuple[str, str | None]], bool]:
+def llm_entities(
+    chat: Callable[..., Reply], view: KBView, question: str, constrain: bool = True
+) -> tuple[list[tuple[str, str | None]], bool]:
     """(entities, parse_failed): a reply that cannot be read counts as naming none."""
     types = view.g.node_types()
     fmt = {"type": "json_object", "schema": ner_schema(types)} if constrain else {"type": "json_object"}
@@ -109,7 +125,7 @@ def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[
     i = 0
     while i < len(words):
         for n in range(min(max_words, len(words) - i), 0, -1):
-            span = words[i:i + n]
+            span = words[i : i + n]
             if n == 1 and not span[0][:1].isupper():
                 continue
             key = normalise(" ".join(span))
@@ -134,8 +150,11 @@ _OPENERS = {"which", "what", "who", "where", "when", "how", "name", "list", "fin
 def linked_rows(view: KBView, question: str, per_name: int = 3) -> list[tuple[str, int]]:
     """(span, row) for the KB nodes (at most `per_name` a span) whose name the question holds:
     the prompt-side linking SPARK and DGR share."""
-    return [(span, int(r)) for span, _ in gazetteer_entities(view, question)
-            for r in view.name_index.get(normalise(span), np.zeros(0, np.int64))[:per_name]]
+    return [
+        (span, int(r))
+        for span, _ in gazetteer_entities(view, question)
+        for r in view.name_index.get(normalise(span), np.zeros(0, np.int64))[:per_name]
+    ]
 
 
 def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Entity:

@@ -18,17 +18,32 @@ import difflib
 import functools
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from sagegraph.retrieve.kb.view import NAME_FIELDS, KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
-
-GROUND_KINDS = ("quote_escaped", "name_respelled", "name_dropped", "year_bounds", "direction", "type_mapped", "type_relaxed", "label_moved",
-                "node_split", "name_key", "property_mapped", "return_id", "return_extended", "return_retargeted", "return_path_end",
-                "return_to_target", "direction_relaxed", "text_relaxed")
+GROUND_KINDS = (
+    "quote_escaped",
+    "name_respelled",
+    "name_dropped",
+    "year_bounds",
+    "direction",
+    "type_mapped",
+    "type_relaxed",
+    "label_moved",
+    "node_split",
+    "name_key",
+    "property_mapped",
+    "return_id",
+    "return_extended",
+    "return_retargeted",
+    "return_path_end",
+    "return_to_target",
+    "direction_relaxed",
+    "text_relaxed",
+)
 # One relationship type among several that join two labels, as the question reads them (SPARK
 # ranks them by the graph encoder); without one, the extension takes any relationship.
 RelationChooser = Callable[[list[str]], str]
@@ -70,7 +85,7 @@ class KBSchema:
         self.relationship_types = {r for _, r, _ in self.patterns}
         self.labels = {a for a, _, _ in self.patterns} | {b for _, _, b in self.patterns}
 
-    def connects(self, a: str | None, r: str, b: str | None) -> bool:
+    def connects(self, a: str | None, r: str | None, b: str | None) -> bool:
         return any((a is None or a == x) and r == y and (b is None or b == z) for x, y, z in self.patterns)
 
 
@@ -144,7 +159,13 @@ def _node_at(tokens: list[Token], code: list[int], k: int) -> _Node | None:
         a, b, c = tokens[code[y]], tokens[code[y + 1]], tokens[code[y + 2]]
         if a.kind == "name" and a.value.lower() in NAME_FIELDS and b.text == ":" and c.kind == "string":
             name = c.value
-    if var is None and label is None and end - k > 1 and tokens[code[k + 1]].text != ":" and tokens[code[k + 1]].text != "{":
+    if (
+        var is None
+        and label is None
+        and end - k > 1
+        and tokens[code[k + 1]].text != ":"
+        and tokens[code[k + 1]].text != "{"
+    ):
         return None  # `(x + 1)`, `(count(...))`: an expression
     return _Node(k, end, var, label_at, label, name)
 
@@ -216,7 +237,9 @@ def undirected(query: str) -> tuple[str, list[Repair]]:
     for _, r, _ in _chains(tokens, code)[1]:
         if (r.left_arrow is None) == (r.right_arrow is None):
             continue
-        out[code[r.left_arrow if r.left_arrow is not None else r.right_arrow]] = Token("ws", "", "")
+        arrow = r.left_arrow if r.left_arrow is not None else r.right_arrow
+        assert arrow is not None  # exactly one of the two is set here
+        out[code[arrow]] = Token("ws", "", "")
         repairs.append(Repair("direction_relaxed", f"[:{r.rtype or ''}] either way (the directed query found nothing)"))
     return (render(out), repairs) if repairs else (query, [])
 
@@ -235,7 +258,9 @@ def _tokens_escaping_apostrophes(query: str) -> tuple[list[Token], list[Repair]]
         fixed = _APOSTROPHE.sub(lambda m: "\\'", query)
         if fixed == query:
             raise
-        return tokenize(fixed), [Repair("quote_escaped", f"{len(_APOSTROPHE.findall(query))} apostrophe(s) inside a name escaped")]
+        return tokenize(fixed), [
+            Repair("quote_escaped", f"{len(_APOSTROPHE.findall(query))} apostrophe(s) inside a name escaped")
+        ]
 
 
 def _mentioned(name: str, question: str, linked: Collection[str]) -> bool:
@@ -243,8 +268,16 @@ def _mentioned(name: str, question: str, linked: Collection[str]) -> bool:
     return bool(n) and (f" {n} " in f" {normalise(question)} " or n in {normalise(x) for x in linked})
 
 
-def _drop_unmentioned_names(tokens: list[Token], code: list[int], nodes: list[_Node], question: str, linked: Collection[str],
-                            out: list[Token], repairs: list[Repair], schema: KBSchema) -> None:
+def _drop_unmentioned_names(
+    tokens: list[Token],
+    code: list[int],
+    nodes: list[_Node],
+    question: str,
+    linked: Collection[str],
+    out: list[Token],
+    repairs: list[Repair],
+    schema: KBSchema,
+) -> None:
     """A name the question does not mention (nor names through a linked KB node), in a query that
     also holds one it does: a value copied from the schema card's examples (`WHERE s.name =
     'Highgate Studios'` for "the studio that produced X"), so the condition is dropped and the node
@@ -255,7 +288,12 @@ def _drop_unmentioned_names(tokens: list[Token], code: list[int], nodes: list[_N
     places = []  # (first code index, last code index, name, replacement)
     for j in _name_literals(tokens, code):
         t, op = tokens[code[j]], tokens[code[j - 1]]
-        if op.text == "=" and j >= 4 and tokens[code[j - 3]].text == "." and tokens[code[j - 4]].kind in ("name", "quoted"):
+        if (
+            op.text == "="
+            and j >= 4
+            and tokens[code[j - 3]].text == "."
+            and tokens[code[j - 4]].kind in ("name", "quoted")
+        ):
             places.append((j - 4, j, t.value, "true"))  # v.name = 'X'
         elif op.text == ":":
             places.append((j - 2, j, t.value, ""))  # {name: 'X'}
@@ -284,8 +322,14 @@ def _drop_unmentioned_names(tokens: list[Token], code: list[int], nodes: list[_N
 
 def _name_literals(tokens: list[Token], code: list[int]) -> list[int]:
     """Code indices of the string literals that pin a node by name (`{name: 'X'}`, `v.title = 'X'`)."""
-    return [j for j in range(2, len(code)) if tokens[code[j]].kind == "string" and tokens[code[j - 1]].text in (":", "=")
-            and tokens[code[j - 2]].kind == "name" and tokens[code[j - 2]].value.lower() in NAME_FIELDS]
+    return [
+        j
+        for j in range(2, len(code))
+        if tokens[code[j]].kind == "string"
+        and tokens[code[j - 1]].text in (":", "=")
+        and tokens[code[j - 2]].kind == "name"
+        and tokens[code[j - 2]].value.lower() in NAME_FIELDS
+    ]
 
 
 def text_conditions(query: str) -> tuple[list[str], bool]:
@@ -295,7 +339,11 @@ def text_conditions(query: str) -> tuple[list[str], bool]:
     except Exception:
         return [], False
     code = _code(tokens)
-    words = [tokens[code[c + 1]].value for c in range(len(code) - 1) if tokens[code[c]].word == "CONTAINS" and tokens[code[c + 1]].kind == "string"]
+    words = [
+        tokens[code[c + 1]].value
+        for c in range(len(code) - 1)
+        if tokens[code[c]].word == "CONTAINS" and tokens[code[c + 1]].kind == "string"
+    ]
     return words, bool(_name_literals(tokens, code))
 
 
@@ -335,12 +383,21 @@ def text_relaxed(query: str) -> tuple[str, list[Repair]]:
         for x in range(s, c + 2):
             out[code[x]] = Token("ws", "", "")
         out[code[s]] = Token("name", "true", "true")
-        repairs.append(Repair("text_relaxed", f"CONTAINS {tokens[code[c + 1]].text} -> true (the text condition matched nothing)"))
+        repairs.append(
+            Repair("text_relaxed", f"CONTAINS {tokens[code[c + 1]].text} -> true (the text condition matched nothing)")
+        )
     return (render(out), repairs) if repairs else (query, [])
 
 
-def ground_query(query: str, schema: KBSchema, target: str | None = None, return_ids: bool = True, question: str | None = None,
-                 linked: Collection[str] = (), choose: RelationChooser | None = None) -> tuple[str, list[Repair]]:
+def ground_query(
+    query: str,
+    schema: KBSchema,
+    target: str | None = None,
+    return_ids: bool = True,
+    question: str | None = None,
+    linked: Collection[str] = (),
+    choose: RelationChooser | None = None,
+) -> tuple[str, list[Repair]]:
     """The query with its relationship directions, unknown relationship types and misplaced name
     labels repaired against `schema`, and, when it returns the named topic node itself while the
     plan's `target` is another label, extended from the topic to the target; with the repairs
@@ -395,12 +452,19 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None, return
     _name_keys(tokens, code, nodes, labels, schema, out, repairs)
     _property_keys(tokens, code, nodes, labels, schema, out, repairs)
     for a, r, b in chains:
-        la, lb = a.label or labels.get(a.var), b.label or labels.get(b.var)
+        la, lb = a.label or labels.get(a.var or ""), b.label or labels.get(b.var or "")
         if r.rtype is not None and r.rtype not in schema.relationship_types:
+            assert r.type_at is not None  # a typed relationship knows where its type is
             # the one type that joins the two labels, else a type spelled much like the model's
             # (has_language -> in_language); a guess between several types is worse than all of them
-            near = sorted({y for x, y, z in schema.patterns if schema.connects(la, y, lb) or schema.connects(lb, y, la)})
-            close = near if len(near) == 1 and la and lb else difflib.get_close_matches(r.rtype, near or sorted(schema.relationship_types), n=1, cutoff=0.8)
+            near = sorted(
+                {y for x, y, z in schema.patterns if schema.connects(la, y, lb) or schema.connects(lb, y, la)}
+            )
+            close = (
+                near
+                if len(near) == 1 and la and lb
+                else difflib.get_close_matches(r.rtype, near or sorted(schema.relationship_types), n=1, cutoff=0.8)
+            )
             if close:
                 put(r.type_at, close[0])
                 repairs.append(Repair("type_mapped", f"[:{r.rtype}] -> [:{close[0]}]"))
@@ -419,10 +483,25 @@ def ground_query(query: str, schema: KBSchema, target: str | None = None, return
             put(r.right_arrow, "", "ws")
             out[code[r.start - 1]] = Token("sym", "<-", "<-")
         else:
+            assert r.left_arrow is not None  # directed: one arrow, and it is not the right one
             put(r.left_arrow, "", "ws")
             out[code[r.end + 1]] = Token("sym", "->", "->")
-        repairs.append(Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way"))
-    _ground_return(tokens, code, nodes, chains, labels, schema, target if target in schema.labels else None, out, repairs, return_ids, choose)
+        repairs.append(
+            Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way")
+        )
+    _ground_return(
+        tokens,
+        code,
+        nodes,
+        chains,
+        labels,
+        schema,
+        target if target in schema.labels else None,
+        out,
+        repairs,
+        return_ids,
+        choose,
+    )
     return (render(out), repairs) if repairs else (query, [])
 
 
@@ -452,8 +531,18 @@ def _year_bounds(tokens: list[Token], code: list[int], question: str, out: list[
             repairs.append(Repair("year_bounds", f"{op} {t.text} -> {op} '{bound}' (the question gives a year)"))
 
 
-def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int], chains: list[tuple[_Node, _Rel, _Node]],
-                labels: dict[str, str], schema: KBSchema, out: list[Token], repairs: list[Repair], choose: RelationChooser | None) -> bool:
+def _split_node(
+    n: _Node,
+    named_label: str,
+    tokens: list[Token],
+    code: list[int],
+    chains: list[tuple[_Node, _Rel, _Node]],
+    labels: dict[str, str],
+    schema: KBSchema,
+    out: list[Token],
+    repairs: list[Repair],
+    choose: RelationChooser | None,
+) -> bool:
     """`(d:Director {name: 'Restless Season', year: 2015})-[:DIRECTED]->(m:Movie)` for "the actors who
     worked with the director of Restless Season": the model wrote one node for two, the named one
     and its neighbour the question goes through, labelled as the neighbour and named as the
@@ -461,7 +550,8 @@ def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int]
     written one, the only one, or the one spelled closest), the node becomes that label's, unnamed,
     and the named node joins it at the path's end along the relationship the model wrote where it
     joins the two labels (the node's role: who directed), else the one `choose` reads closest to
-    the question: `(grounded_named:Movie {name: 'Restless Season', year: 2015})<-[:DIRECTED]-(d:Person)-[:DIRECTED]->(m:Movie)`.
+    the question: `(grounded_named:Movie {name: 'Restless Season', year:
+    2015})<-[:DIRECTED]-(d:Person)-[:DIRECTED]->(m:Movie)`.
     The named node keeps the properties its label has. False (nothing done) where the name's
     label fits, no other label does, or the node is inside a path."""
     own = [(a, r, b) for a, r, b in chains if (a is n or b is n) and r.rtype in schema.relationship_types]
@@ -472,12 +562,20 @@ def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int]
         return lab if lab in schema.labels else None
 
     def fits(label: str) -> bool:
-        return all(schema.connects(label, r.rtype, far(a, b)) or schema.connects(far(a, b), r.rtype, label) for a, r, b in own)
+        return all(
+            schema.connects(label, r.rtype, far(a, b)) or schema.connects(far(a, b), r.rtype, label) for a, r, b in own
+        )
 
     if not own or n.label is None or n.label_at is None or fits(named_label):
         return False
     roles = [lab for lab in sorted(schema.labels) if lab != named_label and fits(lab)]
-    role = n.label if n.label in roles else roles[0] if len(roles) == 1 else next(iter(difflib.get_close_matches(n.label, roles, n=1, cutoff=0.6)), None)
+    role = (
+        n.label
+        if n.label in roles
+        else roles[0]
+        if len(roles) == 1
+        else next(iter(difflib.get_close_matches(n.label, roles, n=1, cutoff=0.6)), None)
+    )
     path = next((p for p in _paths(chains) if p[0] is n or p[-1] is n), None)
     joining = sorted({r for a, r, b in schema.patterns if (a, b) in ((role, named_label), (named_label, role))})
     if role is None or path is None or not joining:
@@ -505,9 +603,14 @@ def _split_node(n: _Node, named_label: str, tokens: list[Token], code: list[int]
         out[code[n.start]] = Token("sym", f"{named}{hop}(", "(")
     else:
         out[code[n.end]] = Token("sym", f"){hop}{named}", ")")
-    repairs.append(Repair("node_split", f"{n.name!r} (a :{named_label}) on the model's :{n.label} node split off: :{role} "
-                          f"joined to it along {along[0] if len(along) == 1 else 'any relationship'}"
-                          + (f", {', '.join(dropped)} dropped (no :{named_label} has it)" if dropped else "")))
+    repairs.append(
+        Repair(
+            "node_split",
+            f"{n.name!r} (a :{named_label}) on the model's :{n.label} node split off: :{role} "
+            f"joined to it along {along[0] if len(along) == 1 else 'any relationship'}"
+            + (f", {', '.join(dropped)} dropped (no :{named_label} has it)" if dropped else ""),
+        )
+    )
     labels.update({n.var: role} if n.var else {})
     n.label, n.name = role, None
     return True
@@ -523,8 +626,15 @@ def _name_key(key: str, known: Collection[str]) -> str:
     return other if other and known and key not in known and other in known else key
 
 
-def _name_keys(tokens: list[Token], code: list[int], nodes: list[_Node], labels: dict[str, str], schema: KBSchema, out: list[Token],
-               repairs: list[Repair]) -> None:
+def _name_keys(
+    tokens: list[Token],
+    code: list[int],
+    nodes: list[_Node],
+    labels: dict[str, str],
+    schema: KBSchema,
+    out: list[Token],
+    repairs: list[Repair],
+) -> None:
     """`{name: 'Restless Season'}` on a label whose nodes have a title and no name finds nothing:
     the key its nodes are named by. Reads the labels as moved; a map the split emptied is skipped."""
     for j in _name_literals(tokens, code):
@@ -574,8 +684,15 @@ def _map_entries(tokens: list[Token], code: list[int], n: _Node) -> list[list[in
     return [e for e in entries if len(e) >= 3 and tokens[code[e[1]]].text == ":"]
 
 
-def _property_keys(tokens: list[Token], code: list[int], nodes: list[_Node], labels: dict[str, str], schema: KBSchema, out: list[Token],
-                   repairs: list[Repair]) -> None:
+def _property_keys(
+    tokens: list[Token],
+    code: list[int],
+    nodes: list[_Node],
+    labels: dict[str, str],
+    schema: KBSchema,
+    out: list[Token],
+    repairs: list[Repair],
+) -> None:
     """A map key the node's label never has, one of whose words is a key it has, renamed to that key
     (`{title: 'X', birth_year: 1974}` on a film: `year`); one that matches nothing is left (the
     query then finds nothing and says so)."""
@@ -594,8 +711,9 @@ def _property_keys(tokens: list[Token], code: list[int], nodes: list[_Node], lab
                 repairs.append(Repair("property_mapped", f"{key} -> {new} (a :{label} has {new}, not {key})"))
 
 
-def _named_properties(tokens: list[Token], code: list[int], n: _Node, out: list[Token],
-                      known: Collection[str]) -> tuple[list[tuple[str, str]], list[str]]:
+def _named_properties(
+    tokens: list[Token], code: list[int], n: _Node, out: list[Token], known: Collection[str]
+) -> tuple[list[tuple[str, str]], list[str]]:
     """The `(key, value)` entries of a node's property map as written (names as respelled), split
     into those a node of the named label can have, under its keys (all, where its keys are not
     known; names always), and the keys of the others."""
@@ -610,9 +728,19 @@ def _named_properties(tokens: list[Token], code: list[int], n: _Node, out: list[
     return kept, dropped
 
 
-def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], chains: list[tuple[_Node, _Rel, _Node]], labels: dict[str, str],
-                   schema: KBSchema, target: str | None, out: list[Token], repairs: list[Repair], return_ids: bool = True,
-                   choose: RelationChooser | None = None) -> None:
+def _ground_return(
+    tokens: list[Token],
+    code: list[int],
+    nodes: list[_Node],
+    chains: list[tuple[_Node, _Rel, _Node]],
+    labels: dict[str, str],
+    schema: KBSchema,
+    target: str | None,
+    out: list[Token],
+    repairs: list[Repair],
+    return_ids: bool = True,
+    choose: RelationChooser | None = None,
+) -> None:
     """The single `RETURN [DISTINCT] v.prop` of a query, made to return what the plan asks for:
 
     - (`return_ids`) a node's name or title where its id is asked for: the id (a name matches no
@@ -623,9 +751,11 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
       label (`MATCH (n:Film {name: 'X'}) RETURN n.id` for "when was X released"): extended along
       the relationship joining the two labels (the one stored either way, else any);
     - with relationships, v of another label than the target while exactly one variable of the
-      query has the target label and the query gives it no name (`(h:Person)-[:cause_of_death]->(c:CauseOfDeath) RETURN h.id`
+      query has the target label and the query gives it no name
+      (`(h:Person)-[:cause_of_death]->(c:CauseOfDeath) RETURN h.id`
       for "what did X's husband die of"): that variable returned instead;
-    - otherwise, v inside a path that goes on past it to nodes nothing constrains (`(p {name: 'X'})-[:parents]->(pp)-[:nationality]->(c)
+    - otherwise, v inside a path that goes on past it to nodes nothing constrains (`(p {name:
+    'X'})-[:parents]->(pp)-[:nationality]->(c)
       RETURN pp.id` for "the nationality of X's parent"): the path's far end returned. An
       unconstrained tail only asks that pp have some nationality, which no question means; the
       model wrote the last hop and returned the node before it (3-hop questions, most often); and
@@ -653,7 +783,9 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
     if not itself:
         joined = {(a, r, b) for a, r, b in schema.patterns if label in (a, b)}
         kinds = sorted({r for _, r, _ in joined})
-        close = [r for r in kinds if r.lower() == prop.lower()] or difflib.get_close_matches(prop, kinds, n=1, cutoff=0.8)
+        close = [r for r in kinds if r.lower() == prop.lower()] or difflib.get_close_matches(
+            prop, kinds, n=1, cutoff=0.8
+        )
         ends = {(b if a == label else a) for a, r, b in joined if close and r == close[0]}
         if len(ends) != 1:
             return
@@ -662,7 +794,9 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
         backward = [] if forward else sorted({r for a, r, b in joined if r == close[0] and a == end and b == label})
         _return_along(tokens, code, returns[0], k, var, end, forward, backward, out)
         out[code[k + 2]] = Token("name", "id", "id")
-        repairs.append(Repair("return_extended", f"RETURN of {var}.{prop} (:{label}) followed along {close[0]} to :{end}"))
+        repairs.append(
+            Repair("return_extended", f"RETURN of {var}.{prop} (:{label}) followed along {close[0]} to :{end}")
+        )
         return
     if chains:
         if target is not None and label != target:
@@ -673,7 +807,9 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
             if len(others) == 1 and not others & named:
                 other = others.pop()
                 out[code[k]] = Token("name", other, other)
-                repairs.append(Repair("return_retargeted", f"RETURN {var} (:{label}) -> {other} (:{target}), the plan's target"))
+                repairs.append(
+                    Repair("return_retargeted", f"RETURN {var} (:{label}) -> {other} (:{target}), the plan's target")
+                )
                 return
         _return_path_end(tokens, code, chains, var, k, out, repairs, returns[0], labels, schema, target, choose)
         return
@@ -686,7 +822,9 @@ def _ground_return(tokens: list[Token], code: list[int], nodes: list[_Node], cha
     if not forward and not backward:
         return
     along = _return_along(tokens, code, returns[0], k, var, target, forward, backward, out)
-    repairs.append(Repair("return_extended", f"RETURN of the topic {var} (:{label}) extended to :{target} along {along}"))
+    repairs.append(
+        Repair("return_extended", f"RETURN of the topic {var} (:{label}) extended to :{target} along {along}")
+    )
 
 
 def _paths(chains: list[tuple[_Node, _Rel, _Node]]) -> list[list[_Node]]:
@@ -700,9 +838,20 @@ def _paths(chains: list[tuple[_Node, _Rel, _Node]]) -> list[list[_Node]]:
     return paths
 
 
-def _return_path_end(tokens: list[Token], code: list[int], chains: list[tuple[_Node, _Rel, _Node]], var: str, k: int,
-                     out: list[Token], repairs: list[Repair], at: int | None = None, labels: dict[str, str] | None = None,
-                     schema: KBSchema | None = None, target: str | None = None, choose: RelationChooser | None = None) -> None:
+def _return_path_end(
+    tokens: list[Token],
+    code: list[int],
+    chains: list[tuple[_Node, _Rel, _Node]],
+    var: str,
+    k: int,
+    out: list[Token],
+    repairs: list[Repair],
+    at: int | None = None,
+    labels: dict[str, str] | None = None,
+    schema: KBSchema | None = None,
+    target: str | None = None,
+    choose: RelationChooser | None = None,
+) -> None:
     """RETURN var -> the far end of the one unconstrained tail of var's path, then on to the plan's
     target label when the end is of another (see `_ground_return`). Reads `out`: a condition
     dropped already constrains nothing."""
@@ -718,7 +867,7 @@ def _return_path_end(tokens: list[Token], code: list[int], chains: list[tuple[_N
     if len(places) != 1:
         return
     path, i = places[0]
-    tails = [t for t in (path[i + 1:], path[:i][::-1]) if t and all(free(n) for n in t)]
+    tails = [t for t in (path[i + 1 :], path[:i][::-1]) if t and all(free(n) for n in t)]
     rest = [n for n in path if not any(n is m for t in tails for m in t)]
     if len(tails) != 1 or not any(given(n) for n in rest):
         return  # no tail, two, or nothing in the path that the question gives
@@ -728,21 +877,37 @@ def _return_path_end(tokens: list[Token], code: list[int], chains: list[tuple[_N
     # on to the target only from a returned node the question names: a plan's target echoes the
     # label of the variable its query returns, so past an unnamed one (`pp:Person` for "the
     # nationality of X's parent") the path's end is the answer and the target is wrong
-    onward = _onward(schema, chains, before, end, end_label, target, choose) if schema is not None and at is not None and given(path[i]) else None
+    onward = (
+        _onward(schema, chains, before, end, end_label, target, choose)
+        if schema is not None and at is not None and given(path[i])
+        else None
+    )
     name = end.var
     if name is None:
         name = ANSWER_VAR if onward is None else "grounded_end"
         out[code[end.start]] = Token("sym", f"({name}", "(")
     out[code[k]] = Token("name", name, name)
-    repairs.append(Repair("return_path_end", f"RETURN {var} -> {name}{':' + end.label if end.label else ''}, the end of its path"))
+    repairs.append(
+        Repair("return_path_end", f"RETURN {var} -> {name}{':' + end.label if end.label else ''}, the end of its path")
+    )
     if onward is not None:
+        assert at is not None and target is not None  # what `_onward` needs to have found a way on
         forward, backward = onward
         along = _return_along(tokens, code, at, k, name, target, forward, backward, out)
-        repairs.append(Repair("return_to_target", f"{name} (:{end_label}) on to :{target}, the plan's target, along {along}"))
+        repairs.append(
+            Repair("return_to_target", f"{name} (:{end_label}) on to :{target}, the plan's target, along {along}")
+        )
 
 
-def _onward(schema: KBSchema, chains: list[tuple[_Node, _Rel, _Node]], before: _Node, end: _Node, end_label: str | None,
-            target: str | None, choose: RelationChooser | None) -> tuple[list[str], list[str]] | None:
+def _onward(
+    schema: KBSchema,
+    chains: list[tuple[_Node, _Rel, _Node]],
+    before: _Node,
+    end: _Node,
+    end_label: str | None,
+    target: str | None,
+    choose: RelationChooser | None,
+) -> tuple[list[str], list[str]] | None:
     """The one relationship (as forward, backward type lists) from a path's end to the target
     label: any that joins them but the one the path reached the end by, unless that is the only
     one; `choose` decides among several (without it, `_return_along` takes any relationship)."""
@@ -760,8 +925,17 @@ def _onward(schema: KBSchema, chains: list[tuple[_Node, _Rel, _Node]], before: _
     return forward, backward
 
 
-def _return_along(tokens: list[Token], code: list[int], at: int, k: int, var: str, end: str, forward: list[str], backward: list[str],
-                  out: list[Token]) -> str:
+def _return_along(
+    tokens: list[Token],
+    code: list[int],
+    at: int,
+    k: int,
+    var: str,
+    end: str,
+    forward: list[str],
+    backward: list[str],
+    out: list[Token],
+) -> str:
     """`MATCH (var)-[:r]->(grounded_answer:End) RETURN grounded_answer...` in place of `RETURN var...`."""
     if len(forward) == 1 and not backward:
         hop, along = f"-[:{forward[0]}]->", forward[0]

@@ -28,7 +28,9 @@ def hop_groups(view: KBView, rows: np.ndarray, exclude: np.ndarray | None = None
     if exclude is not None:
         keep = ~np.isin(o, exclude)
         o, c, d = o[keep], c[keep], d[keep]
-        if not len(o):  # every neighbour excluded (a round trip back to the topic): np.split would yield one empty segment
+        if not len(
+            o
+        ):  # every neighbour excluded (a round trip back to the topic): np.split would yield one empty segment
             return {}
     types = view.g.types[o]
     out_groups: dict[HopKey, np.ndarray] = {}
@@ -60,8 +62,9 @@ class WalkBudget:
     capped: bool = False
 
 
-def chains_from(view: KBView, start: int, depth: int, max_frontier: int = 2000,
-                budget: WalkBudget | None = None) -> Iterator[tuple[tuple[HopKey, ...], np.ndarray]]:
+def chains_from(
+    view: KBView, start: int, depth: int, max_frontier: int = 2000, budget: WalkBudget | None = None
+) -> Iterator[tuple[tuple[HopKey, ...], np.ndarray]]:
     """Every typed chain of 1 to `depth` hops from `start` with the distinct nodes at its end (the
     start itself left out), shortest first, within `budget` (a fresh `WalkBudget` by default). A
     chain that already reaches more than `max_frontier` nodes is not walked on (a hub's fan-out,

@@ -103,12 +103,27 @@ def binary_insertion(items: list[int], better: Callable[[int, int], bool]) -> li
 class Reranker:
     """Reorders candidate rows for one question; counters and LLM events go to the trace."""
 
-    def __init__(self, kind: str, llm: LLMClient, view: KBView, timeline: Timeline, counters: dict[str, int],
-                 relations: int = 8, text_chars: int = 240):
+    def __init__(
+        self,
+        kind: str,
+        llm: LLMClient,
+        view: KBView,
+        timeline: Timeline,
+        counters: dict[str, int],
+        relations: int = 8,
+        text_chars: int = 240,
+    ):
         self.kind, self.llm, self.view, self.timeline, self.c = kind, llm, view, timeline, counters
         self.relations, self.text_chars = relations, text_chars
-        for key in ("rerank_calls", "rerank_parse_failures", "rerank_invented_ids", "rerank_missing_ids", "rerank_ties",
-                    "rerank_degraded", "rerank_skipped"):
+        for key in (
+            "rerank_calls",
+            "rerank_parse_failures",
+            "rerank_invented_ids",
+            "rerank_missing_ids",
+            "rerank_ties",
+            "rerank_degraded",
+            "rerank_skipped",
+        ):
             self.c.setdefault(key, 0)
 
     def _docs(self, rows: list[int], level: int) -> dict[int, str]:
@@ -139,7 +154,9 @@ class Reranker:
         scores = {}
         for r in rows:
             node_type = str(self.view.g.types[r])
-            s = parse_score(self._ask("rerank pointwise", POINTWISE.format(node_type=node_type, question=question, doc=docs[r]), 8))
+            s = parse_score(
+                self._ask("rerank pointwise", POINTWISE.format(node_type=node_type, question=question, doc=docs[r]), 8)
+            )
             if s is None:
                 self.c["rerank_parse_failures"] += 1
                 s = 0.5
@@ -159,7 +176,9 @@ class Reranker:
 
     def _pairwise(self, question: str, rows: list[int], docs: dict[int, str]) -> list[int]:
         def better(x: int, y: int) -> bool:  # y is already placed, so ranked higher: shown first
-            text = self._ask("rerank pairwise", PAIRWISE.format(question=question, id1=y, doc1=docs[y], id2=x, doc2=docs[x]), 8)
+            text = self._ask(
+                "rerank pairwise", PAIRWISE.format(question=question, id1=y, doc1=docs[y], id2=x, doc2=docs[x]), 8
+            )
             choice = parse_choice(text, x, y)
             if choice is None:
                 self.c["rerank_ties"] += 1

@@ -32,7 +32,9 @@ def load_hints(path: Path | None) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict) or not set(data) <= {"properties", "examples"}:
-        raise ConfigError(f"{path}: a hints file holds `properties:` (Label.key: text) and `examples:` (question, cypher)")
+        raise ConfigError(
+            f"{path}: a hints file holds `properties:` (Label.key: text) and `examples:` (question, cypher)"
+        )
     for i, ex in enumerate(data.get("examples") or []):
         if not isinstance(ex, dict) or not {"question", "cypher"} <= set(ex):
             raise ConfigError(f"{path}: examples[{i}]: needs `question` and `cypher`")
@@ -42,8 +44,11 @@ def load_hints(path: Path | None) -> dict[str, Any]:
 def kb_only(schema: GraphSchema) -> GraphSchema:
     """The schema without the build's SIMILAR_* edges: on a KB they relate nodes by their text, so a
     planner that walks them answers with look-alikes instead of following the KB's facts."""
-    return dataclasses.replace(schema, relationship_types=[r for r in schema.relationship_types if not r.startswith(SIMILAR_PREFIX)],
-                               patterns=[p for p in schema.patterns if not p[1].startswith(SIMILAR_PREFIX)])
+    return dataclasses.replace(
+        schema,
+        relationship_types=[r for r in schema.relationship_types if not r.startswith(SIMILAR_PREFIX)],
+        patterns=[p for p in schema.patterns if not p[1].startswith(SIMILAR_PREFIX)],
+    )
 
 
 def _example(v: Any) -> str:
@@ -68,8 +73,11 @@ def pattern_examples(store: GraphStore, patterns: list[tuple[str, str, str]]) ->
     rather than only the pattern."""
     out = {}
     for a, r, b in patterns:
-        rows = store.read(f"MATCH (x:{safe_label(a)})-[:{safe_label(r)}]->(y:{safe_label(b)}) RETURN x, y LIMIT {EXAMPLE_ROWS}",
-                          max_rows=EXAMPLE_ROWS, timeout_ms=10_000)
+        rows = store.read(
+            f"MATCH (x:{safe_label(a)})-[:{safe_label(r)}]->(y:{safe_label(b)}) RETURN x, y LIMIT {EXAMPLE_ROWS}",
+            max_rows=EXAMPLE_ROWS,
+            timeout_ms=10_000,
+        )
         for row in rows:  # the first instance whose names are short enough to show whole
             shown = f"{node_literal(a, row['x'])}-[:{r}]->{node_literal(b, row['y'])}"
             if len(shown) <= MAX_EXAMPLE_CHARS:
@@ -78,8 +86,12 @@ def pattern_examples(store: GraphStore, patterns: list[tuple[str, str, str]]) ->
     return out
 
 
-def schema_card(schema: GraphSchema, hints: dict[str, Any] | None = None, max_examples: int = 2,
-                examples: dict[tuple[str, str, str], str] | None = None) -> str:
+def schema_card(
+    schema: GraphSchema,
+    hints: dict[str, Any] | None = None,
+    max_examples: int = 2,
+    examples: dict[tuple[str, str, str], str] | None = None,
+) -> str:
     """`examples` (`pattern_examples`) shows a stored instance beside each relationship pattern."""
     hints = hints or {}
     notes = hints.get("properties") or {}
@@ -92,7 +104,10 @@ def schema_card(schema: GraphSchema, hints: dict[str, Any] | None = None, max_ex
             lines.append(f"  {key}: {info.type}" + (f" e.g. {ex}" if ex else "") + (f"  -- {note}" if note else ""))
     lines.append("Relationships (direction matters):")
     examples = examples or {}
-    lines += [f"  (:{a})-[:{r}]->(:{b})" + (f"   e.g. {examples[(a, r, b)]}" if (a, r, b) in examples else "") for a, r, b in schema.patterns]
+    lines += [
+        f"  (:{a})-[:{r}]->(:{b})" + (f"   e.g. {examples[(a, r, b)]}" if (a, r, b) in examples else "")
+        for a, r, b in schema.patterns
+    ]
     lines.append("Every node has a unique `id` property: return the answer nodes' ids (RETURN DISTINCT n.id AS id).")
     for key, note in notes.items():
         label, _, prop = key.partition(".")

@@ -34,10 +34,13 @@ from sagegraph.retrieve.kb.entities import gazetteer_entities
 from sagegraph.retrieve.kb.view import KBView, normalise
 
 Unnamed = Literal["resolve", "hybrid", "motifs"]
-UNNAMED_HELP = ("a question that names no KB node (no KB name among its words or among the names its model wrote): resolve "
-                "(the paper's: the written motifs resolve like names), hybrid (the question ranked by hybrid), motifs (each node by "
-                "the sum over the written motifs, less KB names the question does not hold, of its closest sentence; hybrid where "
-                "none is left); counted")
+UNNAMED_HELP = (
+    "a question that names no KB node (no KB name among its words or among the names its model wrote): resolve "
+    "(the paper's: the written motifs resolve like names), hybrid (the question ranked by hybrid), motifs (each "
+    "node by "
+    "the sum over the written motifs, less KB names the question does not hold, of its closest sentence; hybrid where "
+    "none is left); counted"
+)
 
 
 def names_a_node(view: KBView, question: str, written: Iterable[str] = ()) -> bool:
@@ -56,8 +59,9 @@ def _kb_name(view: KBView, phrase: str) -> str:
     return key if key and key in view.name_index else ""
 
 
-def motif_order(g: GraphIndex, motifs: Iterable[str], rows: np.ndarray,
-                weights: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def motif_order(
+    g: GraphIndex, motifs: Iterable[str], rows: np.ndarray, weights: dict[str, float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """`rows` by the sum over the motifs of each row's best sentence cosine (its node vector's
     where its text is short), each times its weight where given, ties by row; with the summed
     scores."""
@@ -96,8 +100,16 @@ def word_motifs(view: KBView, written: Iterable[str], question: str) -> dict[str
     return {w: idf(view.g.bm25_scores(w)) for w in kept}
 
 
-def rank_unnamed(how: Unnamed, view: KBView, hybrid: HybridRetriever, query: str, written: Iterable[str],
-                 node_type: str | None, k: int, weights: dict[str, float] | None = None) -> Retrieval:
+def rank_unnamed(
+    how: Unnamed,
+    view: KBView,
+    hybrid: HybridRetriever,
+    query: str,
+    written: Iterable[str],
+    node_type: str | None,
+    k: int,
+    weights: dict[str, float] | None = None,
+) -> Retrieval:
     """The k nodes for an unnamed question under `how` ("hybrid" or "motifs"); the trace says
     what ranked them (`ranked_by`) and from which motifs. With `weights` (`word_motifs`) the
     motifs are its words, each scored times its weight."""

@@ -254,11 +254,15 @@ class Column:
     """present: has the attribute; number: float value (nan: none); text: lowercased (lists joined
     with ', '); norm: normalised text, for equality."""
 
-    def __init__(self, present: np.ndarray, number: np.ndarray, text: np.ndarray, norm: np.ndarray, members: np.ndarray):
+    def __init__(
+        self, present: np.ndarray, number: np.ndarray, text: np.ndarray, norm: np.ndarray, members: np.ndarray
+    ):
         self.present, self.number, self.text, self.norm, self.members = present, number, text, norm, members
         self.numeric = not np.isnan(number).all()
         # Leading year of ISO dates: 'release_date > 1997' compares years, not '1997-11-01' > '1997'.
-        self.year = np.array([float(t[:4]) if len(t) >= 4 and t[:4].isdigit() and (len(t) == 4 or t[4] == "-") else np.nan for t in text])
+        self.year = np.array(
+            [float(t[:4]) if len(t) >= 4 and t[:4].isdigit() and (len(t) == 4 or t[4] == "-") else np.nan for t in text]
+        )
 
     @classmethod
     def of(cls, values: list[Any]) -> Column:
@@ -270,14 +274,18 @@ class Column:
                 number[i] = float(v)
             s = ", ".join(map(str, v)) if isinstance(v, list) else ("" if v is None else str(v))
             text.append(s.lower())
-        norm = [" | ".join(normalise(x) for x in v) if isinstance(v, list) else normalise(t) for v, t in zip(values, text)]
+        norm = [
+            " | ".join(normalise(x) for x in v) if isinstance(v, list) else normalise(t) for v, t in zip(values, text)
+        ]
         members = [f" | {n} | " if isinstance(v, list) else "" for v, n in zip(values, norm)]  # list items, delimited
         # Object arrays, not fixed-width: one 2,000-character plot would make every row that wide.
-        return cls(present, number, np.array(text, dtype=object), np.array(norm, dtype=object), np.array(members, dtype=object))
+        return cls(
+            present, number, np.array(text, dtype=object), np.array(norm, dtype=object), np.array(members, dtype=object)
+        )
 
 
 _LOCK = threading.Lock()
-_VIEWS: "weakref.WeakKeyDictionary[GraphIndex, KBView]" = weakref.WeakKeyDictionary()
+_VIEWS: weakref.WeakKeyDictionary[GraphIndex, KBView] = weakref.WeakKeyDictionary()
 
 
 def kb_view(g: GraphIndex) -> KBView:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,13 +28,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sagegraph.errors import CypherInvalid, QueryStopped, ReadOnlyViolation, StoreError, StoreUnavailable
 from sagegraph.llm import LLMRequestRefused, Reply, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
-from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.kb.grounding import (KBSchema, count_repairs, ground_counters, ground_query, text_conditions, text_relaxed, undirected,
-                                             view_schema)
 from sagegraph.retrieve.kb.entities import linked_rows
-from sagegraph.retrieve.kb.view import kb_view
+from sagegraph.retrieve.kb.grounding import (
+    KBSchema,
+    count_repairs,
+    ground_counters,
+    ground_query,
+    text_conditions,
+    text_relaxed,
+    undirected,
+    view_schema,
+)
 from sagegraph.retrieve.kb.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
+from sagegraph.retrieve.kb.view import kb_view
+from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.timeline import Timeline
 
 # Grounding in the KB is on by default: the card's stored instances and the question's linked names
@@ -111,32 +120,52 @@ def answer_values(rows: list[dict[str, Any]]) -> list[Any]:
 class SparkParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     alpha: float = Field(0.6, ge=0.0, le=1.0, description="BM25 weight of the hybrid ranking, fill and fallback")
-    hints: Path | None = Field(None, description="per-KB hints YAML (property formats, examples); default: hints.yaml beside the KB's nodes.jsonl")
+    hints: Path | None = Field(
+        None,
+        description="per-KB hints YAML (property formats, examples); default: hints.yaml beside the KB's nodes.jsonl",
+    )
     repair: bool = Field(True, description="one repair call when the engine cannot parse or plan the Cypher")
     max_rows: int = Field(2000, ge=1, description="rows kept from the Cypher result (the store caps them)")
     timeout_ms: int = Field(5000, ge=1, description="Cypher time limit")
     fill: bool = Field(True, description="fill to k from hybrid over the target label")
     # Grounding in the KB being queried (all three false: the paper's SPARK). Each is counted in the trace.
-    card_examples: bool = Field(True, description="the schema card shows one stored instance of every relationship pattern, read from this KB")
-    card_similarity: bool = Field(False, description="the schema card lists the build's SIMILAR_* edges too (the paper's card is the store's whole "
-                                                      "schema; they relate nodes by text, not by a fact of the KB, and a small model walks them "
-                                                      "in place of the KB's relationships)")
-    link: bool = Field(True, description="names in the question found in the KB's name index are listed in the prompt with their labels")
-    ground: bool = Field(True, description="before running, turn relationships the KB stores the other way, map unknown relationship types "
-                                            "to a close one (else any type), move a name to the label that holds it, drop a name the "
-                                            "question does not mention, and return the target rather than a node the question names; a "
-                                            "grounded query that finds nothing runs again with its relationships undirected, then with "
-                                            "its text conditions relaxed")
-    semantic_text: bool = Field(True, description="a text condition (`CONTAINS 'words'`) that matched nothing ranks what the rest of the "
-                                                  "query finds, or the target label when nothing else constrains it, by how each node's "
-                                                  "closest sentence reads against the words (the graph's encoder); vector steps read "
-                                                  "sentences too")
-    named_last: bool = Field(True, description="nodes the question names rank after the other results (a question asks for what it "
-                                               "does not give: 'the other films of the studio that made X')")
+    card_examples: bool = Field(
+        True, description="the schema card shows one stored instance of every relationship pattern, read from this KB"
+    )
+    card_similarity: bool = Field(
+        False,
+        description="the schema card lists the build's SIMILAR_* edges too (the paper's card is the store's whole "
+        "schema; they relate nodes by text, not by a fact of the KB, and a small model walks them "
+        "in place of the KB's relationships)",
+    )
+    link: bool = Field(
+        True,
+        description="names in the question found in the KB's name index are listed in the prompt with their labels",
+    )
+    ground: bool = Field(
+        True,
+        description="before running, turn relationships the KB stores the other way, map unknown relationship types "
+        "to a close one (else any type), move a name to the label that holds it, drop a name the "
+        "question does not mention, and return the target rather than a node the question names; a "
+        "grounded query that finds nothing runs again with its relationships undirected, then with "
+        "its text conditions relaxed",
+    )
+    semantic_text: bool = Field(
+        True,
+        description="a text condition (`CONTAINS 'words'`) that matched nothing ranks what the rest of the "
+        "query finds, or the target label when nothing else constrains it, by how each node's "
+        "closest sentence reads against the words (the graph's encoder); vector steps read "
+        "sentences too",
+    )
+    named_last: bool = Field(
+        True,
+        description="nodes the question names rank after the other results (a question asks for what it "
+        "does not give: 'the other films of the studio that made X')",
+    )
 
 
 @register("spark")
-class SparkRetriever(Retriever):
+class SparkRetriever(Retriever[SparkParams]):
     uses_llm = True
     prompt_version = PROMPT_VERSION
     Params = SparkParams
@@ -161,7 +190,9 @@ class SparkRetriever(Retriever):
         """The plan a perfect model would write: the gold target type and the gold Cypher."""
         if not messages or messages[0].get("content") != SYSTEM:
             return None
-        return json.dumps({"target": gold.get("target_type"), "cypher": gold.get("gold_cypher"), "vector": [], "combine": "intersect"})
+        return json.dumps(
+            {"target": gold.get("target_type"), "cypher": gold.get("gold_cypher"), "vector": [], "combine": "intersect"}
+        )
 
     def __init__(self, res: Resources, params: SparkParams):
         super().__init__(res, params)
@@ -177,10 +208,12 @@ class SparkRetriever(Retriever):
         with self._card_lock:
             if self._card is None:
                 schema = self.res.store.introspect()
-                if not self.p.card_similarity:
+                if not self.params.card_similarity:
                     schema = kb_only(schema)
-                examples = pattern_examples(self.res.store, schema.patterns) if self.p.card_examples else None
-                self._card = schema_card(schema, load_hints(self.p.hints or self._default_hints()), examples=examples)
+                examples = pattern_examples(self.res.store, schema.patterns) if self.params.card_examples else None
+                self._card = schema_card(
+                    schema, load_hints(self.params.hints or self._default_hints()), examples=examples
+                )
                 self._patterns = set(schema.patterns)
             return self._card
 
@@ -189,40 +222,46 @@ class SparkRetriever(Retriever):
         (questions on a pool may make it twice at first, the same both times)."""
         if self._kb_schema is None:
             _ = self.card
-            self._kb_schema = view_schema(kb_view(self.g), self._patterns)
+            self._kb_schema = view_schema(kb_view(self.graph), self._patterns)
         return self._kb_schema
 
     def linked_rows(self, question: str) -> list[tuple[str, int]]:
         """(span, row) for the KB nodes (at most 3 a span) whose name the question holds."""
-        return linked_rows(kb_view(self.g), question)
+        return linked_rows(kb_view(self.graph), question)
 
     def linked(self, question: str, rows: list[tuple[str, int]] | None = None) -> list[str]:
         """`'span' is (:Label {name: 'Stored Name'})` for every KB name found in the question
         (`rows`: its `linked_rows`, when the caller has them)."""
-        view = kb_view(self.g)
+        view = kb_view(self.graph)
         rows = self.linked_rows(question) if rows is None else rows
-        return [f"'{span}' is {node_literal(str(self.g.types[r]), view.fields[r])}" for span, r in rows]
+        return [f"'{span}' is {node_literal(str(self.graph.types[r]), view.fields[r])}" for span, r in rows]
 
     def relation_chooser(self, question: str):
         """The relationship type, of several, whose name reads closest to the question under the
         graph's encoder (`ACTED_IN` as "acted in")."""
-        q = self.g.query_vector(question)
+        q = self.graph.query_vector(question)
 
         def choose(types: list[str]) -> str:
-            return max(types, key=lambda t: float(self.g.query_vector(t.replace("_", " ").lower()) @ q))
+            return max(types, key=lambda t: float(self.graph.query_vector(t.replace("_", " ").lower()) @ q))
+
         return choose
 
     def _default_hints(self) -> Path | None:
-        corpus = (self.g.manifest.get("config") or {}).get("corpus") or {}
+        corpus = (self.graph.manifest.get("config") or {}).get("corpus") or {}
         if corpus.get("kind") == "kb" and corpus.get("path"):
             path = Path(corpus["path"]) / "hints.yaml"
             return path if path.exists() else None
         return None
 
     def messages(self, question: str, rows: list[tuple[str, int]] | None = None) -> list[dict[str, str]]:
-        linked = self.linked(question, rows) if self.p.link else []
-        names = ("\n\nNames in the question found in the graph:\n" + "\n".join(f"  {x}" for x in linked)) if linked else ""
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Schema:\n{self.card}{names}\n\nQuestion: {question}"}]
+        linked = self.linked(question, rows) if self.params.link else []
+        names = (
+            ("\n\nNames in the question found in the graph:\n" + "\n".join(f"  {x}" for x in linked)) if linked else ""
+        )
+        return [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Schema:\n{self.card}{names}\n\nQuestion: {question}"},
+        ]
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:
@@ -231,9 +270,20 @@ class SparkRetriever(Retriever):
         return r
 
     def _plan_and_run(self, query: str, k: int) -> Retrieval:
-        counters = {"plan_parsed": 0, "fallback": 0, "cypher_ran": 0, "cypher_rejected": 0, "cypher_invalid": 0, "cypher_error": 0,
-                    "cypher_empty": 0, "cypher_stopped": 0, "repair_calls": 0, "llm_refused": 0, "text_ranked": 0}
-        if self.p.ground:
+        counters = {
+            "plan_parsed": 0,
+            "fallback": 0,
+            "cypher_ran": 0,
+            "cypher_rejected": 0,
+            "cypher_invalid": 0,
+            "cypher_error": 0,
+            "cypher_empty": 0,
+            "cypher_stopped": 0,
+            "repair_calls": 0,
+            "llm_refused": 0,
+            "text_ranked": 0,
+        }
+        if self.params.ground:
             counters.update(ground_counters())
         timeline = Timeline()
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
@@ -252,43 +302,52 @@ class SparkRetriever(Retriever):
             return self._fallback(query, k, None, trace, f"unparseable plan: {str(exc)[:200]}")
         counters["plan_parsed"] = 1
         trace["plan"] = plan.model_dump()
-        target = plan.target if plan.target in self.g.node_types() else None
+        target = plan.target if plan.target in self.graph.node_types() else None
         cypher_rows: np.ndarray | None = None
         if plan.cypher:
             cypher_rows, plan = self._run_cypher(plan, messages, reply, trace, counters, timeline, query, linked)
-            target = plan.target if plan.target in self.g.node_types() else target
+            target = plan.target if plan.target in self.graph.node_types() else target
         vector_rows = [self._vector(step, target) for step in plan.vector]
         found = self._combine(cypher_rows, vector_rows, plan.combine)
         trace["result_rows"] = int(len(found))
         if len(found) == 0:
             return self._fallback(query, k, target, trace, "the plan found nothing")
-        depth = k + len(linked) if self.p.named_last else k
+        depth = k + len(linked) if self.params.named_last else k
         if trace.get("text_words"):
             ranked = self._by_words(trace["text_words"], found, depth)
         else:
-            ranked = self.hybrid.search_within(query, found, depth, label="cypher" if cypher_rows is not None and len(cypher_rows) else "vector")
+            ranked = self.hybrid.search_within(
+                query, found, depth, label="cypher" if cypher_rows is not None and len(cypher_rows) else "vector"
+            )
         idx, scores, how = list(ranked.idx), list(1.0 + ranked.scores), list(ranked.found_by)
-        if self.p.named_last:
+        if self.params.named_last:
             idx, scores, how = self._named_last(linked, idx, scores, how, k, trace)
-        if self.p.fill and len(idx) < k:
-            pool = self.g.rows_of_type(target)
+        if self.params.fill and len(idx) < k:
+            pool = self.graph.rows_of_type(target)
             pool = pool[~np.isin(pool, found)]
             extra = self.hybrid.search_within(query, pool, k - len(idx), label="fill")
             idx += list(extra.idx)
             scores += list(extra.scores * 0.999)
             how += list(extra.found_by)
         trace["target"] = target
-        trace["edge_constrained"] = bool(trace.get("cypher_executed") and traverses_edges(trace["cypher_executed"]) and cypher_rows is not None and len(cypher_rows))
+        trace["edge_constrained"] = bool(
+            trace.get("cypher_executed")
+            and traverses_edges(trace["cypher_executed"])
+            and cypher_rows is not None
+            and len(cypher_rows)
+        )
         return Retrieval(np.array(idx, dtype=np.int64), np.array(scores, dtype=np.float32), how, trace)
 
     def _by_words(self, words: list[str], rows: np.ndarray, k: int) -> Retrieval:
         """Rows ranked by the sum over the text conditions' words of each row's closest sentence."""
-        score = sum(self.g.sentence_scores(w, rows) for w in words)
+        score = np.sum([self.graph.sentence_scores(w, rows) for w in words], axis=0)
         top = np.lexsort((rows, -score))[:k]
         return Retrieval(rows[top], (score[top] / len(words)).astype(np.float32), ["cypher (sentences)"] * len(top), {})
 
     @staticmethod
-    def _named_last(linked: list[tuple[str, int]], idx: list, scores: list, how: list, k: int, trace: dict) -> tuple[list, list, list]:
+    def _named_last(
+        linked: list[tuple[str, int]], idx: list, scores: list, how: list, k: int, trace: dict
+    ) -> tuple[list, list, list]:
         """The results the question names (`linked`) moved after the others (scores kept below theirs)."""
         named = {r for _, r in linked}
         keep = [i for i, x in enumerate(idx) if int(x) not in named]
@@ -298,18 +357,32 @@ class SparkRetriever(Retriever):
         trace["named_last"] = len(moved)
         floor = min(scores[i] for i in keep)
         order = keep + moved
-        return ([idx[i] for i in order][:k], [scores[i] if i in keep else floor - 1e-3 * (n + 1) for n, i in enumerate(order)][:k],
-                [how[i] for i in order][:k])
+        return (
+            [idx[i] for i in order][:k],
+            [scores[i] if i in keep else floor - 1e-3 * (n + 1) for n, i in enumerate(order)][:k],
+            [how[i] for i in order][:k],
+        )
 
-    def _run_cypher(self, plan: Plan, messages: list[dict[str, str]], reply: Reply, trace: dict, counters: dict,
-                    timeline: Timeline, question: str = "", linked: list[tuple[str, int]] = ()) -> tuple[np.ndarray | None, Plan]:
+    def _run_cypher(
+        self,
+        plan: Plan,
+        messages: list[dict[str, str]],
+        reply: Reply,
+        trace: dict,
+        counters: dict,
+        timeline: Timeline,
+        question: str = "",
+        linked: Sequence[tuple[str, int]] = (),
+    ) -> tuple[np.ndarray | None, Plan]:
         for attempt in range(2):
             query = plan.cypher or ""
-            if self.p.ground:
+            if self.params.ground:
                 query = self._ground(query, plan.target, trace, counters, question, linked)
             try:
                 with timeline.span("cypher", "cypher" if attempt == 0 else "cypher (repaired)", {"query": query}) as ev:
-                    rows, truncated = self.res.store.read_untrusted(query, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
+                    rows, truncated = self.res.store.read_untrusted(
+                        query, timeout_ms=self.params.timeout_ms, max_rows=self.params.max_rows
+                    )
                     ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
                 raise
@@ -320,7 +393,7 @@ class SparkRetriever(Retriever):
             except CypherInvalid as exc:
                 counters["cypher_invalid"] += 1
                 trace["cypher_error"] = str(exc)[:500]
-                if attempt == 0 and self.p.repair:
+                if attempt == 0 and self.params.repair:
                     repaired = self._repair(messages, reply.text, str(exc), trace, counters, timeline)
                     if repaired is not None and repaired.cypher:
                         plan = repaired
@@ -337,10 +410,10 @@ class SparkRetriever(Retriever):
             trace["cypher_executed"] = query
             trace["cypher_rows"] = len(rows)
             trace["cypher_truncated"] = truncated
-            found = self.g.rows_for_ids(answer_values(rows))
-            if len(found) == 0 and self.p.ground:
+            found = self.graph.rows_for_ids(answer_values(rows))
+            if len(found) == 0 and self.params.ground:
                 found = self._either_way(query, trace, counters, timeline)
-            if len(found) == 0 and self.p.semantic_text:
+            if len(found) == 0 and self.params.semantic_text:
                 found = self._by_sentences(query, plan.target, trace, counters)
             if len(found) == 0:
                 counters["cypher_empty"] = 1
@@ -354,25 +427,30 @@ class SparkRetriever(Retriever):
         either, turned = undirected(query)
         relaxed, loosened = text_relaxed(query)
         both, loosened_both = text_relaxed(either) if turned else (either, [])
-        tries = [("either way", either, turned, False), ("text relaxed", relaxed, loosened, True),
-                 ("either way, text relaxed", both, turned + loosened_both if loosened_both else [], True)]
+        tries = [
+            ("either way", either, turned, False),
+            ("text relaxed", relaxed, loosened, True),
+            ("either way, text relaxed", both, turned + loosened_both if loosened_both else [], True),
+        ]
         for label, second, repairs, text_gone in tries:
             if not repairs:
                 continue
             try:
                 with timeline.span("cypher", f"cypher ({label})", {"query": second}) as ev:
-                    rows, truncated = self.res.store.read_untrusted(second, timeout_ms=self.p.timeout_ms, max_rows=self.p.max_rows)
+                    rows, truncated = self.res.store.read_untrusted(
+                        second, timeout_ms=self.params.timeout_ms, max_rows=self.params.max_rows
+                    )
                     ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
                 raise
             except StoreError:
                 continue
-            found = self.g.rows_for_ids(answer_values(rows))
+            found = self.graph.rows_for_ids(answer_values(rows))
             if len(found):
                 trace.setdefault("cypher_model", []).append(query)
                 trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
                 trace["cypher_executed"], trace["cypher_rows"], trace["cypher_truncated"] = second, len(rows), truncated
-                if text_gone and self.p.semantic_text:
+                if text_gone and self.params.semantic_text:
                     trace["text_words"] = text_conditions(query)[0]
                 return found
         return np.zeros(0, np.int64)
@@ -381,26 +459,44 @@ class SparkRetriever(Retriever):
         """A query whose only constraints are text conditions that matched nothing: every node of
         the target label, to be ranked by its sentences against the words (`_rank`)."""
         words, named = text_conditions(query)
-        if not words or named or target not in self.g.node_types():
+        if not words or named or target not in self.graph.node_types():
             return np.zeros(0, np.int64)
         counters["text_ranked"] = 1
         trace["text_words"] = words
-        return self.g.rows_of_type(target)
+        return self.graph.rows_of_type(target)
 
-    def _ground(self, query: str, target: str | None, trace: dict, counters: dict, question: str = "",
-                linked: list[tuple[str, int]] = ()) -> str:
+    def _ground(
+        self,
+        query: str,
+        target: str | None,
+        trace: dict,
+        counters: dict,
+        question: str = "",
+        linked: Sequence[tuple[str, int]] = (),
+    ) -> str:
         """The model's query repaired against the KB; what it wrote and each repair in the trace."""
-        names = [kb_view(self.g).names[r] for _, r in linked]
-        grounded, repairs = ground_query(query, self.kb_schema(), target, question=question or None, linked=names,
-                                         choose=self.relation_chooser(question) if question else None)
+        names = [kb_view(self.graph).names[r] for _, r in linked]
+        grounded, repairs = ground_query(
+            query,
+            self.kb_schema(),
+            target,
+            question=question or None,
+            linked=names,
+            choose=self.relation_chooser(question) if question else None,
+        )
         if repairs:
             trace.setdefault("cypher_model", []).append(query)
             trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
         return grounded
 
-    def _repair(self, messages, reply_text: str, error: str, trace: dict, counters: dict, timeline: Timeline) -> Plan | None:
+    def _repair(
+        self, messages, reply_text: str, error: str, trace: dict, counters: dict, timeline: Timeline
+    ) -> Plan | None:
         counters["repair_calls"] = 1
-        follow = messages + [{"role": "assistant", "content": reply_text}, {"role": "user", "content": REPAIR.format(error=error[:800])}]
+        follow = messages + [
+            {"role": "assistant", "content": reply_text},
+            {"role": "user", "content": REPAIR.format(error=error[:800])},
+        ]
         try:
             with timeline.span("llm", "repair", follow) as ev:
                 reply = self.res.llm.chat(follow, response_format={"type": "json_object"})
@@ -416,14 +512,14 @@ class SparkRetriever(Retriever):
         return plan
 
     def _vector(self, step: VectorStep, target: str | None) -> np.ndarray:
-        label = step.label if step.label in self.g.node_types() else target
-        rows = self.g.rows_of_type(label)
+        label = step.label if step.label in self.graph.node_types() else target
+        rows = self.graph.rows_of_type(label)
         if step.field.lower() in ("name", "title"):
-            s = self.g.name_vectors[rows] @ self.g.query_vector(step.text)
-        elif self.p.semantic_text:
-            s = self.g.sentence_scores(step.text, rows)
+            s = self.graph.name_vectors[rows] @ self.graph.query_vector(step.text)
+        elif self.params.semantic_text:
+            s = self.graph.sentence_scores(step.text, rows)
         else:
-            s = self.g.vectors[rows] @ self.g.query_vector(step.text)
+            s = self.graph.vectors[rows] @ self.graph.query_vector(step.text)
         top = np.argsort(-s, kind="stable")[: step.k]
         return rows[top]
 
@@ -442,6 +538,8 @@ class SparkRetriever(Retriever):
     def _fallback(self, query: str, k: int, target: str | None, trace: dict, reason: str) -> Retrieval:
         trace["counters"]["fallback"] = 1
         trace["fallback"] = reason
-        rows = self.g.rows_of_type(target)
+        rows = self.graph.rows_of_type(target)
         r = self.hybrid.search_within(query, rows, k, label="fallback") if target else self.hybrid.search(query, k)
-        return Retrieval(r.idx, r.scores, ["fallback"] * len(r.idx), {**trace, "target": target, "edge_constrained": False})
+        return Retrieval(
+            r.idx, r.scores, ["fallback"] * len(r.idx), {**trace, "target": target, "edge_constrained": False}
+        )
