@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prefect import flow, get_run_logger, unmapped
+from prefect import flow, unmapped
 
 from sagegraph.config import BuildConfig
 from sagegraph.construct.artifacts import write_json
@@ -23,6 +23,7 @@ from sagegraph.construct.stages import (
 )
 from sagegraph.runlock import hold
 from sagegraph.tasks import build as T
+from sagegraph.tasks.console import run_log
 
 
 @flow(name="build_graph", log_prints=True)
@@ -33,9 +34,9 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
         cfg, changes = resolve_corpus(cfg)
         preflight(cfg)
         if changes is not None:
-            get_run_logger().info("%s", changes.line())
+            run_log().info("%s", changes.line())
         if changes is not None and changes.empty and (done := up_to_date(cfg)) is not None:
-            get_run_logger().info("the graph, its statistics and its store are up to date: no stage runs")
+            run_log().info("the graph, its statistics and its store are up to date: no stage runs")
             _report(cfg, changes, {})
             return {**done, "changes": changes.as_dict(), "corpus_version": cfg.corpus_version}
         result = _build(cfg)
@@ -52,7 +53,7 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
                 },
             )
             _report(cfg, changes, result["stage_seconds"], result["work"])
-            get_run_logger().info("%s", "; ".join(f"{k}: {v}" for k, v in work_lines(result["work"])))
+            run_log().info("%s", "; ".join(f"{k}: {v}" for k, v in work_lines(result["work"])))
         return result
 
 
@@ -113,7 +114,7 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     graph_delta = store.get("difference") if store.get("mode") == "difference" else graph_changes(cfg)
     # Only now, with the graph and its store load complete, do readers switch to it.
     published = publish_graph(cfg)
-    get_run_logger().info("published %s (previous: %s)", published["current"], published.get("previous"))
+    run_log().info("published %s (previous: %s)", published["current"], published.get("previous"))
     t = lap("publish", t)
     task_seconds.update(load_store=round(store["seconds"], 2), stats=round(stats["seconds"], 2))
     llm = [m.get("llm", {}) for m in meta_results]

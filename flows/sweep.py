@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger, unmapped
+from prefect import flow, unmapped
 from prefect.futures import as_completed
 
 from sagegraph.config import BuildConfig
@@ -32,6 +32,7 @@ from sagegraph.llm import resolved_base_url
 from sagegraph.runlock import hold
 from sagegraph.tasks import build as TB
 from sagegraph.tasks import evaluate as T
+from sagegraph.tasks.console import run_log
 from sagegraph.tracking import SweepTracker, default_tracking_uri, view_columns
 
 _UNCHECKED: Any = object()
@@ -124,7 +125,7 @@ def _run(
     llm_dict: dict[str, Any] | None,
     t0: float,
 ) -> dict[str, Any]:
-    log = get_run_logger()
+    log = run_log()
     out = Path(cfg.out)
     qvec = T.prepare(
         str(graph), str(questions), str(out), [c.record() for c in cfgs]

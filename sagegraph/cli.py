@@ -7,6 +7,7 @@ import functools
 import importlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -751,9 +752,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # libraries' own loggers (Prefect's at INFO) pass through here
+        handler.setLevel(level)
+        if not args.verbose:  # a run prints its own progress, results and errors: Prefect's go to its UI (and to -v)
+            handler.addFilter(lambda record: not record.name.startswith("prefect"))
+    if not args.verbose:
+        os.environ.setdefault("SAGEGRAPH_QUIET", "1")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
     try:
         return args.func(args)
     except SageGraphError as exc:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from sagegraph.config import BuildConfig
 from sagegraph.construct import stages
+from sagegraph.tasks.console import run_log
 
 # Results are small dicts of paths; resuming is done by the stages' own files, not Prefect caching.
 _opts: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
@@ -18,13 +19,13 @@ def _log(stage: str, res: dict[str, Any], name: str = "") -> None:
     state = "reused" if res.get("resumed") else f"{res.get('seconds', 0):.1f}s"
     extra = f", {res['nodes']} nodes" if "nodes" in res else ""
     extra += f", {res['edges']} edges" if "edges" in res else ""
-    get_run_logger().info("%s %s done (%s%s)", stage, name, state, extra)
+    run_log().info("%s %s done (%s%s)", stage, name, state, extra)
 
 
 @task(name="ingest", **_opts)
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
     res = stages.ingest(cfg)
-    get_run_logger().info(
+    run_log().info(
         "ingest: %s in %d batches; skipped records: %s",
         res["counts"],
         len(res["batches"]),
@@ -35,7 +36,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
 
 @task(name="chunk", **_opts)
 def chunk(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
-    res = stages.chunk_batch(cfg, batch_path, report=get_run_logger().info)
+    res = stages.chunk_batch(cfg, batch_path, report=run_log().info)
     _log("chunk", res, batch_path.rsplit("/", 1)[-1])
     return res
 
@@ -43,7 +44,7 @@ def chunk(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
 @task(name="estimate-llm-cost", **_opts)
 def estimate_cost(cfg: BuildConfig, chunks: list[dict[str, Any]]) -> dict[str, Any]:
     est = stages.estimate_metadata_cost(cfg, [c["path"] for c in chunks])
-    get_run_logger().info(
+    run_log().info(
         "LLM metadata estimate: %d calls, ~%d prompt + ~%d completion tokens, ~$%.2f with %s (cached replies "
         "cost nothing)",
         est["calls"],
@@ -57,14 +58,14 @@ def estimate_cost(cfg: BuildConfig, chunks: list[dict[str, Any]]) -> dict[str, A
 
 @task(name="metadata", **_opts)
 def metadata(cfg: BuildConfig, chunk_result: dict[str, Any]) -> dict[str, Any]:
-    res = stages.metadata_batch(cfg, chunk_result["path"], report=get_run_logger().info)
+    res = stages.metadata_batch(cfg, chunk_result["path"], report=run_log().info)
     _log("metadata", res, chunk_result["path"].rsplit("/", 1)[-1])
     return res
 
 
 @task(name="embed", **_opts)
 def embed(cfg: BuildConfig, metadata_result: dict[str, Any]) -> dict[str, Any]:
-    res = stages.embed_batch(cfg, metadata_result["path"], report=get_run_logger().info)
+    res = stages.embed_batch(cfg, metadata_result["path"], report=run_log().info)
     _log("embed", res, metadata_result["path"].rsplit("/", 1)[-1])
     return res
 
@@ -110,5 +111,5 @@ def edge_variant(cfg: BuildConfig, overrides: dict[str, Any]) -> str:
     from sagegraph.construct.variants import build_variant, label
 
     graph = build_variant(cfg, overrides)
-    get_run_logger().info("edge variant %s: %s", label(overrides), graph)
+    run_log().info("edge variant %s: %s", label(overrides), graph)
     return str(graph)

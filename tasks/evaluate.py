@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from sagegraph.config import LLMConfig
@@ -14,6 +14,7 @@ from sagegraph.eval.evaluate import evaluate_group, read_questions
 from sagegraph.eval.runner import EvalConfig
 from sagegraph.retrieve.graph_index import GraphIndex, open_graph
 from sagegraph.retrieve.resources import open_resources
+from sagegraph.tasks.console import run_log
 
 _opts: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
@@ -29,7 +30,7 @@ def prepare(graph_dir: str, questions_path: str, out: str, cfgs: Sequence[dict[s
         built.update(c.retriever_class.prepare(g, c.validated()))
     qs = read_questions(Path(questions_path))
     path = g.save_query_vectors([q.text for q in qs], Path(out) / "question_vectors.npz")
-    get_run_logger().info(
+    run_log().info(
         "prepared %d nodes, %d questions%s", len(g), len(qs), f", {', '.join(sorted(built))}" if built else ""
     )
     return str(path)
@@ -58,12 +59,12 @@ def evaluate_configs(
             Path(out_root),
             concurrency,
             timeout_s,
-            report=get_run_logger().info,
+            report=run_log().info,
         )  # progress of long runs, in the flow's log and UI
     finally:
         res.close()
     for c, m in zip(configs, results):
-        get_run_logger().info(
+        run_log().info(
             "%s: recall@%d=%.4f mrr=%.4f (%d questions)",
             c.label(),
             c.total,

@@ -34,5 +34,17 @@ def test_an_inserted_edited_or_removed_source_renames_at_most_two_batches():
 
 
 def test_the_target_stays_put_while_the_corpus_grows_a_little():
-    assert target_size(300, 64, 2) == target_size(310, 64, 2) == 64
-    assert target_size(40, 64, 2) == 8 and target_size(1, 64, 2) == 1 and target_size(10_000, 64, 2) == 64
+    assert target_size(300, 64) == target_size(310, 64) == 64
+    assert target_size(40, 64) == 8 and target_size(1, 64) == 1 and target_size(10_000, 64) == 64
+
+
+def test_the_workers_change_no_stage_name():
+    """`--workers 1` and `--workers 8` build the same batches, so every stage keeps its name (and a
+    build with other workers finds the stages done). The default's names are those of every build
+    made before (two workers)."""
+    from sagegraph.config import BuildConfig, RunnerConfig
+    from sagegraph.construct.artifacts import Layout
+
+    names = {n: Layout.of(BuildConfig(runner=RunnerConfig(n_workers=n))).cfg_fp for n in (1, 2, 8)}
+    assert names[1] == names[2] == names[8]
+    assert Layout.of(BuildConfig(runner=RunnerConfig(batch_size=500))).cfg_fp != names[2]  # the batch size does

@@ -410,11 +410,9 @@ def test_fallback_first_answers_with_the_first_neighbourhood_the_agent_was_shown
     ]
 
 
-def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
-    """One scripted trajectory answered by each fallback (keyed by its name) and each named
-    variant's parameters: Ana Silva -DIRECTED-> her films -PRODUCED_BY-> the studio, then a search
-    for Ben Cho and his films; no answer added. The walk's own chains only (`chain_reach: 0`):
-    the chains beyond it have their own test."""
+def _studio_script(g):
+    """The question and the agent's replies of the studio walk: Ana Silva -DIRECTED-> her films
+    -PRODUCED_BY-> the studio, then a search for Ben Cho and his films; no answer added."""
     ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
     steps = [
         _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
@@ -422,7 +420,14 @@ def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
         _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
         _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"})),
     ]
-    q = "Which studio produced the films Ana Silva directed?"
+    return "Which studio produced the films Ana Silva directed?", steps
+
+
+def _studio_walk(g, tmp_path, fallbacks: tuple[str, ...], **variants: dict):
+    """The studio walk (`_studio_script`) answered by each fallback (keyed by its name) and each
+    named variant's parameters. The walk's own chains only (`chain_reach: 0`): the chains beyond
+    it have their own test."""
+    q, steps = _studio_script(g)
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
         res = open_resources(g, _llm(server, tmp_path))
         configs = {f: {"fallback": f} for f in fallbacks} | variants
@@ -437,14 +442,7 @@ def test_gold_rank_says_where_the_fallback_ranked_the_gold_answer_from_the_repli
     is gone), its whole chain ranking read for the gold answer's position."""
     from sagegraph.retrieve.dgr.gold_rank import gold_ranks
 
-    ana, ben, m1 = row(g, "p1"), row(g, "p3"), row(g, "m1")
-    steps = [
-        _calls(("search_in_neighborhood", {"node_index": ana, "edge_type": "DIRECTED"})),
-        _calls(("search_in_neighborhood", {"node_index": m1, "edge_type": "PRODUCED_BY"})),
-        _calls(("search_in_graph", {"query": "Ben Cho", "size": 1})),
-        _calls(("search_in_neighborhood", {"node_index": ben, "edge_type": "ACTED_IN"})),
-    ]
-    q = "Which studio produced the films Ana Silva directed?"
+    q, steps = _studio_script(g)
     params = {"n_agents": 1, "t_max": 4, "mode": "json", "chain_reach": 0}
     with FakeOpenAI(lambda body: (200, steps[min(_step(body), 3)])) as server:
         llm = _llm(server, tmp_path)

@@ -23,6 +23,8 @@ from sagegraph.runfiles import replaced, write_text_whole
 # KB fields are typed node properties and KB names get a full-text index (a store loaded by
 # version 1 is reloaded once).
 CODE_VERSIONS = {"edges": 2, "store": 2}
+# Part of every stage's name: changing it renames, and so rebuilds, every stage of every built graph.
+LAYOUT_SALT = "2"
 
 
 def versioned(fingerprint: str, stage: str) -> str:
@@ -37,9 +39,7 @@ class Layout:
 
     @classmethod
     def of(cls, cfg: BuildConfig) -> Layout:
-        base = cfg.stage_fingerprint("corpus", "max_sources") + content_id(
-            str(cfg.runner.batch_size), str(cfg.runner.n_workers)
-        )
+        base = cfg.stage_fingerprint("corpus", "max_sources") + content_id(str(cfg.runner.batch_size), LAYOUT_SALT)
         if cfg.subset != "prefix":  # added later: builds made before it keep their fingerprints
             base = content_id(base, cfg.subset)
         # The corpus state (construct.changes) names what is made of the whole corpus: its ingest,

@@ -15,12 +15,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+# A small corpus is cut into at least this many batches, so a build fans out over a few workers;
+# the cut depends on the corpus alone, never on how many workers run it (a stage's outputs, and so
+# its name, stay the same when `--workers` changes).
+MIN_BATCHES = 4
 
-def target_size(n: int, size: int, n_workers: int) -> int:
-    """The mean batch length: `size`, smaller for a small corpus so that every worker gets two
+
+def target_size(n: int, size: int) -> int:
+    """The mean batch length: `size`, smaller for a small corpus so that it makes `MIN_BATCHES`
     batches or more, rounded down to a power of two so that a corpus growing or shrinking a little
     keeps the same target (and so the same cuts)."""
-    t = max(1, min(size, -(-n // (2 * max(1, n_workers)))))
+    t = max(1, min(size, -(-n // MIN_BATCHES)))
     return 1 << (t.bit_length() - 1)
 
 

@@ -214,7 +214,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
     fingerprints = corpus_fingerprints(corpus)
     keys = [f"{kind}:{rec.id}={fingerprints[f'{kind}:{rec.id}']}" for kind, rec in items]
     batches = []
-    for start, end in content_spans(keys, target_size(len(items), cfg.runner.batch_size, cfg.runner.n_workers)):
+    for start, end in content_spans(keys, target_size(len(items), cfg.runner.batch_size)):
         payload: dict[str, list] = {"tables": [], "documents": [], "kb_nodes": []}
         for kind, rec in items[start:end]:
             payload[kind].append(dataclasses.asdict(rec))

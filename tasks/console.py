@@ -1,0 +1,51 @@
+"""What a run tells the person at its terminal. By default: the progress and result lines of each
+stage and configuration, sagegraph's warnings, and none of Prefect's task logs, which still reach
+the Prefect UI (and its API's log store); with `-v` Prefect's console logs are shown instead. Task
+code runs in Dask workers, whose stderr is the terminal's, so a line is written by whichever
+process makes it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from prefect import get_run_logger
+
+QUIET = "SAGEGRAPH_QUIET"  # set by the CLI unless -v; workers inherit it
+
+
+def quiet() -> bool:
+    return os.environ.get(QUIET) == "1"
+
+
+class RunLog:
+    """The run's Prefect logger, its lines echoed to the terminal when Prefect's console is quiet."""
+
+    def info(self, msg: str, *args: Any) -> None:
+        get_run_logger().info(msg, *args)
+        if quiet():  # written, not printed: the flows log their prints (log_prints), which would swallow it
+            sys.stderr.write((msg % args if args else msg) + "\n")
+            sys.stderr.flush()
+
+
+def run_log() -> RunLog:
+    _show_warnings()
+    return RunLog()
+
+
+_shown = False
+
+
+def _show_warnings() -> None:
+    """Quiet, Prefect's console handler shows nothing: sagegraph's own warnings (a question that
+    failed, a lock taken over) get a handler of their own, once per process."""
+    global _shown
+    if _shown or not quiet():
+        return
+    _shown = True
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("sagegraph: %(message)s"))
+    logging.getLogger("sagegraph").addHandler(handler)
