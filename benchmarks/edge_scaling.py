@@ -44,7 +44,7 @@ def quarter_sources(nodes, fraction: float, seed: int = 0) -> set[str]:
 
 def construct(sub, vec, params) -> tuple[float, int, int]:
     """One edge construction over the given nodes: (seconds, candidates, edges)."""
-    from sagegraph.construct import edges as E
+    from sagegraph.construct import edges as edge_construction
     from sagegraph.construct.edge_records import extra_for, pair_edge_table
     from sagegraph.construct.fields import entity_set
     from sagegraph.construct.stages import present_pairs
@@ -52,10 +52,10 @@ def construct(sub, vec, params) -> tuple[float, int, int]:
     t0 = time.perf_counter()
     modality = np.array([n.modality for n in sub])
     source = np.array([n.source_id for n in sub])
-    Emat, names = E.entity_matrix([entity_set(n) for n in sub])
+    Emat, names = edge_construction.entity_matrix([entity_set(n) for n in sub])
     candidates = edges = 0
     for pair in present_pairs(set(modality.tolist())):
-        res = E.similarity_pair(pair, modality, source, vec, Emat, params)
+        res = edge_construction.similarity_pair(pair, modality, source, vec, Emat, params)
         candidates += res.n_candidates
         edges += pair_edge_table(res, [n.id for n in sub], Emat, names, extra_for(pair, sub)).num_rows
     return time.perf_counter() - t0, candidates, edges

@@ -22,7 +22,7 @@ from sagegraph.construct.stages import (
     up_to_date,
 )
 from sagegraph.runlock import hold
-from sagegraph.tasks import build as T
+from sagegraph.tasks import build as build_tasks
 from sagegraph.tasks.console import run_log
 
 
@@ -82,33 +82,33 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
         return now
 
     t = t0
-    ing = T.ingest(cfg)
+    ing = build_tasks.ingest(cfg)
     t = lap("ingest", t)
-    chunks = T.chunk.map(unmapped(cfg), ing["batches"])
+    chunks = build_tasks.chunk.map(unmapped(cfg), ing["batches"])
     estimate = None
     if cfg.metadata.mode == "llm":
         # The cost estimate is logged before the first paid call, so LLM mode waits for all chunks.
-        estimate = T.estimate_cost(cfg, chunks.result())
+        estimate = build_tasks.estimate_cost(cfg, chunks.result())
     # Otherwise each batch goes on to metadata and embedding as soon as its own chunks are done:
     # no worker idles at a stage barrier while the other finishes the stage's last batch.
-    metas = T.metadata.map(unmapped(cfg), chunks)
-    vecs = T.embed.map(unmapped(cfg), metas)
+    metas = build_tasks.metadata.map(unmapped(cfg), chunks)
+    vecs = build_tasks.embed.map(unmapped(cfg), metas)
     chunk_results, meta_results, vec_results = chunks.result(), metas.result(), vecs.result()
     t = lap("chunk_metadata_embed", t)
     task_seconds = {
         name: round(sum(r.get("seconds", 0.0) for r in results), 2)
         for name, results in (("chunk", chunk_results), ("metadata", meta_results), ("embed", vec_results))
     }
-    T.assemble(cfg, meta_results, vec_results)
+    build_tasks.assemble(cfg, meta_results, vec_results)
     t = lap("assemble", t)
     pairs = present_pairs(modalities_of(ing["counts"]))
-    pair_results = T.edges.map(unmapped(cfg), pairs).result()
+    pair_results = build_tasks.edges.map(unmapped(cfg), pairs).result()
     t = lap("edges", t)
-    fin = T.finalize_edges(cfg, pair_results, ing["kb_edges"])
+    fin = build_tasks.finalize_edges(cfg, pair_results, ing["kb_edges"])
     t = lap("finalize_edges", t)
     # The store load mostly waits on the database server: statistics run beside it on a worker.
-    store_run = T.load_store.submit(cfg)
-    stats_run = T.graph_stats.submit(cfg, pair_results)
+    store_run = build_tasks.load_store.submit(cfg)
+    stats_run = build_tasks.graph_stats.submit(cfg, pair_results)
     store, stats = store_run.result(), stats_run.result()
     t = lap("load_store_and_stats", t)
     graph_delta = store.get("difference") if store.get("mode") == "difference" else graph_changes(cfg)

@@ -30,8 +30,8 @@ from sagegraph.eval.sweep import (
 from sagegraph.eval.sweep_report import brief_table, plain_lines, variant_summary, write_summary
 from sagegraph.llm import resolved_base_url
 from sagegraph.runlock import hold
-from sagegraph.tasks import build as TB
-from sagegraph.tasks import evaluate as T
+from sagegraph.tasks import build as build_tasks
+from sagegraph.tasks import evaluate as eval_tasks
 from sagegraph.tasks.console import run_log
 from sagegraph.tracking import SweepTracker, default_tracking_uri, view_columns
 
@@ -65,7 +65,7 @@ def edge_variant_graphs(cfg: SweepConfig, graph: Path) -> dict[str, Path]:
     if not variants:
         return {"": graph}
     base = base_config_of(graph)
-    dirs = TB.edge_variant.map(unmapped(base), variants).result()
+    dirs = build_tasks.edge_variant.map(unmapped(base), variants).result()
     return {"": graph, **{label(v): Path(d) for v, d in zip(variants, dirs)}}
 
 
@@ -127,13 +127,13 @@ def _run(
 ) -> dict[str, Any]:
     log = run_log()
     out = Path(cfg.out)
-    qvec = T.prepare(
+    qvec = eval_tasks.prepare(
         str(graph), str(questions), str(out), [c.record() for c in cfgs]
     )  # BM25 is built before variants link it
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
     log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
-    futures = T.evaluate_configs.map(
+    futures = eval_tasks.evaluate_configs.map(
         [str(graphs[grp[0].edges]) for grp in grouped],
         unmapped(str(questions)),
         unmapped(qvec),

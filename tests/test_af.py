@@ -39,7 +39,7 @@ def mini(tmp_path_factory):
 
 
 def run_ground(view, cypher, k=20, l_max=10, directed=True, cap=10_000, use_type=True):
-    g = view.g
+    g = view.graph
     p = parse_cypher(cypher, set(g.node_types()), set(view.relation_types))
     cands = {
         v: symbol_candidates(view, s, l_max, use_type, g.name_vectors, g.query_vector) for v, s in p.symbols.items()

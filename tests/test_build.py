@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sagegraph.config import load_config
-from sagegraph.construct import stages as S
+from sagegraph.construct import stages as build_stages
 from sagegraph.model import read_edges, read_nodes
 from tests.fake_openai import FakeOpenAI, completion
 from tests.fixtures import run_all, write_config
@@ -73,7 +73,7 @@ def test_resume_after_injected_failure_never_repeats_llm_calls(ottqa_dir, tmp_pa
                 llm={"base_url": server.base_url, "model": "m"},
             )
         )
-        real = S.embed_batch
+        real = build_stages.embed_batch
         calls = {"n": 0}
 
         def failing(cfg_, path):
@@ -82,12 +82,12 @@ def test_resume_after_injected_failure_never_repeats_llm_calls(ottqa_dir, tmp_pa
                 raise RuntimeError("injected crash in the second embed batch")
             return real(cfg_, path)
 
-        monkeypatch.setattr(S, "embed_batch", failing)
+        monkeypatch.setattr(build_stages, "embed_batch", failing)
         with pytest.raises(RuntimeError, match="injected"):
             run_all(cfg)
         paid = len(server.requests)
         assert paid > 0
-        monkeypatch.setattr(S, "embed_batch", real)
+        monkeypatch.setattr(build_stages, "embed_batch", real)
         res = run_all(cfg)
     assert len(server.requests) == paid  # nothing asked twice
     assert all(c["resumed"] for c in res["chunks"] + res["metas"])
@@ -153,16 +153,18 @@ def test_store_load_completes_a_load_cut_short(built, tmp_path):
     cfg, first = built
     cfg2 = cfg.model_copy(deep=True)
     cfg2.store.path = tmp_path / "store"
-    g = S.Layout.of(cfg2).graph
+    g = build_stages.Layout.of(cfg2).graph
     if not (g / "edges.parquet").exists():  # tests above published others since, and the oldest is dropped
         run_all(cfg)
-    key = store_key("falkordb", cfg2.store.graph, S.Layout.of(cfg2).cfg_fp["edges"])  # this generation's store graph
+    key = store_key(
+        "falkordb", cfg2.store.graph, build_stages.Layout.of(cfg2).cfg_fp["edges"]
+    )  # this generation's store graph
     nodes = read_nodes(g / "nodes.parquet")
     vectors = np.load(g / "vectors" / "content.npy")
     edges = pq.read_table(g / "edges.parquet")
     with open_store("falkordb", cfg2.store.path, key) as s:  # the crashed run got this far
         s.load_nodes(nodes[: len(nodes) // 2], vectors[: len(nodes) // 2], create=True)
-    res = S.load_store(cfg2)
+    res = build_stages.load_store(cfg2)
     assert not res["resumed"] and (res["nodes"], res["edges"]) == (len(nodes), edges.num_rows) and res["graph"] == key
     with open_store("falkordb", cfg2.store.path, key) as s:
         assert (

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from sagegraph.config import EdgeConfig
-from sagegraph.construct import edges as E
+from sagegraph.construct import edges as edge_construction
 from sagegraph.construct.edge_records import MAX_SHARED, extra_for, pair_edge_table
 from sagegraph.construct.entities import normalise
 from sagegraph.model import DOC_CHUNK, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK, Node, table_to_edges
@@ -11,23 +11,23 @@ from sagegraph.model import DOC_CHUNK, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK, Nod
 def test_percentile_pruning_keeps_the_top_share_per_signal():
     rng = np.random.default_rng(1)
     values = np.stack([rng.permutation(1000), rng.permutation(1000), rng.permutation(1000)], axis=1).astype(np.float32)
-    thr = E.thresholds_for(values, 95)
+    thr = edge_construction.thresholds_for(values, 95)
     assert np.allclose(thr, np.percentile(np.arange(1000), 95))
     above = values > thr
     assert above.sum(axis=0).tolist() == [50, 50, 50]
-    keep_or = E.select(values, thr, "or")
-    keep_and = E.select(values, thr, "and")
+    keep_or = edge_construction.select(values, thr, "or")
+    keep_and = edge_construction.select(values, thr, "and")
     assert keep_or.sum() == above.any(axis=1).sum() and 50 <= keep_or.sum() <= 150
     assert keep_and.sum() == above.all(axis=1).sum() and keep_and.sum() <= keep_or.sum()
     # a stricter percentile keeps fewer edges, as in SAGE Table 5
-    assert E.select(values, E.thresholds_for(values, 99), "or").sum() < keep_or.sum()
+    assert edge_construction.select(values, edge_construction.thresholds_for(values, 99), "or").sum() < keep_or.sum()
 
 
 def test_or_versus_and_on_crafted_signals():
     values = np.array([[0.9, 0.1], [0.1, 0.9], [0.9, 0.9], [0.1, 0.1]], dtype=np.float32)
     thr = np.array([0.5, 0.5], dtype=np.float32)
-    assert E.select(values, thr, "or").tolist() == [True, True, True, False]
-    assert E.select(values, thr, "and").tolist() == [False, False, True, False]
+    assert edge_construction.select(values, thr, "or").tolist() == [True, True, True, False]
+    assert edge_construction.select(values, thr, "and").tolist() == [False, False, True, False]
 
 
 def _synthetic(n, d=32, seed=0, n_entities=None):
@@ -43,7 +43,7 @@ def _synthetic(n, d=32, seed=0, n_entities=None):
     modality = np.where(rng.random(n) < 0.8, DOC_CHUNK, TABLE_CHUNK)
     source = np.array([f"s{i}" for i in range(n)])
     ents = [{f"e{lab[i]}_{rng.integers(0, 5)}", f"g{rng.integers(0, n_entities or n)}"} for i in range(n)]
-    Emat, names = E.entity_matrix(ents)
+    Emat, names = edge_construction.entity_matrix(ents)
     return modality, source, vectors, Emat, names
 
 
@@ -54,7 +54,7 @@ def test_candidates_grow_linearly_never_all_pairs(ann):
     for n in (1000, 4000):
         modality, source, vectors, Emat, _ = _synthetic(n)
         total = sum(
-            E.similarity_pair(p, modality, source, vectors, Emat, params).n_candidates
+            edge_construction.similarity_pair(p, modality, source, vectors, Emat, params).n_candidates
             for p in [(DOC_CHUNK, DOC_CHUNK), (DOC_CHUNK, TABLE_CHUNK)]
         )
         counts[n] = total
@@ -68,24 +68,30 @@ def test_cluster_search_finds_most_true_neighbours_and_auto_picks_flat_for_a_sma
     modality, source, vectors, Emat, _ = _synthetic(3000, seed=7)
     x = vectors["content"]
     exact = np.argsort(-(x @ x.T), axis=1)[:, :11]
-    approx = E.cluster_search(x, x, 11, size=64, probes=8)
+    approx = edge_construction.cluster_search(x, x, 11, size=64, probes=8)
     recall = np.mean([len(set(approx[i]) & set(exact[i])) / 11 for i in range(len(x))])
     assert 0.85 <= recall <= 1.0 and (approx >= 0).all()
     # one cluster, or probes covering every cluster, is exhaustive search
     assert np.array_equal(
-        np.sort(E.cluster_search(x[:100], x[:200], 5, size=256), axis=1),
+        np.sort(edge_construction.cluster_search(x[:100], x[:200], 5, size=256), axis=1),
         np.sort(np.argsort(-(x[:100] @ x[:200].T), axis=1)[:, :5], axis=1),
     )
     params = EdgeConfig(flat_below=1000)
-    assert E.ann_method(500, 30000, params) == "flat" and E.ann_method(30000, 500, params) == "flat"
-    assert E.ann_method(3000, 3000, params) == "cluster" and E.ann_method(10, 10, EdgeConfig(ann="hnsw")) == "hnsw"
+    assert (
+        edge_construction.ann_method(500, 30000, params) == "flat"
+        and edge_construction.ann_method(30000, 500, params) == "flat"
+    )
+    assert (
+        edge_construction.ann_method(3000, 3000, params) == "cluster"
+        and edge_construction.ann_method(10, 10, EdgeConfig(ann="hnsw")) == "hnsw"
+    )
 
 
 def test_entity_pairs_skip_generic_entities():
     ents = [{"common", f"u{i // 2}"} for i in range(10)]  # 'common' is on every node
-    Emat, _ = E.entity_matrix(ents)
+    Emat, _ = edge_construction.entity_matrix(ents)
     ids = np.arange(10)
-    a, b = E.entity_pairs(Emat, ids, ids, max_df=5)
+    a, b = edge_construction.entity_pairs(Emat, ids, ids, max_df=5)
     pairs = {tuple(sorted(p)) for p in zip(a.tolist(), b.tolist())}
     assert pairs == {(0, 1), (2, 3), (4, 5), (6, 7), (8, 9)}
 
@@ -93,13 +99,13 @@ def test_entity_pairs_skip_generic_entities():
 def test_entity_pairs_are_every_shared_rare_entity_across_the_two_sides():
     rng = np.random.default_rng(11)
     ents = [{f"e{x}" for x in rng.integers(0, 60, rng.integers(0, 5))} for _ in range(200)]
-    Emat, names = E.entity_matrix(ents)
+    Emat, names = edge_construction.entity_matrix(ents)
     A, B = np.arange(0, 150), np.arange(120, 200)  # overlapping sides, as within one modality
     df = {e: sum(e in s for s in ents) for e in names}
     want = sorted(
         (i, j) for e in names if 2 <= df[e] <= 6 for i in A for j in B if i != j and e in ents[i] and e in ents[j]
     )
-    a, b = E.entity_pairs(Emat, A, B, max_df=6)
+    a, b = edge_construction.entity_pairs(Emat, A, B, max_df=6)
     assert sorted(zip(a.tolist(), b.tolist())) == want and len(want) > 50  # one pair per shared entity
 
 
@@ -108,21 +114,25 @@ def test_canonical_pairs_dedup_and_sort(n):
     rng = np.random.default_rng(n)
     a, b = rng.integers(0, n, 5000), rng.integers(0, n, 5000)
     a, b = np.concatenate([a, b, a]), np.concatenate([b, a, b])
-    ca, cb = E.canonical_pairs(a, b, True, n)
+    ca, cb = edge_construction.canonical_pairs(a, b, True, n)
     assert list(zip(ca.tolist(), cb.tolist())) == sorted(
         {(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist())}
     )
-    da, db = E.canonical_pairs(a, b, False, n)
+    da, db = edge_construction.canonical_pairs(a, b, False, n)
     assert list(zip(da.tolist(), db.tolist())) == sorted(set(zip(a.tolist(), b.tolist()))) and da.dtype == np.int64
 
 
 def test_similarity_pair_excludes_same_source_and_orients_cross_modal():
     modality, source, vectors, Emat, names = _synthetic(300, seed=3)
     source[:] = "one"  # everything from one source: only structural edges may link them
-    res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=5))
+    res = edge_construction.similarity_pair(
+        (DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=5)
+    )
     assert res.n_candidates == 0
     modality, source, vectors, Emat, names = _synthetic(300, seed=3)
-    res = E.similarity_pair((DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=5))
+    res = edge_construction.similarity_pair(
+        (DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=5)
+    )
     assert (modality[res.a] == DOC_CHUNK).all() and (modality[res.b] == TABLE_CHUNK).all()
     ids = [f"n{i}" for i in range(300)]
     edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
@@ -135,7 +145,9 @@ def test_similarity_pair_excludes_same_source_and_orients_cross_modal():
 def test_edge_table_matches_a_per_edge_reference():
     """The column-wise records agree with the rule written out edge by edge."""
     modality, source, vectors, Emat, names = _synthetic(400, seed=5, n_entities=40)
-    res = E.similarity_pair((DOC_CHUNK, DOC_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=8))
+    res = edge_construction.similarity_pair(
+        (DOC_CHUNK, DOC_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=8)
+    )
     ids = [f"n{i}" for i in range(400)]
     edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
     std = res.values.astype(np.float64).std(axis=0) + 1e-6
@@ -177,9 +189,9 @@ def test_edge_extras_name_join_columns_and_matching_rows():
         ),
         table(2, ["name", "Country "], [["x", "y"]]),
     ]
-    Emat, names = E.entity_matrix([{"ada lovelace"}, {"ada lovelace", "charles babbage"}, set()])
+    Emat, names = edge_construction.entity_matrix([{"ada lovelace"}, {"ada lovelace", "charles babbage"}, set()])
     keep = np.array([True])
-    res = E.PairResult(
+    res = edge_construction.PairResult(
         (DOC_CHUNK, TABLE_CHUNK),
         ["content"],
         np.array([0]),
@@ -192,7 +204,7 @@ def test_edge_extras_name_join_columns_and_matching_rows():
         pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes))
     )
     assert doc_table[0].metadata["rows"] == [5, 7] and doc_table[0].metadata["shared_entities"] == ["ada lovelace"]
-    res = E.PairResult(
+    res = edge_construction.PairResult(
         (TABLE_CHUNK, TABLE_CHUNK),
         ["column"],
         np.array([1]),
@@ -232,10 +244,10 @@ def test_row_references_match_the_rule_pair_by_pair():
     ]
     nodes = docs + tables
     ents = [{normalise(str(w)) for w in rng.choice(words[:5], 2)} - {""} for _ in nodes]
-    Emat, names = E.entity_matrix(ents)
+    Emat, names = edge_construction.entity_matrix(ents)
     a = np.repeat(np.arange(30), 12)
     b = np.tile(np.arange(30, 42), 30)
-    res = E.PairResult(
+    res = edge_construction.PairResult(
         (DOC_CHUNK, TABLE_CHUNK),
         ["content"],
         a,
@@ -265,9 +277,11 @@ def test_row_references_match_the_rule_pair_by_pair():
 
 
 def test_structural_edges():
-    edges = E.structural_edges(["a", "b", "c", "x"], ["s1", "s1", "s1", "s2"], [0, 1, 2, 0])
+    edges = edge_construction.structural_edges(["a", "b", "c", "x"], ["s1", "s1", "s1", "s2"], [0, 1, 2, 0])
     nxt = {(e.src, e.dst) for e in edges if e.type == NEXT_CHUNK}
     same = {(e.src, e.dst) for e in edges if e.type == SAME_SOURCE}
     assert nxt == {("a", "b"), ("b", "c")} and same == {("a", "b"), ("a", "c"), ("b", "c")}
-    many = E.structural_edges([f"c{i}" for i in range(30)], ["s"] * 30, list(range(30)), max_same_source=20)
+    many = edge_construction.structural_edges(
+        [f"c{i}" for i in range(30)], ["s"] * 30, list(range(30)), max_same_source=20
+    )
     assert sum(e.type == SAME_SOURCE for e in many) == 29

@@ -512,7 +512,8 @@ def test_a_selector_encoder_tuned_on_labels_reads_the_labelled_template_closer_a
     )
     out = r.search("Which films did Ana Silva direct?", 5)
     assert out.trace["selection"]["replies"][0].endswith("directed (Movie)") and ids(g, out.idx) == {"m1", "m2"}
-    from sagegraph.retrieve.graphraft.retriever import GraphRAFTParams, GraphRAFTRetriever
+    from sagegraph.retrieve.graphraft.params import GraphRAFTParams
+    from sagegraph.retrieve.graphraft.retriever import GraphRAFTRetriever
 
     params = GraphRAFTParams(selector="similar", selector_encoder=str(tmp_path / "enc"))
     key = GraphRAFTRetriever.prompt_for(params)

@@ -564,7 +564,7 @@ def _view_with_hub(hub_edges: int):
     rng = np.random.default_rng(0)
     n = 2001
     view = KBView.__new__(KBView)
-    view.g, view.n, view._columns = (
+    view.graph, view.n, view._columns = (
         types.SimpleNamespace(types=np.array(["Hub"] + ["Item"] * 1000 + ["Person"] * 1000, dtype=object)),
         n,
         {},
@@ -688,7 +688,7 @@ def test_a_long_name_is_cut_where_a_reranker_reads_a_candidates_relations():
     from sagegraph.retrieve.kb.view import KBView
 
     view = KBView.__new__(KBView)
-    view.g, view.n, view._columns = (
+    view.graph, view.n, view._columns = (
         types.SimpleNamespace(types=np.array(["A", "B"], dtype=object), title=lambda i: ""),
         2,
         {},

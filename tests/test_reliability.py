@@ -307,14 +307,14 @@ def test_evaluate_on_a_half_loaded_store_exits_with_one_line_and_no_metrics(kb_b
 
 @pytest.mark.e2e
 def test_a_reused_store_is_checked_and_reloaded_when_it_lost_its_data(kb_built):
-    from sagegraph.construct import stages as S
+    from sagegraph.construct import stages as build_stages
     from sagegraph.store import open_store
 
-    first = S.load_store(kb_built)
+    first = build_stages.load_store(kb_built)
     assert first["resumed"]
     with open_store("falkordb", kb_built.out / "store", _loaded(kb_built.out, kb_built.store.graph)[0]) as s:
         s.write("MATCH (n:Node) WITH n LIMIT 2 DETACH DELETE n")
-    again = S.load_store(kb_built)
+    again = build_stages.load_store(kb_built)
     assert not again["resumed"] and (again["nodes"], again["edges"]) == (first["nodes"], first["edges"])
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sagegraph.config import BuildConfig, EdgeConfig
-from sagegraph.construct import edges as E
+from sagegraph.construct import edges as edge_construction
 from sagegraph.construct import generations
 from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
 from sagegraph.construct.batches import batch_name, content_spans, target_size
@@ -399,7 +399,7 @@ def edge_params(cfg: BuildConfig) -> EdgeConfig:
 
 
 def present_pairs(modalities: set[str]) -> list[tuple[str, str]]:
-    return [p for p in E.PAIR_SIGNALS if p[0] in modalities and p[1] in modalities]
+    return [p for p in edge_construction.PAIR_SIGNALS if p[0] in modalities and p[1] in modalities]
 
 
 def modalities_of(counts: dict[str, int]) -> set[str]:
@@ -422,9 +422,9 @@ def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str], nodes_dir: Path | No
     ids = [n.id for n in nodes]
     modality = np.array([n.modality for n in nodes])
     source = np.array([n.source_id for n in nodes])
-    Emat, names = E.entity_matrix([entity_set(n) for n in nodes])
+    Emat, names = edge_construction.entity_matrix([entity_set(n) for n in nodes])
     vec = {f: np.asarray(v) for f, v in vectors.items()}
-    res = E.similarity_pair(pair, modality, source, vec, Emat, edge_params(cfg))
+    res = edge_construction.similarity_pair(pair, modality, source, vec, Emat, edge_params(cfg))
     table = pair_edge_table(res, ids, Emat, names, extra_for(pair, nodes))
     write_parquet(table, out)
     save_npz(stats_path, values=res.values, thresholds=res.thresholds, keep=res.keep, signals=np.array(res.signals))
@@ -454,7 +454,7 @@ def finalize_edges(
     cols = pq.read_table(graph / "nodes.parquet", columns=["id", "modality", "source_id", "position"]).to_pydict()
     ids, modality, source, position = cols["id"], cols["modality"], cols["source_id"], cols["position"]
     chunked = [i for i, m in enumerate(modality) if m != ENTITY]
-    structural = E.structural_edges(
+    structural = edge_construction.structural_edges(
         [ids[i] for i in chunked], [source[i] for i in chunked], [position[i] for i in chunked]
     )
     by_source = {source[i]: ids[i] for i, m in enumerate(modality) if m == ENTITY}

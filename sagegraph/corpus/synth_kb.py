@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from sagegraph.corpus import synth_vocab as V
+from sagegraph.corpus import synth_vocab as vocab
 from sagegraph.runfiles import write_jsonl_whole, write_text_whole
 
 FAMILIES = ("one_hop", "two_hop", "intersection", "three_hop", "filter", "textual", "descriptive")
@@ -84,12 +84,12 @@ def with_article(word: str) -> str:
 
 def _sizes(size: int) -> dict[str, int]:
     return {
-        "Genre": len(V.GENRES),
-        "Country": len(V.COUNTRIES),
+        "Genre": len(vocab.GENRES),
+        "Country": len(vocab.COUNTRIES),
         "Studio": max(8, round(size * 0.03)),
         "Award": max(5, round(size * 0.01)),
         "Movie": max(20, round(size * 0.40)),
-        "Person": max(30, size - len(V.GENRES) - len(V.COUNTRIES) - round(size * 0.44)),
+        "Person": max(30, size - len(vocab.GENRES) - len(vocab.COUNTRIES) - round(size * 0.44)),
     }
 
 
@@ -101,13 +101,13 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
     rng = random.Random(seed)
     n = _sizes(size)
     kb = KB()
-    genres = [kb.add_node(f"genre:{i}", "Genre", name=g.replace("-", " ")) for i, g in enumerate(V.GENRES)]
-    countries = [kb.add_node(f"country:{i}", "Country", name=c) for i, c in enumerate(V.COUNTRIES)]
+    genres = [kb.add_node(f"genre:{i}", "Genre", name=g.replace("-", " ")) for i, g in enumerate(vocab.GENRES)]
+    countries = [kb.add_node(f"country:{i}", "Country", name=c) for i, c in enumerate(vocab.COUNTRIES)]
     genre_w, country_w = _zipf_weights(len(genres), 1.1), _zipf_weights(len(countries), 0.9)
 
     studios = []
     for i in range(n["Studio"]):
-        name = f"{rng.choice(V.STUDIO_WORDS)} {rng.choice(V.STUDIO_SUFFIXES)}"
+        name = f"{rng.choice(vocab.STUDIO_WORDS)} {rng.choice(vocab.STUDIO_SUFFIXES)}"
         founded = rng.randint(1920, 2015)
         sid = kb.add_node(
             f"studio:{i}",
@@ -123,22 +123,25 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
 
     awards = []
     for i in range(n["Award"]):
-        festival, prize = V.FESTIVALS[i % len(V.FESTIVALS)], V.PRIZES[(i // len(V.FESTIVALS)) % len(V.PRIZES)]
-        edition = i // (len(V.FESTIVALS) * len(V.PRIZES))
+        festival, prize = (
+            vocab.FESTIVALS[i % len(vocab.FESTIVALS)],
+            vocab.PRIZES[(i // len(vocab.FESTIVALS)) % len(vocab.PRIZES)],
+        )
+        edition = i // (len(vocab.FESTIVALS) * len(vocab.PRIZES))
         awards.append(
             kb.add_node(f"award:{i}", "Award", name=f"{festival} {prize}" + (f" ({edition + 1})" if edition else ""))
         )
 
     people = []
     for i in range(n["Person"]):
-        first, last = rng.choice(V.FIRST_NAMES), rng.choice(V.LAST_NAMES)
+        first, last = rng.choice(vocab.FIRST_NAMES), rng.choice(vocab.LAST_NAMES)
         name = f"{first} {last}"
         aliases = [f"{first[0]}. {last}"]
         if rng.random() < 0.1:
-            aliases.append(f"{first} {rng.choice(V.LAST_NAMES)}")  # a stage name
+            aliases.append(f"{first} {rng.choice(vocab.LAST_NAMES)}")  # a stage name
         born = rng.randint(1925, 2000)
         country = rng.choices(countries, country_w)[0]
-        prof = rng.choice(V.PROFESSIONS)
+        prof = rng.choice(vocab.PROFESSIONS)
         pid = kb.add_node(
             f"person:{i}",
             "Person",
@@ -164,12 +167,12 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
         if titles_used and rng.random() < 0.03:
             title = rng.choice(titles_used)  # a remake: same title, another film
         else:
-            noun = rng.choice(V.TITLE_NOUNS)
+            noun = rng.choice(vocab.TITLE_NOUNS)
             title = rng.choice(
                 [
-                    f"The {rng.choice(V.TITLE_ADJECTIVES)} {noun}",
-                    f"{rng.choice(V.TITLE_ADJECTIVES)} {noun}",
-                    f"{noun} of the {rng.choice(V.TITLE_NOUNS)}",
+                    f"The {rng.choice(vocab.TITLE_ADJECTIVES)} {noun}",
+                    f"{rng.choice(vocab.TITLE_ADJECTIVES)} {noun}",
+                    f"{noun} of the {rng.choice(vocab.TITLE_NOUNS)}",
                 ]
             )
         titles_used.append(title)
@@ -185,7 +188,7 @@ def generate_kb(size: int = 20_000, seed: int = 0) -> KB:
         writer = rng.choice(writers)
         studio = rng.choices(studios, studio_w)[0]
         filmed = list(dict.fromkeys(rng.choices(countries, country_w, k=rng.choice([1, 1, 1, 2]))))
-        motif_idx = rng.sample(range(len(V.MOTIFS)), 3)
+        motif_idx = rng.sample(range(len(vocab.MOTIFS)), 3)
         kb.motifs[mid] = motif_idx
         kb.add_node(
             mid,
@@ -233,10 +236,10 @@ def _description(
     genre = " and ".join(kb.name(g).lower() for g in genres)
     parts = [f"{title} is a {year} {genre} film directed by {kb.name(director)} and produced by {kb.name(studio)}."]
     for m in motif_idx:
-        word = V.MOTIFS[m][0]
-        parts.append(rng.choice(V.PLOT_TEMPLATES).format(role=rng.choice(V.ROLES), motif=with_article(word)))
+        word = vocab.MOTIFS[m][0]
+        parts.append(rng.choice(vocab.PLOT_TEMPLATES).format(role=rng.choice(vocab.ROLES), motif=with_article(word)))
     parts.append(f"It runs {runtime} minutes.")
-    filler = rng.sample(V.FILLER, len(V.FILLER))
+    filler = rng.sample(vocab.FILLER, len(vocab.FILLER))
     words = sum(len(p.split()) for p in parts)
     target = rng.randint(100, 300)
     for f in filler:
@@ -245,7 +248,7 @@ def _description(
         parts.insert(rng.randint(1, len(parts)), f)
         words += len(f.split())
     while words < 100:  # short fillers exhausted: repeat the plot in other words
-        extra = f"Its story keeps {rng.choice(V.ROLES)} at the centre throughout."
+        extra = f"Its story keeps {rng.choice(vocab.ROLES)} at the centre throughout."
         parts.append(extra)
         words += len(extra.split())
     return " ".join(parts)
@@ -503,7 +506,7 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
         if len(mine) < 2:
             return None
         motif = rng.choice(kb.motifs[rng.choice(mine)])
-        word, para = V.MOTIFS[motif]
+        word, para = vocab.MOTIFS[motif]
         ans = [m for m in mine if motif in kb.motifs[m]]
         verb = "directed by" if role == "DIRECTED" else "starring"
         ask = para if paraphrase else with_article(word)
@@ -524,8 +527,8 @@ def question_makers(kb: KB) -> dict[str, list[Callable[[random.Random], Q | None
         m = rng.choice(movies)
         idx = kb.motifs[m]
         ans = [x for x in movies if set(idx) <= set(kb.motifs[x])]
-        words = [V.MOTIFS[i][1] if paraphrase else V.MOTIFS[i][0] for i in idx]
-        conds = " AND ".join(f"toLower(m.description) CONTAINS {S(V.MOTIFS[i][0])}" for i in idx)
+        words = [vocab.MOTIFS[i][1] if paraphrase else vocab.MOTIFS[i][0] for i in idx]
+        conds = " AND ".join(f"toLower(m.description) CONTAINS {S(vocab.MOTIFS[i][0])}" for i in idx)
         return Q(
             "descriptive",
             "movie_about_three_motifs" + ("_paraphrased" if paraphrase else ""),

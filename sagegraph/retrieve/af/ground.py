@@ -171,7 +171,7 @@ def theme_conditions(view: KBView, parsed: ParsedQuery, use_type: bool) -> list[
         return []
     pool = np.zeros(view.n, dtype=bool)
     if use_type and target.type:
-        pool[view.g.rows_of_type(target.type)] = True
+        pool[view.graph.rows_of_type(target.type)] = True
     else:
         pool[:] = True
     themes = []
@@ -192,7 +192,7 @@ def filter_symbol(view: KBView, sym: Symbol, use_type: bool) -> Candidates:
     is dropped and, for a constant, its text joins the search string (the paper's rule)."""
     mask = np.zeros(view.n, dtype=bool)
     if use_type and sym.type:
-        mask[view.g.rows_of_type(sym.type)] = True
+        mask[view.graph.rows_of_type(sym.type)] = True
     else:
         mask[:] = True
     names = [c for c in sym.conditions if c.prop.lower() in NAME_KEYS]

@@ -214,7 +214,7 @@ class GraphTools:
     lives in the agent), so n agents share one instance."""
 
     def __init__(self, graph: GraphIndex, settings: ToolParams | None = None):
-        self.g = graph
+        self.graph = graph
         self.settings = settings or ToolParams()
         self.view: KBView = kb_view(graph)
         self.hybrid = HybridRetriever.over(graph)  # the flat baseline's fused ranking, for the `hybrid` searches
@@ -225,11 +225,11 @@ class GraphTools:
         return tool_schemas(self.settings)
 
     def action_schema(self) -> dict[str, Any]:
-        return action_schema(self.g.node_types(), self.view.relation_types, self.settings.neighbourhood)
+        return action_schema(self.graph.node_types(), self.view.relation_types, self.settings.neighbourhood)
 
     # -- rendering --------------------------------------------------------------------------------
     def label(self, row: int) -> str:
-        return f"[{row}] {self.g.types[row]}: {self.view.shown_name(row)}"
+        return f"[{row}] {self.graph.types[row]}: {self.view.shown_name(row)}"
 
     def summary(self, row: int) -> str:
         """What a result line says about a node, cut to `summary_chars`: the LLM-written topic when
@@ -253,7 +253,7 @@ class GraphTools:
             first = re.split(r"(?<=[.!?])\s+", max(texts, key=len), maxsplit=1)[0] if texts else ""
             s = "; ".join(scalars) + (f". {first}" if first and scalars else first)
         else:
-            s = view.topics[row] or self.g.text(row)
+            s = view.topics[row] or self.graph.text(row)
         s = " ".join(s.split())
         return cut_text(s, self.settings.summary_chars)
 
@@ -299,7 +299,7 @@ class GraphTools:
         if self.settings.global_search == "hybrid":
             rows = self.hybrid.search(query, n).idx
         else:
-            scores = search_scores(self.g, query)
+            scores = search_scores(self.graph, query)
             rows, s = top_k(scores, n)
             rows = rows[s > 0]
         if not len(rows):
@@ -311,7 +311,7 @@ class GraphTools:
 
     def _node(self, value: Any, arg: str = "node_index", shown: Collection[int] | None = None) -> int:
         row = _as_int(value, arg)
-        if not 0 <= row < len(self.g):
+        if not 0 <= row < len(self.graph):
             raise ToolError(f"{arg} {row} is not a node; use the numbers in brackets from earlier results")
         if shown is not None and row not in shown:
             raise ToolError(
@@ -338,14 +338,14 @@ class GraphTools:
         if node_type and self.settings.type_filters:
             t = self._types.get(str(node_type).strip().lower())
             if t is not None:
-                filters["node_type"] = (f"node_type={t}", self.g.types[other] == t)
+                filters["node_type"] = (f"node_type={t}", self.graph.types[other] == t)
             elif not self.settings.relax_filters:
-                raise ToolError(f"unknown node_type {node_type!r}; node types: {', '.join(self.g.node_types())}")
+                raise ToolError(f"unknown node_type {node_type!r}; node types: {', '.join(self.graph.node_types())}")
             else:
                 relaxed.append("node_type")
                 said.append(
                     f"node_type {node_type!r} is not a node type (ignored; node types: "
-                    f"{', '.join(self.g.node_types())})"
+                    f"{', '.join(self.graph.node_types())})"
                 )
         if edge_type and self.settings.type_filters:
             c = self._relations.get(str(edge_type).strip().lower())
@@ -371,8 +371,8 @@ class GraphTools:
                     keep &= mask
                 relaxed.append(dropped)
                 own = (
-                    f" ({self.g.types[row]} is the type of node {row} itself)"
-                    if what == f"node_type={self.g.types[row]}"
+                    f" ({self.graph.types[row]} is the type of node {row} itself)"
+                    if what == f"node_type={self.graph.types[row]}"
                     else ""
                 )
                 said.append(
@@ -444,7 +444,7 @@ class GraphTools:
         explored node's own (a small model names the source's type, the trajectories show), else
         the one whose removal leaves neighbours, the node type first; a single filter that matches
         nothing is dropped when it names the node's own type."""
-        if "node_type" in filters and filters["node_type"][0] == f"node_type={self.g.types[row]}":
+        if "node_type" in filters and filters["node_type"][0] == f"node_type={self.graph.types[row]}":
             return "node_type"
         if len(filters) == 2:
             for name in ("node_type", "edge_type"):
@@ -460,7 +460,7 @@ class GraphTools:
         rel_names = self.view.relation_types
         kinds: dict[tuple[str, str], int] = {}
         for o, c, is_out in zip(other.tolist(), codes.tolist(), out.tolist()):
-            key = (str(self.g.types[o]), _arrow(rel_names[c], is_out))
+            key = (str(self.graph.types[o]), _arrow(rel_names[c], is_out))
             kinds[key] = kinds.get(key, 0) + 1
         ranked = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         parts = [f"{n} {t} {arrow}" for (t, arrow), n in ranked[:most]]
@@ -474,7 +474,7 @@ class GraphTools:
             s = (
                 self.hybrid.scores_for(query, rows)
                 if self.settings.neighbour_ranking == "hybrid"
-                else search_scores(self.g, query)[rows]
+                else search_scores(self.graph, query)[rows]
             )
             return rows[np.lexsort((np.arange(len(rows)), -s))]  # best first, edge order among ties
         # The public code: names containing the query first, then summaries ranked by how many of the

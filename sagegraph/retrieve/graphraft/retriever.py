@@ -22,22 +22,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, Reply, usage_scope
 from sagegraph.local_model import default_model_path, sequence_scorer
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.flat import HybridRetriever
+from sagegraph.retrieve.graphraft.params import GraphRAFTParams
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order, select
 from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates, run_in_store
 from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
 from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
 from sagegraph.retrieve.kb.rerank import Reranker
-from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
+from sagegraph.retrieve.kb.unnamed import names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.timeline import Timeline
@@ -46,61 +46,6 @@ from sagegraph.retrieve.timeline import Timeline
 # hybrid in every question group of both development KBs, where the paper's untuned `grammar` is not.
 # The paper's GraphRAFT: `selector: grammar, three_hop: false, unnamed: resolve`.
 PROMPT_VERSION = "graphraft-4"
-
-
-class GraphRAFTParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    ner: Literal["llm", "gazetteer"] = Field(
-        "llm", description="name entities with one LLM call (paper) or by matching KB names in the question (no model)"
-    )
-    selector: Literal["score", "grammar", "listed", "similar", "prior"] = Field(
-        "similar",
-        description="similar (default; not the paper's): templates whose relation chains read closest to the "
-        "question (text "
-        "encoder, no selection call); grammar (the paper's): constrained decoding among the templates; score: exact "
-        "log-probability of every template by a local model; listed: zero-shot choice from a listed menu (a different "
-        "method); prior: no model",
-    )
-    selector_encoder: str | None = Field(
-        None,
-        description="similar: a sentence encoder tuned on this KB's training labels (`sagegraph graphraft "
-        "train-selector`) instead of the graph's own; not the paper's",
-    )
-    length_norm: bool = Field(
-        True,
-        description="score: rank by log-probability per token (Hugging Face beam search's default) instead of the sum",
-    )
-    scorer_model: str | None = Field(
-        None, description="score: the GGUF chat model that scores (default: the local model profile's file)"
-    )
-    m: int = Field(5, ge=1, le=50, description="templates chosen and run in order (the paper's beam width)")
-    two_hop: bool = Field(True, description="enumerate 2-hop templates")
-    three_hop: bool = Field(
-        True, description="also enumerate 3-hop chains from one entity (default; not the paper's; needs two_hop)"
-    )
-    paths: bool = Field(True, description="enumerate connecting paths between two entities")
-    max_mid_degree: int | None = Field(
-        5000, ge=1, description="2-hop middles with more KB edges are skipped (hubs); None: keep all"
-    )
-    max_candidates: int = Field(
-        300,
-        ge=1,
-        description="templates offered to a model's selector, in the no-model order (the grammar grows with them)",
-    )
-    execute: Literal["memory", "store"] = Field(
-        "memory", description="run templates on the in-memory adjacency or as Cypher in the graph store (same rows)"
-    )
-    rank: Literal["name", "dense"] = Field(
-        "name", description="order each template's nodes by name similarity (paper) or by content similarity"
-    )
-    fill: bool = Field(True, description="fill the rest of k from the vector index")
-    second_stage: Literal["none", "dense", "listwise"] = Field(
-        "none",
-        description="reorder the k retrieved nodes by content similarity or one LLM listwise call "
-        "(the paper's L2 is a fine-tuned reader; these are its training-free stand-ins)",
-    )
-    cypher_timeout_ms: int = Field(10_000, ge=100, description="store execution: per-template timeout")
-    unnamed: Unnamed = Field("motifs", description=UNNAMED_HELP)
 
 
 @register("graphraft")
@@ -124,18 +69,20 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
 
     @classmethod
     def prepare(cls, graph, params: GraphRAFTParams) -> list[str]:
-        return prepare_unnamed(graph, params.unnamed)
+        return prepare_unnamed(graph, params.answer.unnamed)
 
     def __init__(self, res: Resources, params: GraphRAFTParams):
         super().__init__(res, params)
         self.view: KBView = kb_view(self.graph)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
-        self.encoder = selector_encoder(params.selector_encoder) if params.selector_encoder else None
+        self.encoder = (
+            selector_encoder(params.selection.selector_encoder) if params.selection.selector_encoder else None
+        )
         self.hybrid = HybridRetriever.over(res)
 
     @classmethod
     def prompt_for(cls, params: GraphRAFTParams) -> str:
-        return keyed_prompt(cls.prompt_version, params.selector_encoder)
+        return keyed_prompt(cls.prompt_version, params.selection.selector_encoder)
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:
@@ -156,7 +103,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         """Scoring through the LLM client's cache and usage (a replay does not load the model)."""
 
         def score(messages: list[dict[str, Any]], replies: list[str]) -> list[tuple[float, int]]:
-            model = self.params.scorer_model or str(default_model_path())
+            model = self.params.selection.scorer_model or str(default_model_path())
 
             def run() -> tuple[str, int, int]:
                 scored, prompt = sequence_scorer(Path(model)).score(messages, replies)
@@ -170,7 +117,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         return score
 
     def entities(self, query: str, timeline: Timeline, counters: dict[str, int]) -> list[Entity]:
-        if self.params.ner == "gazetteer":
+        if self.params.selection.ner == "gazetteer":
             named = gazetteer_entities(self.view, query)
         else:
             named, failed = llm_entities(self._chat(timeline), self.view, query)
@@ -186,10 +133,10 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         return rows, enumerate_templates(
             self.view,
             rows,
-            two_hop=self.params.two_hop,
-            paths=self.params.paths,
-            max_mid_degree=self.params.max_mid_degree,
-            three_hop=self.params.three_hop,
+            two_hop=self.params.templates.two_hop,
+            paths=self.params.templates.paths,
+            max_mid_degree=self.params.templates.max_mid_degree,
+            three_hop=self.params.templates.three_hop,
         )
 
     def _similarity(self, query: str, ents: list[Entity]):
@@ -222,7 +169,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         """A template's nodes best first: by name (or content) similarity to the question."""
         if len(rows) <= 1:
             return rows
-        vecs = self.graph.name_vectors if self.params.rank == "name" else self.graph.vectors
+        vecs = self.graph.name_vectors if self.params.answer.rank == "name" else self.graph.vectors
         s = vecs[rows] @ self.graph.query_vector(query)
         return rows[np.lexsort((rows, -s))]
 
@@ -253,8 +200,8 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             counters["llm_refused"] += 1
             ents = []
         names = [e.name for e in ents]
-        if self.params.unnamed != "resolve" and not names_a_node(self.view, query, names):
-            r = rank_unnamed(self.params.unnamed, self.view, self.hybrid, query, names, None, k)
+        if self.params.answer.unnamed != "resolve" and not names_a_node(self.view, query, names):
+            r = rank_unnamed(self.params.answer.unnamed, self.view, self.hybrid, query, names, None, k)
             counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
             trace["entities"] = [e.record(self.view) for e in ents]
             trace["unnamed"] = r.trace
@@ -263,29 +210,29 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         counters["templates"] = len(templates)
         offered = templates
         if (
-            len(templates) > self.params.max_candidates and self.params.selector != "similar"
+            len(templates) > self.params.selection.max_candidates and self.params.selection.selector != "similar"
         ):  # a phrase ranking is cheap at any count
-            offered = [templates[i] for i in prior_order(templates)[: self.params.max_candidates]]
+            offered = [templates[i] for i in prior_order(templates)[: self.params.selection.max_candidates]]
 
         def enough(order: list[int]) -> bool:  # the picks so far already give k nodes
             return len(set().union(*(offered[i].rows.tolist() for i in order))) >= k if order else False
 
         try:
             sel = select(
-                self.params.selector,
-                self._chat(timeline) if self.params.selector not in ("prior", "similar") else None,
+                self.params.selection.selector,
+                self._chat(timeline) if self.params.selection.selector not in ("prior", "similar") else None,
                 query,
                 entity_lines(ents, self.view),
                 offered,
-                self.params.m,
+                self.params.selection.m,
                 enough,
-                score=self._scorer(timeline) if self.params.selector == "score" else None,
-                length_norm=self.params.length_norm,
-                similarity=self._similarity(query, ents) if self.params.selector == "similar" else None,
+                score=self._scorer(timeline) if self.params.selection.selector == "score" else None,
+                length_norm=self.params.selection.length_norm,
+                similarity=self._similarity(query, ents) if self.params.selection.selector == "similar" else None,
             )
         except LLMRequestRefused:  # most often a listed menu longer than the context: the no-model order
             counters["llm_refused"] += 1
-            sel = select("prior", None, query, "", offered, self.params.m, enough)
+            sel = select("prior", None, query, "", offered, self.params.selection.m, enough)
         counters["no_templates"] = int(not offered)
         counters["select_calls"] = sel.calls
         counters["ungrounded_replies"] = sel.ungrounded
@@ -299,14 +246,14 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             if len(taken) >= k:
                 break
             counters["templates_run"] += 1
-            rows = t.rows if self.params.execute == "memory" else self._in_store(t, slots, timeline)
+            rows = t.rows if self.params.templates.execute == "memory" else self._in_store(t, slots, timeline)
             for r in self.rank_rows(query, rows).tolist():
                 if r not in have and len(taken) < k:
                     taken.append(r)
                     have.add(r)
                     found_by.append(f"template{rank + 1}")
         scores: list[float] = [float(x) for x in np.linspace(1.0, 0.5, len(taken))] if taken else []
-        if self.params.fill and len(taken) < k:
+        if self.params.answer.fill and len(taken) < k:
             idx, s = self.graph.dense.search(self.graph.query_vector(query), k + len(taken))
             for r, x in zip(idx.tolist(), s.tolist()):
                 if r not in have and len(taken) < k:
@@ -315,9 +262,9 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
                     found_by.append("dense")
                     scores.append(min(0.49, float(x)))
                     counters["filled"] += 1
-        if self.params.second_stage != "none" and len(taken) > 1:
+        if self.params.answer.second_stage != "none" and len(taken) > 1:
             how = dict(zip(taken, found_by))
-            if self.params.second_stage == "dense":
+            if self.params.answer.second_stage == "dense":
                 s = self.graph.vectors[taken] @ self.graph.query_vector(query)
                 taken = [taken[i] for i in np.lexsort((np.arange(len(taken)), -s))]
             else:
@@ -335,6 +282,6 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
 
     def _in_store(self, t: Template, slots: list[list[int]], timeline: Timeline) -> np.ndarray:
         with timeline.span("cypher", t.kind, t.cypher()) as ev:
-            rows = run_in_store(self.res.store, self.view, t, slots, timeout_ms=self.params.cypher_timeout_ms)
+            rows = run_in_store(self.res.store, self.view, t, slots, timeout_ms=self.params.templates.cypher_timeout_ms)
             ev["outputs"] = f"{len(rows)} rows"
         return rows

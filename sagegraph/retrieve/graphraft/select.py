@@ -59,7 +59,7 @@ def entity_lines(entities: list[Entity], view) -> str:
     lines = []
     for i, e in enumerate(entity_slots(entities)):
         more = f" ({len(e.rows)} nodes of this name)" if len(e.rows) > 1 else ""
-        lines.append(f'$e{i} = {view.g.types[e.row]} "{view.names[e.row]}"{more}')
+        lines.append(f'$e{i} = {view.graph.types[e.row]} "{view.names[e.row]}"{more}')
     return "\n".join(lines)
 
 

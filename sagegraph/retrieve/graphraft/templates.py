@@ -127,7 +127,7 @@ def enumerate_templates(
     template's Cypher; Neo4j, which never repeats a relationship within a pattern, returns fewer
     rows for such a chain when it runs in the store (`execute: store`)."""
     rel = view.relation_types
-    types = view.g.types
+    types = view.graph.types
     ents = entity_groups(entities)
     out: list[Template] = []
     first: dict[int, dict[tuple[int, bool, str], np.ndarray]] = {}
@@ -178,7 +178,7 @@ def enumerate_templates(
 
 def template_params(view: KBView, template: Template, entities: Sequence[int | Sequence[int]]) -> dict[str, list[str]]:
     ents = entity_groups(entities)
-    return {f"e{s}": [str(view.g.ids[r]) for r in ents[s].tolist()] for s in template.slots}
+    return {f"e{s}": [str(view.graph.ids[r]) for r in ents[s].tolist()] for s in template.slots}
 
 
 # -- the same enumeration in the store ---------------------------------------------------------
@@ -204,10 +204,10 @@ def store_counts(
     """Template key -> distinct-target count, by aggregate Cypher (the public code's three queries,
     split by direction so direction is kept), with entity ids as parameters. Groups over relations
     that are not the KB's (the build's similarity edges) are dropped."""
-    node_types = {safe_label(t) for t in view.g.node_types()}
-    type_of = {safe_label(t): t for t in view.g.node_types()}
+    node_types = {safe_label(t) for t in view.graph.node_types()}
+    type_of = {safe_label(t): t for t in view.graph.node_types()}
     rel_of = {safe_label(r): r for r in view.relation_types}
-    ids = [[str(view.g.ids[r]) for r in e.tolist()] for e in entity_groups(entities)]
+    ids = [[str(view.graph.ids[r]) for r in e.tolist()] for e in entity_groups(entities)]
     counts: dict[tuple, int] = {}
 
     def read(q: str, params: dict) -> list[dict]:
@@ -263,4 +263,4 @@ def run_in_store(
     rows = store.read(
         template.cypher(), template_params(view, template, entities), timeout_ms=timeout_ms, max_rows=max_rows
     )
-    return np.array(sorted(view.g.row[r["id"]] for r in rows if r["id"] in view.g.row), dtype=np.int64)
+    return np.array(sorted(view.graph.row[r["id"]] for r in rows if r["id"] in view.graph.row), dtype=np.int64)

@@ -46,7 +46,7 @@ class Entity:
     def record(self, view: KBView) -> dict[str, Any]:
         d = asdict(self)
         if self.row is not None:
-            d["node"] = f"{view.g.types[self.row]}: {view.names[self.row]}"
+            d["node"] = f"{view.graph.types[self.row]}: {view.names[self.row]}"
         return d
 
 
@@ -88,7 +88,7 @@ def read_entities(text: str, node_types: list[str]) -> list[tuple[str, str | Non
 
 def ner_messages(view: KBView, question: str) -> list[dict[str, str]]:
     return [
-        {"role": "system", "content": NER_SYSTEM.format(types=", ".join(view.g.node_types()))},
+        {"role": "system", "content": NER_SYSTEM.format(types=", ".join(view.graph.node_types()))},
         {"role": "user", "content": f"Question: {question}"},
     ]
 
@@ -97,7 +97,7 @@ def llm_entities(
     chat: Callable[..., Reply], view: KBView, question: str, constrain: bool = True
 ) -> tuple[list[tuple[str, str | None]], bool]:
     """(entities, parse_failed): a reply that cannot be read counts as naming none."""
-    types = view.g.node_types()
+    types = view.graph.node_types()
     fmt = {"type": "json_object", "schema": ner_schema(types)} if constrain else {"type": "json_object"}
     reply = chat("entities", ner_messages(view, question), response_format=fmt, max_tokens=256)
     try:
@@ -135,7 +135,7 @@ def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[
                 key = normalise(" ".join(span))
                 rows = view.name_index.get(key)
             if rows is not None and len(rows) and (i > 0 or n > 1 or key not in _OPENERS):
-                types = {str(view.g.types[r]) for r in rows}
+                types = {str(view.graph.types[r]) for r in rows}
                 out.append((" ".join(span), types.pop() if len(types) == 1 else None))
                 i += n
                 break
@@ -163,7 +163,7 @@ def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Ent
     e = Entity(name, node_type)
     rows = view.name_index.get(normalise(name), np.zeros(0, np.int64))
     if node_type:
-        typed = rows[view.g.types[rows] == node_type] if len(rows) else rows
+        typed = rows[view.graph.types[rows] == node_type] if len(rows) else rows
         rows = typed if len(typed) else rows
     if len(rows):
         # Several nodes share the name: the best connected stands for them in prompts.
@@ -171,10 +171,10 @@ def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Ent
         e.rows = _namesakes(view, e.row)
         e.match, e.score = "exact", 1.0
         return e
-    vecs = view.g.name_vectors
-    pool = view.g.rows_of_type(node_type) if node_type else np.arange(len(view.g))
+    vecs = view.graph.name_vectors
+    pool = view.graph.rows_of_type(node_type) if node_type else np.arange(len(view.graph))
     if not len(pool):
-        pool = np.arange(len(view.g))
+        pool = np.arange(len(view.graph))
     if not len(pool):
         return e
     s = vecs[pool] @ query_vector(name)
@@ -187,7 +187,7 @@ def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Ent
 def _namesakes(view: KBView, row: int) -> list[int]:
     """The nodes of the row's type with its exact normalised name (itself included)."""
     same = view.name_index.get(view.norm_names[row], np.array([row], np.int64))
-    return sorted({int(r) for r in same if view.g.types[r] == view.g.types[row]} | {row})
+    return sorted({int(r) for r in same if view.graph.types[r] == view.graph.types[row]} | {row})
 
 
 def resolve_all(view: KBView, named: list[tuple[str, str | None]], query_vector) -> list[Entity]:

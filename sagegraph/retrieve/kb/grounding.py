@@ -92,7 +92,7 @@ class KBSchema:
 def view_schema(view: KBView, patterns: Iterable[tuple[str, str, str]] | None = None) -> KBSchema:
     """The KB's patterns (the store's introspected ones where given, else the in-memory graph's)
     and, for a name, the labels of the nodes whose normalised name or alias it is."""
-    types = view.g.types
+    types = view.graph.types
 
     def labels_of_name(name: str) -> set[str]:
         rows = view.name_index.get(normalise(name))

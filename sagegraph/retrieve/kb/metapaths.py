@@ -32,7 +32,7 @@ def hop_groups(view: KBView, rows: np.ndarray, exclude: np.ndarray | None = None
             o
         ):  # every neighbour excluded (a round trip back to the topic): np.split would yield one empty segment
             return {}
-    types = view.g.types[o]
+    types = view.graph.types[o]
     out_groups: dict[HopKey, np.ndarray] = {}
     tcodes, tinv = np.unique(types, return_inverse=True)
     key = (c.astype(np.int64) * 2 + d.astype(np.int64)) * len(tcodes) + tinv

@@ -153,7 +153,7 @@ class Reranker:
     def _pointwise(self, question: str, rows: list[int], docs: dict[int, str]) -> list[int]:
         scores = {}
         for r in rows:
-            node_type = str(self.view.g.types[r])
+            node_type = str(self.view.graph.types[r])
             s = parse_score(
                 self._ask("rerank pointwise", POINTWISE.format(node_type=node_type, question=question, doc=docs[r]), 8)
             )

@@ -97,7 +97,7 @@ def word_motifs(view: KBView, written: Iterable[str], question: str) -> dict[str
     (BM25's): the motifs of a method whose model writes keyword searches, not a motif list."""
     phrases = written_motifs(view, written, question)
     kept = written_motifs(view, (w for text in phrases for w in words(text)), question)
-    return {w: idf(view.g.bm25_scores(w)) for w in kept}
+    return {w: idf(view.graph.bm25_scores(w)) for w in kept}
 
 
 def rank_unnamed(
@@ -113,7 +113,7 @@ def rank_unnamed(
     """The k nodes for an unnamed question under `how` ("hybrid" or "motifs"); the trace says
     what ranked them (`ranked_by`) and from which motifs. With `weights` (`word_motifs`) the
     motifs are its words, each scored times its weight."""
-    g = view.g
+    g = view.graph
     rows = g.rows_of_type(node_type)
     motifs = (list(weights) if weights is not None else written_motifs(view, written, query)) if how == "motifs" else []
     if motifs and len(rows):

@@ -52,14 +52,14 @@ def cut_text(text: str, chars: int) -> str:
 
 
 class KBView:
-    def __init__(self, g: GraphIndex):
-        self.g = g
-        self.n = len(g)
+    def __init__(self, graph: GraphIndex):
+        self.graph = graph
+        self.n = len(graph)
         self._columns: dict[str, Column] = {}
 
     @cached_property
     def _metadata(self) -> list[dict[str, Any]]:
-        meta = pq.read_table(self.g.dir / "nodes.parquet", columns=["metadata"]).column("metadata").to_pylist()
+        meta = pq.read_table(self.graph.dir / "nodes.parquet", columns=["metadata"]).column("metadata").to_pylist()
         out = []
         for m in meta:
             try:
@@ -81,11 +81,11 @@ class KBView:
 
     @property
     def llm_metadata(self) -> bool:
-        return ((self.g.manifest.get("config") or {}).get("metadata") or {}).get("mode") == "llm"
+        return ((self.graph.manifest.get("config") or {}).get("metadata") or {}).get("mode") == "llm"
 
     @cached_property
     def names(self) -> list[str]:
-        return [node_name(f, self.g.title(i)) for i, f in enumerate(self.fields)]
+        return [node_name(f, self.graph.title(i)) for i, f in enumerate(self.fields)]
 
     @cached_property
     def norm_names(self) -> list[str]:
@@ -112,12 +112,12 @@ class KBView:
 
     @cached_property
     def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-        t = pq.read_table(self.g.dir / "edges.parquet", columns=["src", "dst", "type"])
+        t = pq.read_table(self.graph.dir / "edges.parquet", columns=["src", "dst", "type"])
         types = t.column("type").to_pylist()
         keep = [i for i, ty in enumerate(types) if not ty.startswith(SIMILAR_PREFIX)]
         src_ids, dst_ids = t.column("src").to_pylist(), t.column("dst").to_pylist()
-        src = np.array([self.g.row[src_ids[i]] for i in keep], dtype=np.int64)
-        dst = np.array([self.g.row[dst_ids[i]] for i in keep], dtype=np.int64)
+        src = np.array([self.graph.row[src_ids[i]] for i in keep], dtype=np.int64)
+        dst = np.array([self.graph.row[dst_ids[i]] for i in keep], dtype=np.int64)
         names = sorted({types[i] for i in keep})
         code = {r: c for c, r in enumerate(names)}
         rel = np.array([code[types[i]] for i in keep], dtype=np.int16)
@@ -148,7 +148,7 @@ class KBView:
     def patterns(self) -> list[tuple[str, str, str, int]]:
         """(head type, relation, tail type, count), most frequent first."""
         src, dst, rel, names = self._edges
-        c = Counter(zip(self.g.types[src].tolist(), rel.tolist(), self.g.types[dst].tolist()))
+        c = Counter(zip(self.graph.types[src].tolist(), rel.tolist(), self.graph.types[dst].tolist()))
         return sorted(((h, names[r], t, n) for (h, r, t), n in c.items()), key=lambda x: (-x[3], x[0], x[1], x[2]))
 
     def instance(self, head: str, relation: str, tail: str) -> tuple[int, int] | None:
@@ -156,7 +156,7 @@ class KBView:
         prompt shows as a worked example, read from the KB being queried rather than written
         for one."""
         src, dst = self.edges(relation)
-        sel = (self.g.types[src] == head) & (self.g.types[dst] == tail)
+        sel = (self.graph.types[src] == head) & (self.graph.types[dst] == tail)
         if not sel.any():
             return None
         s, d = src[sel], dst[sel]
@@ -170,14 +170,14 @@ class KBView:
 
     def example_names(self, node_type: str, n: int = 5) -> list[str]:
         """The type's best-connected nodes: the names a reader would recognise."""
-        rows = self.g.rows_of_type(node_type)
+        rows = self.graph.rows_of_type(node_type)
         top = rows[np.lexsort((rows, -self.degree[rows]))[:n]]
         return [self.names[i] for i in top]
 
     def properties(self, node_type: str, sample: int = 200) -> dict[str, str]:
         """Attribute -> value kind (int, float, date, text, list) over a sample of the type."""
         kinds: dict[str, str] = {}
-        for i in self.g.rows_of_type(node_type)[:sample]:
+        for i in self.graph.rows_of_type(node_type)[:sample]:
             for key, v in self.fields[i].items():
                 if key in kinds:
                     continue
@@ -230,14 +230,14 @@ class KBView:
             if among is not None and o not in among:
                 continue
             arrow = "->" if out[j] else "<-"
-            lines.append(f"{names[codes[j]]} {arrow} {self.shown_name(o, name_chars)} ({self.g.types[o]})")
+            lines.append(f"{names[codes[j]]} {arrow} {self.shown_name(o, name_chars)} ({self.graph.types[o]})")
             if len(lines) >= limit:
                 break
         return lines
 
     def describe(self, row: int, relations: int = 8, among: set[int] | None = None, text_chars: int = 240) -> str:
         """A candidate as a reranker reads it: type, attributes (long text cut), relations."""
-        parts = [f"type: {self.g.types[row]}"]
+        parts = [f"type: {self.graph.types[row]}"]
         for key, v in self.fields[row].items():
             if isinstance(v, list):
                 v = ", ".join(map(str, v[:5]))
