@@ -750,14 +750,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _not_prefect(record: logging.LogRecord) -> bool:
+    return not record.name.startswith("prefect")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     level = logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:  # libraries' own loggers (Prefect's at INFO) pass through here
         handler.setLevel(level)
-        if not args.verbose:  # a run prints its own progress, results and errors: Prefect's go to its UI (and to -v)
-            handler.addFilter(lambda record: not record.name.startswith("prefect"))
+        # a run prints its own progress, results and errors: Prefect's go to its UI (and to -v)
+        (handler.removeFilter if args.verbose else handler.addFilter)(_not_prefect)
     if not args.verbose:
         os.environ.setdefault("SAGEGRAPH_QUIET", "1")
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")

@@ -40,11 +40,14 @@ _shown = False
 
 def _show_warnings() -> None:
     """Quiet, Prefect's console handler shows nothing: sagegraph's own warnings (a question that
-    failed, a lock taken over) get a handler of their own, once per process."""
+    failed, a lock taken over) get a handler of their own, once per process, where no handler of
+    the root logger shows them already (the CLI's own process has one)."""
     global _shown
     if _shown or not quiet():
         return
     _shown = True
+    if any(handler.level <= logging.WARNING for handler in logging.getLogger().handlers):
+        return
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("sagegraph: %(message)s"))

@@ -49,12 +49,13 @@ def sweep(tmp_path):
         {"qid": "q1", **SPARK_SHORT},
         {"qid": "q2", "plan": {"cypher": None}, "counters": {}},
     ]
+    # a resumed run appended q1's row and trace again: each question counts once, its last row
     _run(
         sweep,
         EvalConfig(retriever="spark", k=20),
         graph,
-        rows,
-        spark_traces,
+        [*rows, rows[1]],
+        [*spark_traces, spark_traces[1]],
         {"hit@1": 1 / 3, "llm_calls_per_query": 1.0},
     )
     agents = [{"prompt_tokens": [100, 180, 260]}]
@@ -82,6 +83,7 @@ def test_groups_report_and_failures_read_a_sweeps_runs(sweep, capsys):
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     spark = {r["group"]: r for r in rows if r["config"] == "spark[k=20]"}
     assert set(spark) == {"1", "2", "all"} and spark["1"]["hit@1"] == 0.5 and spark["2"]["hit@1"] == 0.0
+    assert spark["2"]["questions"] == 1 and spark["all"]["questions"] == 3
 
     assert main(["diagnose", "report", str(sweep)]) == 0
     out = capsys.readouterr().out.splitlines()

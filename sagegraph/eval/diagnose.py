@@ -14,9 +14,11 @@ from typing import Any
 
 from sagegraph.corpus.questions import load_questions
 from sagegraph.errors import ConfigError
-from sagegraph.eval.compare import display_label, load_results, row_label
+from sagegraph.eval.compare import display_label, load_results, per_query, row_label
+from sagegraph.eval.runner import read_done
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.registry import retriever_class
+from sagegraph.runfiles import complete_lines
 
 QUALITY = ("hit@1", "hit@5", "recall@20", "mrr")
 COST = {
@@ -74,7 +76,7 @@ def group_runs(sweep: Path, by: str) -> list[tuple[str, list[tuple[str, dict[str
     group = {q.id: str(q.meta.get(by, "")) for q in load_questions(_questions_file(sweep))}
     out = []
     for label, run in runs.items():
-        rows = [json.loads(line) for line in (run / "per_query.jsonl").read_text().splitlines() if line.strip()]
+        rows = read_done(run / "per_query.jsonl").values()  # a resumed run's last row per question
         out.append((label, [(group.get(row["qid"], ""), row) for row in rows]))
     return out
 
@@ -133,10 +135,12 @@ def misses(sweep: Path, labels: list[str], by: str) -> dict[str, dict[str, dict[
     for label, run in runs.items():
         config = json.loads((run / "config.json").read_text())
         graph = graph or GraphIndex(Path(config["graph"]))
-        method = retriever_class(config.get("retriever") or label.split("[", 1)[0])
-        hits = {row["qid"]: row["hit@1"] for row in map(json.loads, (run / "per_query.jsonl").open())}
+        method = retriever_class(config["retriever"])
+        hits = per_query(run, "hit@1")
+        # a resumed run appends: the last trace of each question
+        traces = {trace["qid"]: trace for trace in map(json.loads, complete_lines(run / "traces.jsonl"))}
         table: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-        for trace in map(json.loads, (run / "traces.jsonl").open()):
+        for trace in traces.values():
             question = questions[trace["qid"]]
             group = str(question.meta.get(by))
             if hits[question.id]:

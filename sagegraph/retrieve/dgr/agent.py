@@ -44,7 +44,7 @@ from sagegraph.retrieve.timeline import Timeline
 Mode = Literal["native", "json"]
 Stop = Literal["finish", "t_max", "budget", "refused", "repeats"]
 # A walk to one node: the node it started from, then (relation, the row it reached) per hop.
-Chain = tuple[int, tuple[tuple[str, int | None], ...]]
+Chain = tuple[int, tuple[tuple[str, int], ...]]
 
 
 class ActionError(ValueError):
@@ -484,9 +484,9 @@ def _walked(run: AgentRun, tool: str, out: ToolOutput) -> None:
     start, walked = run.chains.get(out.source, (out.source, ())) if out.source is not None else (None, ())
     for r in new:
         run.depth[r] = base + 1
-        rels = out.rels.get(r)
-        if start is not None and rels:
-            run.chains[r] = (start, walked + ((rels[-1], r),))
+        relation = out.relation.get(r)
+        if start is not None and relation:
+            run.chains[r] = (start, walked + ((relation, r),))
     if new and base + 1 > run.deepest_reach:
         run.deepest, run.deepest_reach = list(out.shown), base + 1
 

@@ -201,7 +201,6 @@ class DGRRetriever(Retriever[DGRParams]):
 
     def __init__(self, res: Resources, params: DGRParams):
         super().__init__(res, params)
-        self.settings: DGRParams = params
         self.tools = GraphTools(self.graph, params.tools)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
         self.encoder = selector_encoder(params.answer.chain_encoder) if params.answer.chain_encoder else None
@@ -214,7 +213,7 @@ class DGRRetriever(Retriever[DGRParams]):
     def system_prompt(self, mode: Mode) -> str:
         view = self.tools.view
         patterns = "; ".join(f"({h})-[{r}]->({t})" for h, r, t, _ in view.patterns)
-        tools, agent = self.settings.tools, self.settings.agent
+        tools, agent = self.params.tools, self.params.agent
         example, name = worked_example(view, tools.neighbourhood)
         if not agent.example:
             example = ""
@@ -244,7 +243,7 @@ class DGRRetriever(Retriever[DGRParams]):
         retrievers stop (Zhang et al. 2022's subgraph retriever). Without that stop, a chain that
         walks on past the answer ('the studio of the films X directed') reads about as close as
         the answer's own ('the films X directed') and takes its place."""
-        view, types, rules = self.tools.view, self.graph.types, self.settings.answer
+        view, types, rules = self.tools.view, self.graph.types, self.params.answer
         names = view.names
         named = list(named or ())
 
@@ -252,8 +251,8 @@ class DGRRetriever(Retriever[DGRParams]):
         def asked(start: int) -> str:
             return masked_question(query, [names[start]])
 
-        def typed(hops) -> list[tuple[str, str | None]]:
-            return [(rel, str(types[x]) if x is not None else None) for rel, x in hops]
+        def typed(hops) -> list[tuple[str, str]]:
+            return [(rel, str(types[x])) for rel, x in hops]
 
         @functools.cache
         def layout(start: int) -> tuple[tuple[str, int], ...]:
@@ -321,13 +320,13 @@ class DGRRetriever(Retriever[DGRParams]):
         return ranked
 
     def _neighbour_tool(self) -> str:
-        tools = self.settings.tools
+        tools = self.params.tools
         if not tools.neighbourhood:
             return ""
         return NEIGHBOUR_TOOL.format(k=tools.neighbour_k, match=NEIGHBOUR_MATCH[tools.neighbour_ranking])
 
     def _search(self, query: str, k: int) -> Retrieval:
-        setting = self.settings.agent.mode
+        setting = self.params.agent.mode
         mode: Mode = detect_mode(self.res.llm) if setting == "auto" else setting
         with usage_scope() as usage:
             r = self._run(query, k, mode)
@@ -336,7 +335,7 @@ class DGRRetriever(Retriever[DGRParams]):
 
     def _run(self, query: str, k: int, mode: Mode) -> Retrieval:
         timeline = Timeline()
-        agent_settings = self.settings.agent
+        agent_settings = self.params.agent
         n_agents = agent_settings.n_agents
         budget = TokenBudget(agent_settings.token_budget)
         system = self.system_prompt(mode)
@@ -354,7 +353,7 @@ class DGRRetriever(Retriever[DGRParams]):
                 budget=budget,
                 timeline=timeline,
                 start=start,
-                fallback=self.settings.answer.fallback,
+                fallback=self.params.answer.fallback,
                 rank_chains=lambda run: self.rank_chains(query, run, start.shown if start is not None else None),
             )
 
@@ -407,7 +406,7 @@ class DGRRetriever(Retriever[DGRParams]):
         if self.hybrid is None or not any(r.fallback for r in runs) or names_a_node(self.tools.view, query, written):
             return out
         view = self.tools.view
-        unnamed = self.settings.answer.unnamed
+        unnamed = self.params.answer.unnamed
         weights = word_motifs(view, searches, query) if unnamed == "motifs" else None
         r = rank_unnamed(unnamed, view, self.hybrid, query, searches, None, k, weights=weights)
         for run in runs:

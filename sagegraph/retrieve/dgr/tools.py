@@ -47,9 +47,7 @@ class ToolOutput:
     finish: bool = False
     relaxed: list[str] = field(default_factory=list)  # filters dropped because nothing matched them
     source: int | None = None  # the node a neighbourhood search explored from
-    rels: dict[int, list[str]] = field(
-        default_factory=dict
-    )  # the relation types leading from `source` to each shown node
+    relation: dict[int, str] = field(default_factory=dict)  # the relation leading from `source` to each shown node
 
 
 # How each tool's ranking is described to the agent (the system prompt and the native schemas).
@@ -407,7 +405,7 @@ class GraphTools:
             shown=[int(o) for o in shown],
             relaxed=relaxed,
             source=row,
-            rels={int(o): [first_rel[int(o)]] for o in shown},
+            relation={int(o): first_rel[int(o)] for o in shown},
         )
 
     def linked(self, question: str, per_name: int = 3) -> ToolOutput:
