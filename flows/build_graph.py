@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from prefect import flow, unmapped
+from prefect.futures import PrefectFutureList, as_completed
 
 from sagegraph.config import BuildConfig
 from sagegraph.construct.artifacts import write_json
@@ -21,6 +22,7 @@ from sagegraph.construct.stages import (
     resolve_corpus,
     up_to_date,
 )
+from sagegraph.progress import ticker
 from sagegraph.runlock import hold
 from sagegraph.tasks import build as build_tasks
 from sagegraph.tasks.console import run_log
@@ -72,6 +74,15 @@ def _report(
     )
 
 
+def _follow(futures: PrefectFutureList[Any], label: str, unit: str) -> None:
+    """One progress line for a mapped stage: its batches done, the pace and the time left."""
+    tick = ticker(label, len(futures), unit, run_log().progress, every_s=30.0)
+    if tick is None:
+        return
+    for _ in as_completed(list(futures)):
+        tick()
+
+
 def _build(cfg: BuildConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     stage_wall: dict[str, float] = {}
@@ -93,6 +104,7 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     # no worker idles at a stage barrier while the other finishes the stage's last batch.
     metas = build_tasks.metadata.map(unmapped(cfg), chunks)
     vecs = build_tasks.embed.map(unmapped(cfg), metas)
+    _follow(vecs, "chunk, metadata, embed", "batches")
     chunk_results, meta_results, vec_results = chunks.result(), metas.result(), vecs.result()
     t = lap("chunk_metadata_embed", t)
     task_seconds = {

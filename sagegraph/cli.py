@@ -248,6 +248,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     llm = _llm_config(args, cfg.needs_llm())
     with contextlib.ExitStack() as stack:
         out = args.out or graph_dir.parent / "runs" / cfg.key()
+        from sagegraph import progress
         from sagegraph.runlock import hold
 
         stack.enter_context(hold(Path(out), "evaluation"))  # before the store and the model are opened
@@ -275,7 +276,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             Path(out),
             args.concurrency,
             args.timeout,
-            report=lambda line: print(f"sagegraph: {line}", file=sys.stderr),
+            report=progress.show,
         )
     print(
         f"{cfg.label()}: {metrics['questions']} questions; per-query CSV, run.trec, traces.jsonl and "

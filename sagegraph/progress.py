@@ -2,14 +2,49 @@
 takes minutes a question on a CPU server, so a sweep can sit on one configuration for hours) and a
 build batch's encoding (minutes of windows on 2 cores). Without it a log says nothing between a
 step's start and its end. The estimate uses only items done in this process: resumed ones took no
-time here."""
+time here.
+
+At a terminal the lines are live: each rewrites the one before it, at most every second, and the
+last one (", done") stays. In a log file or CI output they are lines every `every_s` seconds."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+QUIET = "SAGEGRAPH_QUIET"  # set by the CLI unless -v; Dask workers inherit it
+LIVE_EVERY_S = 1.0
+
+
+def live_terminal() -> bool:
+    """Whether progress lines may rewrite each other: a person's terminal, Prefect's console quiet."""
+    return os.environ.get(QUIET) == "1" and sys.stderr.isatty()
+
+
+class Line(str):
+    """A progress line; `final` when its step is complete (the line to keep on a live terminal)."""
+
+    final: bool = False
+
+
+CLEAR_LINE = "\r\x1b[K"
+
+
+def write(text: str) -> None:
+    """To stderr; at a live terminal every line first clears the live line it may be written over."""
+    sys.stderr.write((CLEAR_LINE if live_terminal() else "") + text)
+    sys.stderr.flush()
+
+
+def show(line: str) -> None:
+    """A progress line for the person at the terminal: live there (rewritten by the next one, kept
+    when final), a plain line elsewhere."""
+    final = not live_terminal() or (isinstance(line, Line) and line.final)
+    write(line + ("\n" if final else ""))
 
 
 def duration(seconds: float) -> str:
@@ -38,6 +73,8 @@ class Progress:
 
     def __post_init__(self) -> None:
         self._t0 = self._last = self.clock()
+        if live_terminal():
+            self.every_s = min(self.every_s, LIVE_EVERY_S)
 
     def start_line(self) -> str | None:
         """What the run is about to do, when it resumes or has questions to run."""
@@ -47,7 +84,7 @@ class Progress:
         resumed = f" ({self.resumed} done before, resumed)" if self.resumed else ""
         return f"{self.label}: {todo} of {self.total} {self.unit} to run{resumed}"
 
-    def tick(self, n: int = 1) -> str | None:
+    def tick(self, n: int = 1) -> Line | None:
         """`n` more items finished; the progress line when one is due, else None."""
         self.run += n
         now = self.clock()
@@ -56,11 +93,12 @@ class Progress:
             return None
         self._last = now
         pace = (now - self._t0) / self.run
-        one = self.unit[:-1] if self.unit.endswith("s") else self.unit
-        rate = f"{duration(pace)} a {one}" if pace >= 1 else f"{1 / pace:,.0f} {self.unit}/s" if pace > 0 else "instant"
+        rate = f"{duration(pace)} each" if pace >= 1 else f"{1 / pace:,.0f} {self.unit}/s" if pace > 0 else "instant"
         line = f"{self.label}: {done:,}/{self.total:,} {self.unit}, {rate}"
         left = self.total - done
-        return line + (f", about {duration(pace * left)} left" if left > 0 else ", done")
+        result = Line(line + (f", about {duration(pace * left)} left" if left > 0 else ", done"))
+        result.final = left <= 0
+        return result
 
 
 def ticker(

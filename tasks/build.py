@@ -36,7 +36,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
 
 @task(name="chunk", **_opts)
 def chunk(cfg: BuildConfig, batch_path: str) -> dict[str, Any]:
-    res = stages.chunk_batch(cfg, batch_path, report=run_log().info)
+    res = stages.chunk_batch(cfg, batch_path, report=run_log().progress)
     _log("chunk", res, batch_path.rsplit("/", 1)[-1])
     return res
 
@@ -58,14 +58,14 @@ def estimate_cost(cfg: BuildConfig, chunks: list[dict[str, Any]]) -> dict[str, A
 
 @task(name="metadata", **_opts)
 def metadata(cfg: BuildConfig, chunk_result: dict[str, Any]) -> dict[str, Any]:
-    res = stages.metadata_batch(cfg, chunk_result["path"], report=run_log().info)
+    res = stages.metadata_batch(cfg, chunk_result["path"], report=run_log().progress)
     _log("metadata", res, chunk_result["path"].rsplit("/", 1)[-1])
     return res
 
 
 @task(name="embed", **_opts)
 def embed(cfg: BuildConfig, metadata_result: dict[str, Any]) -> dict[str, Any]:
-    res = stages.embed_batch(cfg, metadata_result["path"], report=run_log().info)
+    res = stages.embed_batch(cfg, metadata_result["path"], report=run_log().progress)
     _log("embed", res, metadata_result["path"].rsplit("/", 1)[-1])
     return res
 

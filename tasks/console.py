@@ -1,8 +1,9 @@
-"""What a run tells the person at its terminal. By default: the progress and result lines of each
-stage and configuration, sagegraph's warnings, and none of Prefect's task logs, which still reach
-the Prefect UI (and its API's log store); with `-v` Prefect's console logs are shown instead. Task
-code runs in Dask workers, whose stderr is the terminal's, so a line is written by whichever
-process makes it."""
+"""What a run tells the person at its terminal. By default: one live progress line per step (at a
+terminal; periodic lines in a log), the result lines of each stage and configuration, sagegraph's
+warnings, and none of Prefect's task logs, which still reach the Prefect UI (and its API's log
+store); with `-v` Prefect's console logs are shown instead. Task code runs in Dask workers, whose
+stderr is the terminal's, so a line is written by whichever process makes it: a live line from
+one worker may replace another's, and is redrawn at its next tick."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from prefect import get_run_logger
 
-QUIET = "SAGEGRAPH_QUIET"  # set by the CLI unless -v; workers inherit it
+from sagegraph.progress import QUIET, live_terminal, show, write
 
 
 def quiet() -> bool:
@@ -26,8 +27,15 @@ class RunLog:
     def info(self, msg: str, *args: Any) -> None:
         get_run_logger().info(msg, *args)
         if quiet():  # written, not printed: the flows log their prints (log_prints), which would swallow it
-            sys.stderr.write((msg % args if args else msg) + "\n")
-            sys.stderr.flush()
+            write((msg % args if args else msg) + "\n")
+
+    def progress(self, line: str) -> None:
+        """A progress line: live at a terminal (rewritten by the next one, kept when `final`)."""
+        if not live_terminal():
+            self.info("%s", line)
+            return
+        get_run_logger().debug("%s", line)
+        show(line)
 
 
 def run_log() -> RunLog:

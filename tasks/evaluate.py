@@ -59,7 +59,7 @@ def evaluate_configs(
             Path(out_root),
             concurrency,
             timeout_s,
-            report=run_log().info,
+            report=run_log().progress,
         )  # progress of long runs, in the flow's log and UI
     finally:
         res.close()

@@ -28,7 +28,7 @@ def test_evaluate_prints_metrics_json_last(graph_dir, ottqa_dir, tmp_path, capsy
     assert main(args) == 0
     out = capsys.readouterr()
     m = json.loads(out.out.strip().splitlines()[-1])
-    assert "sagegraph: sage[hybrid,k=3,k'=4,a=0.6,+edge]: 12/12 questions" in out.err  # progress on stderr
+    assert "\nsage[hybrid,k=3,k'=4,a=0.6,+edge]: 12/12 questions" in out.err  # progress on stderr
     assert m["questions"] == 12 and {"hit@1", "hit@5", "recall@7", "recall@100", "mrr"} <= set(m)
     assert (tmp_path / "run" / "run.trec").exists()
 

@@ -157,18 +157,44 @@ def test_progress_says_how_far_and_how_long_at_most_every_interval():
     now[0] = 20.0
     assert p.tick() is None  # within the interval
     now[0] = 300.0
-    assert (
-        p.tick() == "dgr[k=20]: 6/10 questions, 2.5 min a question, about 10.0 min left"
-    )  # pace from this process's 2
+    assert p.tick() == "dgr[k=20]: 6/10 questions, 2.5 min each, about 10.0 min left"  # pace from this process's 2
     now[0] = 301.0
     assert p.tick() is None
     for t in (302.0, 303.0):
         now[0] = t
         p.tick()
     now[0] = 360.0
-    assert p.tick().endswith("10/10 questions, 60 s a question, done")  # the last always says so
+    assert p.tick().endswith("10/10 questions, 60 s each, done")  # the last always says so
     assert Progress("x", total=3, resumed=3).start_line() is None
     assert (duration(42), duration(450), duration(4.1 * 3600)) == ("42 s", "7.5 min", "4.1 h")
+
+
+def test_at_a_terminal_progress_is_one_live_line_and_the_last_stays(monkeypatch, capsys):
+    import sys
+
+    from sagegraph import progress
+
+    now = [0.0]
+    monkeypatch.setenv(progress.QUIET, "1")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    p = progress.Progress("embed", total=3, every_s=30, unit="batches", clock=lambda: now[0])
+    assert p.every_s == progress.LIVE_EVERY_S  # a live line moves every second, not every 30
+    for t in (2.0, 4.0, 6.0):
+        now[0] = t
+        progress.show(p.tick())
+    lines = capsys.readouterr().err.split(progress.CLEAR_LINE)
+    assert lines == [
+        "",
+        "embed: 1/3 batches, 2 s each, about 4 s left",
+        "embed: 2/3 batches, 2 s each, about 2 s left",
+        "embed: 3/3 batches, 2 s each, done\n",
+    ]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)  # a log: plain lines, nothing rewritten
+    now[0] = 0.0
+    plain = progress.Progress("x", total=1, clock=lambda: now[0])
+    now[0] = 5.0
+    progress.show(plain.tick())
+    assert capsys.readouterr().err == "x: 1/1 questions, 5 s each, done\n"
 
 
 def test_a_run_logs_its_progress(g, questions, tmp_path, caplog):
