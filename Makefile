@@ -49,10 +49,10 @@ TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
-# The tests that start no server or subprocess (Prefect, FalkorDB, a loopback endpoint): the loop
-# while you work.
+# tests/unit: in-process tests that start no server or subprocess (Prefect, FalkorDB, a loopback
+# endpoint, the CLI) and run no whole build: the loop while you work. tests/e2e holds the rest.
 test-quick: setup
-	$(BIN)/python -m pytest -q -m "not e2e" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest -q tests/unit $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # ruff (lint and format, one line length: pyproject.toml) and mypy on the library; CI runs it.
 LINTED := sagegraph tests benchmarks docs flows tasks deployments

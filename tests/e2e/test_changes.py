@@ -1,0 +1,102 @@
+"""The end-to-end half of tests/unit/test_changes.py: servers, subprocesses or whole builds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from sagegraph.construct.stages import up_to_date
+from sagegraph.errors import InputError
+from tests.fixtures import run_all
+from tests.unit.test_changes import _cfg, _docs, _graph, _same_graph, _write
+
+
+def test_a_rebuild_follows_added_edited_and_removed_sources(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    _write(docs, _docs(8))
+    cfg = _cfg(tmp_path, docs, tmp_path / "out")
+    first = run_all(cfg)
+    assert first["changes"].first_build and first["cfg"].corpus_version == ""
+    n8 = len(_graph(tmp_path / "out")[0])
+
+    # appended: the new documents reach the graph, which equals a build from nothing
+    _write(docs, _docs(12))
+    grown = run_all(cfg)
+    assert grown["changes"].added == {"documents": ["d10", "d11", "d8", "d9"]} and not grown["changes"].changed
+    assert grown["cfg"].corpus_version != "" and grown["ingest"]["counts"]["documents"] == 12
+    assert any(c["resumed"] for c in grown["chunks"])  # the first 8 documents' batches, found again
+    assert len(_graph(tmp_path / "out")[0]) > n8
+    fresh_docs = tmp_path / "fresh.jsonl"
+    shutil.copy(docs, fresh_docs)
+    run_all(_cfg(tmp_path, fresh_docs, tmp_path / "fresh"))
+    _same_graph(tmp_path / "out", tmp_path / "fresh")
+    changes = (
+        json.loads((tmp_path / "out" / "stats" / "changes.json").read_text())
+        if (tmp_path / "out" / "stats" / "changes.json").exists()
+        else None
+    )
+    assert changes is None  # written by the flow (test_cli_flow); run_all composes the stages only
+
+    # edited and removed
+    edited = _docs(12)
+    edited[3]["text"] += " It was renamed in 1990."
+    _write(docs, edited[:11])
+    again = run_all(cfg)
+    assert again["changes"].changed == {"documents": ["d3"]} and again["changes"].removed == {"documents": ["d11"]}
+    assert not again["changes"].added
+    # batches are named by their sources' contents: only those holding d3 or d11 (or the next) are redone
+    redone = [c for c in again["chunks"] if not c["resumed"]]
+    assert (
+        1 <= len(redone) <= 4
+        and len(redone) < len(again["chunks"])
+        and sum(not v["resumed"] for v in again["vecs"]) == len(redone)
+    )
+
+    # back to the first corpus: its finished stages are found again, nothing is redone
+    _write(docs, _docs(8))
+    back = run_all(cfg)
+    assert back["cfg"].corpus_version == "" and back["ingest"]["resumed"] and all(c["resumed"] for c in back["chunks"])
+    assert back["changes"].removed and len(_graph(tmp_path / "out")[0]) == n8
+
+    # unchanged: everything reused, and the CLI and the flow need not start (up_to_date)
+    same = run_all(cfg)
+    assert same["changes"].empty and all(c["resumed"] for c in same["chunks"] + same["vecs"])
+    done = up_to_date(same["cfg"])
+    assert done is not None and done["up_to_date"] and done["counts"]["nodes"] == n8
+    assert (
+        up_to_date(same["cfg"].model_copy(update={"corpus_version": "elsewhere"})) is None
+    )  # another corpus state: not this graph
+    (tmp_path / "out" / "stats" / "graph_stats.json").unlink()
+    assert up_to_date(same["cfg"]) is None  # something to redo: the build runs (and resumes the rest)
+
+
+def test_a_build_made_before_change_sets_keeps_its_stages(tmp_path):
+    """An ingest written without fingerprints.json is read from its batch files: the same corpus
+    keeps the same stage directories (and so its graph, run keys and store)."""
+    docs = tmp_path / "docs.jsonl"
+    _write(docs, _docs(6))
+    cfg = _cfg(tmp_path, docs, tmp_path / "out")
+    run_all(cfg)
+    for fp in (tmp_path / "out" / "stages").glob("sources-*/fingerprints.json"):
+        fp.unlink()
+    manifest = tmp_path / "out" / "graph" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    del m["sources"], m["config"]["corpus_version"]  # as a build of the version before wrote it
+    manifest.write_text(json.dumps(m))
+    again = run_all(cfg)
+    assert again["cfg"].corpus_version == "" and again["changes"].empty and again["ingest"]["resumed"]
+
+
+def test_an_unreadable_corpus_changes_nothing(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    _write(docs, _docs(6))
+    cfg = _cfg(tmp_path, docs, tmp_path / "out")
+    run_all(cfg)
+    before = (tmp_path / "out" / "graph" / "manifest.json").read_text()
+    with docs.open("a", encoding="utf-8") as f:
+        f.write('{"id": "d9", "title": "Broken"\n')
+    with pytest.raises(InputError, match=r"docs\.jsonl:7: malformed JSON"):
+        run_all(cfg)
+    assert (tmp_path / "out" / "graph" / "manifest.json").read_text() == before

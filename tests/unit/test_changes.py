@@ -1,0 +1,80 @@
+"""A rebuild follows the corpus: sources added, edited and removed reach the graph (the same graph a
+build from nothing gives), the change set says what changed, an unchanged or restored corpus
+reuses what was built, and an unreadable corpus changes nothing."""
+
+import json
+
+import pyarrow.parquet as pq
+
+from sagegraph.config import load_config
+from sagegraph.construct.changes import diff, digest, record_fingerprints
+from tests.fixtures import SENTENCE_BANK, write_config
+
+
+def _docs(n: int, start: int = 0) -> list[dict]:
+    topics = list(SENTENCE_BANK)
+    out = []
+    for i in range(start, start + n):
+        bank = SENTENCE_BANK[topics[i % len(topics)]]
+        out.append({"id": f"d{i}", "title": f"Entry {i}", "text": " ".join(s.format(e=f"Entry {i}") for s in bank)})
+    return out
+
+
+def _write(path, docs):
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+
+
+def _cfg(tmp_path, docs_path, out):
+    return load_config(
+        write_config(
+            tmp_path / f"{out.name}.yaml",
+            {"kind": "generic", "documents": str(docs_path)},
+            out,
+            store={"backend": "none"},
+        )
+    )
+
+
+def _graph(out):
+    nodes = pq.read_table(out / "graph" / "nodes.parquet", columns=["id"]).column("id").to_pylist()
+    e = pq.read_table(out / "graph" / "edges.parquet").to_pydict()
+    edges = {(s, d, t): w for s, d, t, w in zip(e["src"], e["dst"], e["type"], e["weight"])}
+    return set(nodes), edges
+
+
+def _same_graph(a, b):
+    (na, ea), (nb, eb) = _graph(a), _graph(b)
+    assert na == nb
+    assert set(ea) == set(eb)
+    assert all(abs(ea[k] - eb[k]) < 1e-5 for k in ea)
+
+
+def test_diff_names_added_changed_and_removed_per_kind():
+    old = {
+        **record_fingerprints("documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]),
+        **record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}]),
+    }
+    new = {
+        **record_fingerprints(
+            "documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y2"}, {"id": "c", "text": "z"}]
+        )
+    }
+    cs = diff(old, new)
+    assert (
+        cs.added == {"documents": ["c"]}
+        and cs.changed == {"documents": ["b"]}
+        and cs.removed == {"kb_edges": ["a-[R]->b"]}
+    )
+    assert cs.counts()["added"] == {"documents": 1} and not cs.empty and not cs.first_build
+    assert "+1 added, ~1 changed, -1 removed" in cs.line()
+    assert "| documents | 1 | 1 | 0 |" in cs.markdown({"ingest": 0.1}) and "| ingest | 0.10 |" in cs.markdown(
+        {"ingest": 0.1}
+    )
+    assert diff(new, dict(new)).empty and diff(None, new).first_build
+    assert digest(new) == digest(dict(reversed(list(new.items())))) != digest(old)
+    # a repeated KB edge is a second edge, so removing one of two is seen
+    twice = record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}] * 2)
+    assert (
+        len(twice) == 2
+        and diff(twice, record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}])).removed
+    )

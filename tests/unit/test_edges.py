@@ -1,0 +1,247 @@
+import numpy as np
+import pytest
+
+from sagegraph.config import EdgeConfig
+from sagegraph.construct import edges as edge_construction
+from sagegraph.construct.edge_records import MAX_SHARED, extra_for, pair_edge_table
+from sagegraph.construct.entities import normalise
+from sagegraph.model import DOC_CHUNK, NEXT_CHUNK, SAME_SOURCE, TABLE_CHUNK, Node, table_to_edges
+
+
+def test_percentile_pruning_keeps_the_top_share_per_signal():
+    rng = np.random.default_rng(1)
+    values = np.stack([rng.permutation(1000), rng.permutation(1000), rng.permutation(1000)], axis=1).astype(np.float32)
+    thr = edge_construction.thresholds_for(values, 95)
+    assert np.allclose(thr, np.percentile(np.arange(1000), 95))
+    above = values > thr
+    assert above.sum(axis=0).tolist() == [50, 50, 50]
+    keep_or = edge_construction.select(values, thr, "or")
+    keep_and = edge_construction.select(values, thr, "and")
+    assert keep_or.sum() == above.any(axis=1).sum() and 50 <= keep_or.sum() <= 150
+    assert keep_and.sum() == above.all(axis=1).sum() and keep_and.sum() <= keep_or.sum()
+    # a stricter percentile keeps fewer edges, as in SAGE Table 5
+    assert edge_construction.select(values, edge_construction.thresholds_for(values, 99), "or").sum() < keep_or.sum()
+
+
+def test_or_versus_and_on_crafted_signals():
+    values = np.array([[0.9, 0.1], [0.1, 0.9], [0.9, 0.9], [0.1, 0.1]], dtype=np.float32)
+    thr = np.array([0.5, 0.5], dtype=np.float32)
+    assert edge_construction.select(values, thr, "or").tolist() == [True, True, True, False]
+    assert edge_construction.select(values, thr, "and").tolist() == [False, False, True, False]
+
+
+def _synthetic(n, d=32, seed=0, n_entities=None):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(max(4, n // 20), d))
+    lab = rng.integers(0, len(centers), n)
+
+    def field():
+        v = centers[lab] + 0.5 * rng.normal(size=(n, d))
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+    vectors = {f: field() for f in ("content", "topic", "title", "columns")}
+    modality = np.where(rng.random(n) < 0.8, DOC_CHUNK, TABLE_CHUNK)
+    source = np.array([f"s{i}" for i in range(n)])
+    ents = [{f"e{lab[i]}_{rng.integers(0, 5)}", f"g{rng.integers(0, n_entities or n)}"} for i in range(n)]
+    Emat, names = edge_construction.entity_matrix(ents)
+    return modality, source, vectors, Emat, names
+
+
+def test_entity_pairs_skip_generic_entities():
+    ents = [{"common", f"u{i // 2}"} for i in range(10)]  # 'common' is on every node
+    Emat, _ = edge_construction.entity_matrix(ents)
+    ids = np.arange(10)
+    a, b = edge_construction.entity_pairs(Emat, ids, ids, max_df=5)
+    pairs = {tuple(sorted(p)) for p in zip(a.tolist(), b.tolist())}
+    assert pairs == {(0, 1), (2, 3), (4, 5), (6, 7), (8, 9)}
+
+
+def test_entity_pairs_are_every_shared_rare_entity_across_the_two_sides():
+    rng = np.random.default_rng(11)
+    ents = [{f"e{x}" for x in rng.integers(0, 60, rng.integers(0, 5))} for _ in range(200)]
+    Emat, names = edge_construction.entity_matrix(ents)
+    A, B = np.arange(0, 150), np.arange(120, 200)  # overlapping sides, as within one modality
+    df = {e: sum(e in s for s in ents) for e in names}
+    want = sorted(
+        (i, j) for e in names if 2 <= df[e] <= 6 for i in A for j in B if i != j and e in ents[i] and e in ents[j]
+    )
+    a, b = edge_construction.entity_pairs(Emat, A, B, max_df=6)
+    assert sorted(zip(a.tolist(), b.tolist())) == want and len(want) > 50  # one pair per shared entity
+
+
+@pytest.mark.parametrize("n", [300, 70_000])  # 32-bit keys below 65,536 nodes, 64-bit above
+def test_canonical_pairs_dedup_and_sort(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.integers(0, n, 5000), rng.integers(0, n, 5000)
+    a, b = np.concatenate([a, b, a]), np.concatenate([b, a, b])
+    ca, cb = edge_construction.canonical_pairs(a, b, True, n)
+    assert list(zip(ca.tolist(), cb.tolist())) == sorted(
+        {(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist())}
+    )
+    da, db = edge_construction.canonical_pairs(a, b, False, n)
+    assert list(zip(da.tolist(), db.tolist())) == sorted(set(zip(a.tolist(), b.tolist()))) and da.dtype == np.int64
+
+
+def test_similarity_pair_excludes_same_source_and_orients_cross_modal():
+    modality, source, vectors, Emat, names = _synthetic(300, seed=3)
+    source[:] = "one"  # everything from one source: only structural edges may link them
+    res = edge_construction.similarity_pair(
+        (DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=5)
+    )
+    assert res.n_candidates == 0
+    modality, source, vectors, Emat, names = _synthetic(300, seed=3)
+    res = edge_construction.similarity_pair(
+        (DOC_CHUNK, TABLE_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=5)
+    )
+    assert (modality[res.a] == DOC_CHUNK).all() and (modality[res.b] == TABLE_CHUNK).all()
+    ids = [f"n{i}" for i in range(300)]
+    edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
+    assert len(edges) == int(res.keep.sum()) > 0
+    for e in edges[:20]:
+        sig = e.type.removeprefix("SIMILAR_").lower()
+        assert sig in e.metadata["passed"] and e.weight == pytest.approx(e.metadata["signals"][sig], abs=1e-3)
+
+
+def test_edge_table_matches_a_per_edge_reference():
+    """The column-wise records agree with the rule written out edge by edge."""
+    modality, source, vectors, Emat, names = _synthetic(400, seed=5, n_entities=40)
+    res = edge_construction.similarity_pair(
+        (DOC_CHUNK, DOC_CHUNK), modality, source, vectors, Emat, EdgeConfig(top_m=8)
+    )
+    ids = [f"n{i}" for i in range(400)]
+    edges = table_to_edges(pair_edge_table(res, ids, Emat, names))
+    std = res.values.astype(np.float64).std(axis=0) + 1e-6
+    a, b, vals = res.a[res.keep], res.b[res.keep], res.values[res.keep]
+    assert len(edges) == len(a) > 50
+    for e, i, j, v in zip(edges, a, b, vals):
+        passed = [s for k, s in enumerate(res.signals) if v[k] > res.thresholds[k]]
+        margins = [(v[k] - res.thresholds[k]) / std[k] if s in passed else -np.inf for k, s in enumerate(res.signals)]
+        best = int(np.argmax(margins))
+        shared = [names[c] for c in np.intersect1d(Emat[i].indices, Emat[j].indices)][:MAX_SHARED]
+        assert (e.src, e.dst) == (ids[i], ids[j])
+        assert e.type == "SIMILAR_" + res.signals[best].upper() and e.weight == pytest.approx(v[best])
+        assert e.metadata["passed"] == passed and e.metadata["shared_entities"] == shared
+        assert e.metadata["signals"] == {s: pytest.approx(float(v[k]), abs=1e-4) for k, s in enumerate(res.signals)}
+        assert e.metadata["confidence"] == pytest.approx(margins[best], abs=2e-3)
+    assert any(e.metadata["shared_entities"] for e in edges)
+
+
+def test_edge_extras_name_join_columns_and_matching_rows():
+    def table(i, header, rows, start=0):
+        return Node(
+            f"t{i}",
+            TABLE_CHUNK,
+            "table",
+            "",
+            f"T{i}",
+            f"Table {i}",
+            0,
+            {"header": header, "rows": rows, "row_start": start},
+        )
+
+    nodes = [
+        Node("d0", DOC_CHUNK, "passage", "Ada Lovelace wrote notes.", "D0", "Ada Lovelace", 0, {}),
+        table(
+            1,
+            ["Name", "Year"],
+            [["Ada Lovelace", "1843"], ["Charles Babbage", "1837"], ["Ada Lovelace", "1842"]],
+            start=5,
+        ),
+        table(2, ["name", "Country "], [["x", "y"]]),
+    ]
+    Emat, names = edge_construction.entity_matrix([{"ada lovelace"}, {"ada lovelace", "charles babbage"}, set()])
+    keep = np.array([True])
+    res = edge_construction.PairResult(
+        (DOC_CHUNK, TABLE_CHUNK),
+        ["content"],
+        np.array([0]),
+        np.array([1]),
+        np.array([[0.9]], np.float32),
+        np.array([0.5], np.float32),
+        keep,
+    )
+    doc_table = table_to_edges(
+        pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes))
+    )
+    assert doc_table[0].metadata["rows"] == [5, 7] and doc_table[0].metadata["shared_entities"] == ["ada lovelace"]
+    res = edge_construction.PairResult(
+        (TABLE_CHUNK, TABLE_CHUNK),
+        ["column"],
+        np.array([1]),
+        np.array([2]),
+        np.array([[0.9]], np.float32),
+        np.array([0.5], np.float32),
+        keep,
+    )
+    joins = table_to_edges(
+        pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((TABLE_CHUNK, TABLE_CHUNK), nodes))
+    )
+    assert joins[0].metadata["joinable_columns"] == ["Name"] and joins[0].metadata["shared_entities"] == []
+
+
+def test_row_references_match_the_rule_pair_by_pair():
+    """Rows of the table chunk whose normalised cell equals the passage title or a shared entity,
+    ascending, at most 10, in absolute row numbers."""
+    rng = np.random.default_rng(4)
+    words = ["Ada Lovelace", "ada  lovelace!", "Paris", "1843", "Oslo", "x", ""]
+    docs = [Node(f"d{i}", DOC_CHUNK, "p", "text", f"D{i}", str(rng.choice(words[:5])), 0, {}) for i in range(30)]
+    tables = [
+        Node(
+            f"t{j}",
+            TABLE_CHUNK,
+            "t",
+            "",
+            f"T{j}",
+            "",
+            0,
+            {
+                "header": ["a", "b"],
+                "row_start": int(rng.integers(0, 9)),
+                "rows": [[str(rng.choice(words)), str(rng.choice(words))] for _ in range(int(rng.integers(0, 14)))],
+            },
+        )
+        for j in range(12)
+    ]
+    nodes = docs + tables
+    ents = [{normalise(str(w)) for w in rng.choice(words[:5], 2)} - {""} for _ in nodes]
+    Emat, names = edge_construction.entity_matrix(ents)
+    a = np.repeat(np.arange(30), 12)
+    b = np.tile(np.arange(30, 42), 30)
+    res = edge_construction.PairResult(
+        (DOC_CHUNK, TABLE_CHUNK),
+        ["content"],
+        a,
+        b,
+        np.ones((len(a), 1), np.float32),
+        np.zeros(1, np.float32),
+        np.ones(len(a), bool),
+    )
+    edges = table_to_edges(
+        pair_edge_table(res, [n.id for n in nodes], Emat, names, extra_for((DOC_CHUNK, TABLE_CHUNK), nodes))
+    )
+    hits = 0
+    for e, i, j in zip(edges, a.tolist(), b.tolist()):
+        keys = {normalise(nodes[i].title)} | (ents[i] & ents[j])
+        meta = nodes[j].metadata
+        want = sorted(
+            {
+                meta["row_start"] + r
+                for r, row in enumerate(meta["rows"])
+                for c in row
+                if normalise(c) and normalise(c) in keys
+            }
+        )
+        assert e.metadata["rows"] == want[:10]
+        hits += bool(want)
+    assert 30 < hits < len(edges)
+
+
+def test_structural_edges():
+    edges = edge_construction.structural_edges(["a", "b", "c", "x"], ["s1", "s1", "s1", "s2"], [0, 1, 2, 0])
+    nxt = {(e.src, e.dst) for e in edges if e.type == NEXT_CHUNK}
+    same = {(e.src, e.dst) for e in edges if e.type == SAME_SOURCE}
+    assert nxt == {("a", "b"), ("b", "c")} and same == {("a", "b"), ("a", "c"), ("b", "c")}
+    many = edge_construction.structural_edges(
+        [f"c{i}" for i in range(30)], ["s"] * 30, list(range(30)), max_same_source=20
+    )
+    assert sum(e.type == SAME_SOURCE for e in many) == 29
