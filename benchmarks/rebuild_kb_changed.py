@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from benchmarks.machine import machine
 from benchmarks.rebuild_changed import _build
+from sagegraph.ownership import mark
 
 
 def _drop(kb: Path, share: float) -> int:
@@ -103,6 +104,8 @@ def main() -> None:
     kb = root / "kb"
     shutil.copytree(args.kb, kb, ignore=shutil.ignore_patterns("questions*"))
     if args.cache:
+        (root / "out").mkdir()
+        mark(root / "out")  # made here: the copied cache is then sagegraph's own
         shutil.copytree(args.cache, root / "out" / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
     cfg = root / "kb.yaml"
     cfg.write_text(

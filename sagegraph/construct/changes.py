@@ -14,15 +14,24 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sagegraph.construct.artifacts import save_npz, write_json
+from sagegraph.corpus import kb_edges
 from sagegraph.corpus.records import Corpus
 
-KINDS = ("tables", "documents", "kb_nodes", "kb_edges")
+RECORD_KINDS = ("tables", "documents", "kb_nodes")
+RELATIONS_KIND = "kb_edges"
+KINDS = (*RECORD_KINDS, RELATIONS_KIND)
+FINGERPRINTS = "fingerprints.json"
+RELATIONS = "relations.npz"  # the sorted row hashes of the ingest's relations
 SHOWN = 20  # ids listed per kind and change in the change set (the counts are always whole)
 
 
@@ -32,54 +41,88 @@ def _hash(obj: Any) -> str:
 
 
 def record_fingerprints(kind: str, records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """`kind:id` -> a hash of the record as the build reads it. KB edges have no id: the edge is
-    its own key (a repeated edge is a second key), so an edge is added or removed, never changed."""
-    out: dict[str, str] = {}
-    if kind == "kb_edges":
-        seen: Counter[tuple[str, str, str]] = Counter()
-        for r in records:
-            triple = (str(r["src"]), str(r["type"]), str(r["dst"]))
-            seen[triple] += 1
-            n = seen[triple]
-            out[f"kb_edges:{triple[0]}-[{triple[1]}]->{triple[2]}" + (f"#{n}" if n > 1 else "")] = "1"
-        return out
-    for r in records:
-        out[f"{kind}:{r['id']}"] = _hash(r)
-    return out
+    """`kind:id` -> a hash of the record as the build reads it."""
+    return {f"{kind}:{r['id']}": _hash(r) for r in records}
 
 
-def corpus_fingerprints(corpus: Corpus) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for kind in KINDS:
-        out.update(record_fingerprints(kind, (dataclasses.asdict(r) for r in getattr(corpus, kind))))
-    return out
+@dataclass
+class Fingerprints:
+    """A corpus state: a hash per table, document and KB object by id, and the KB's relations as a
+    sorted array of row hashes. A relation has no id: it is its own key, added or removed, never
+    changed, and a repeated relation is a second one. `relations_table` names the ones that changed
+    (read only when a change set lists them)."""
+
+    records: dict[str, str]
+    relations: np.ndarray  # uint64, sorted
+    relations_table: Callable[[], pa.Table] | None = None
+
+    def same_as(self, other: Fingerprints) -> bool:
+        return self.records == other.records and np.array_equal(self.relations, other.relations)
 
 
-def ingested_fingerprints(sources_dir: Path) -> dict[str, str] | None:
-    """The fingerprints of what an ingest wrote: its `fingerprints.json`, or (an ingest made before
-    this module) recomputed from its batch files, which hold the records as read. None when that
-    ingest is not finished."""
+def corpus_fingerprints(corpus: Corpus) -> Fingerprints:
+    records: dict[str, str] = {}
+    for kind in RECORD_KINDS:
+        records.update(record_fingerprints(kind, (dataclasses.asdict(r) for r in getattr(corpus, kind))))
+    table = corpus.kb_edges
+    return Fingerprints(records, np.sort(kb_edges.row_hashes(table)), lambda: table)
+
+
+def write_fingerprints(sources_dir: Path, fingerprints: Fingerprints) -> None:
+    write_json(sources_dir / FINGERPRINTS, fingerprints.records, indent=None)
+    save_npz(sources_dir / RELATIONS, hashes=fingerprints.relations)
+
+
+def ingested_fingerprints(sources_dir: Path) -> Fingerprints | None:
+    """The fingerprints of what an ingest wrote (recomputed from its batch files and relations file
+    where an ingest of an earlier layout wrote none). None when that ingest is not finished."""
     manifest = sources_dir / "manifest.json"
     if not manifest.exists():
         return None
-    saved = sources_dir / "fingerprints.json"
-    if saved.exists():
-        return json.loads(saved.read_text(encoding="utf-8"))
     meta = json.loads(manifest.read_text(encoding="utf-8"))
-    out: dict[str, str] = {}
-    for batch in meta["batches"]:
-        raw = json.loads((sources_dir / Path(batch).name).read_text(encoding="utf-8"))
-        for kind in ("tables", "documents", "kb_nodes"):
-            out.update(record_fingerprints(kind, raw.get(kind, [])))
-    edges = sources_dir / "kb_edges.json"
-    if edges.exists():
-        out.update(record_fingerprints("kb_edges", json.loads(edges.read_text(encoding="utf-8"))))
-    return out
+    relations_path = Path(meta.get("kb_edges") or sources_dir / "kb_edges.json")
+    relations_path = sources_dir / relations_path.name
+
+    def table() -> pa.Table:
+        return read_relations(relations_path)
+
+    saved = sources_dir / FINGERPRINTS
+    if saved.exists():
+        records = {
+            k: v for k, v in json.loads(saved.read_text(encoding="utf-8")).items() if not k.startswith("kb_edges:")
+        }
+    else:
+        records = {}
+        for batch in meta["batches"]:
+            raw = json.loads((sources_dir / Path(batch).name).read_text(encoding="utf-8"))
+            for kind in RECORD_KINDS:
+                records.update(record_fingerprints(kind, raw.get(kind, [])))
+    hashes = sources_dir / RELATIONS
+    if hashes.exists():
+        relations = np.load(hashes)["hashes"]
+    else:
+        relations = np.sort(kb_edges.row_hashes(table())) if relations_path.exists() else np.zeros(0, np.uint64)
+    return Fingerprints(records, relations, table if relations_path.exists() else None)
 
 
-def digest(fingerprints: Mapping[str, str]) -> str:
-    """One 16-hex name for a whole corpus state."""
-    return _hash(sorted(fingerprints.items()))[:16]
+def read_relations(path: Path) -> pa.Table:
+    """An ingest's relations: Parquet, or the JSON list an ingest of an earlier layout wrote."""
+    if not path.exists():
+        return kb_edges.empty_relations()
+    if path.suffix == ".json":
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        return kb_edges.from_triples((str(r["src"]), str(r["type"]), str(r["dst"])) for r in rows)
+    return pq.read_table(path)
+
+
+def digest(fingerprints: Fingerprints) -> str:
+    """One 16-hex name for a whole corpus state (a corpus without relations keeps the name it had
+    when relations were fingerprinted one by one)."""
+    records = sorted(fingerprints.records.items())
+    if not len(fingerprints.relations):
+        return _hash(records)[:16]
+    relations = hashlib.blake2b(fingerprints.relations.tobytes(), digest_size=8).hexdigest()
+    return _hash([records, relations])[:16]
 
 
 @dataclass
@@ -90,13 +133,20 @@ class ChangeSet:
     changed: dict[str, list[str]] = field(default_factory=dict)
     removed: dict[str, list[str]] = field(default_factory=dict)
     first_build: bool = False
+    # Relations are counted, and only the first SHOWN of them named in `added` / `removed`.
+    relations_added: int = 0
+    relations_removed: int = 0
 
     @property
     def empty(self) -> bool:
         return not (self.added or self.changed or self.removed)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        return {what: {k: len(v) for k, v in getattr(self, what).items()} for what in ("added", "changed", "removed")}
+        out = {what: {k: len(v) for k, v in getattr(self, what).items()} for what in ("added", "changed", "removed")}
+        for what, n in (("added", self.relations_added), ("removed", self.relations_removed)):
+            if n:
+                out[what][RELATIONS_KIND] = n
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -109,19 +159,19 @@ class ChangeSet:
 
     def line(self) -> str:
         """`+4 / ~1 / -0 sources (documents +4, ~1)` for a log line and the CLI."""
+        counts = self.counts()
         if self.first_build:
-            n = sum(len(v) for v in self.added.values())
-            return f"first build: {n} sources"
+            return f"first build: {sum(counts['added'].values())} sources"
         if self.empty:
             return "corpus unchanged since the last build"
-        tot = {w: sum(len(v) for v in getattr(self, w).values()) for w in ("added", "changed", "removed")}
-        kinds = sorted(set(self.added) | set(self.changed) | set(self.removed))
+        tot = {w: sum(counts[w].values()) for w in ("added", "changed", "removed")}
+        kinds = sorted(set(counts["added"]) | set(counts["changed"]) | set(counts["removed"]))
         per = ", ".join(
             f"{k} "
             + " ".join(
-                f"{s}{len(getattr(self, w).get(k, []))}"
+                f"{s}{counts[w][k]}"
                 for w, s in (("added", "+"), ("changed", "~"), ("removed", "-"))
-                if getattr(self, w).get(k)
+                if counts[w].get(k)
             )
             for k in kinds
         )
@@ -177,24 +227,54 @@ def work_lines(work: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def diff(old: Mapping[str, str] | None, new: Mapping[str, str]) -> ChangeSet:
+def diff(old: Fingerprints | None, new: Fingerprints) -> ChangeSet:
     """The change set from `old` (None: nothing was built before) to `new`."""
     cs = ChangeSet(first_build=old is None)
-    old = old or {}
+    before = old.records if old is not None else {}
 
     def put(where: dict[str, list[str]], key: str) -> None:
         kind, _, ident = key.partition(":")
         where.setdefault(kind, []).append(ident)
 
-    for key, fp in new.items():
-        if key not in old:
+    for key, fp in new.records.items():
+        if key not in before:
             put(cs.added, key)
-        elif old[key] != fp:
+        elif before[key] != fp:
             put(cs.changed, key)
-    for key in old:
-        if key not in new:
+    for key in before:
+        if key not in new.records:
             put(cs.removed, key)
+    previous = old.relations if old is not None else np.zeros(0, np.uint64)
+    added, removed = multiset_difference(new.relations, previous), multiset_difference(previous, new.relations)
+    cs.relations_added, cs.relations_removed = len(added), len(removed)
+    for where, hashes, fingerprints in ((cs.added, added, new), (cs.removed, removed, old)):
+        if len(hashes) and fingerprints is not None and fingerprints.relations_table is not None:
+            where[RELATIONS_KIND] = named_relations(fingerprints.relations_table(), hashes[:SHOWN])
     for where in (cs.added, cs.changed, cs.removed):
         for v in where.values():
             v.sort()
     return cs
+
+
+def multiset_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The hashes of sorted `a` left after taking out one per occurrence in sorted `b`."""
+    if not len(b):
+        return a
+    values, counts = np.unique(a, return_counts=True)
+    other, other_counts = np.unique(b, return_counts=True)
+    at = np.searchsorted(other, values)
+    found = (at < len(other)) & (other[np.minimum(at, len(other) - 1)] == values)
+    left = counts - np.where(found, other_counts[np.minimum(at, len(other) - 1)], 0)
+    return np.repeat(values, np.maximum(left, 0))
+
+
+def named_relations(table: pa.Table, hashes: np.ndarray) -> list[str]:
+    """`src-[type]->dst` of the rows of `table` with these hashes."""
+    row_hashes = kb_edges.row_hashes(table)
+    wanted = dict(zip(*np.unique(hashes, return_counts=True)))
+    names: list[str] = []
+    for row in np.flatnonzero(np.isin(row_hashes, hashes)):
+        if wanted.get(row_hashes[row], 0) > 0 and len(names) < SHOWN:
+            wanted[row_hashes[row]] -= 1
+            names.append(kb_edges.label(table, int(row)))
+    return names

@@ -26,18 +26,26 @@ from sagegraph.construct import edges as edge_construction
 from sagegraph.construct import generations
 from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
 from sagegraph.construct.batches import batch_name, content_spans, target_size
-from sagegraph.construct.changes import ChangeSet, corpus_fingerprints, diff, digest, ingested_fingerprints
+from sagegraph.construct.changes import (
+    ChangeSet,
+    corpus_fingerprints,
+    diff,
+    digest,
+    ingested_fingerprints,
+    read_relations,
+    write_fingerprints,
+)
 from sagegraph.construct.edge_records import extra_for, pair_edge_table
 from sagegraph.construct.fields import FIELDS, entity_set, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
 from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
-from sagegraph.corpus import load_corpus
+from sagegraph.corpus import kb_edges, load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, encode_reporting, make_encoder
 from sagegraph.errors import ConfigError, InputError
 from sagegraph.model import (
+    EDGE_SCHEMA,
     ENTITY,
-    Edge,
     Node,
     content_id,
     edges_to_table,
@@ -154,7 +162,7 @@ def resolve_corpus(cfg: BuildConfig) -> tuple[BuildConfig, ChangeSet | None]:
     now = corpus_fingerprints(corpus)
     first = cfg.model_copy(update={"corpus_version": ""})
     first_read = ingested_fingerprints(Layout.of(first).stage_path("sources"))
-    version = "" if first_read is None or first_read == now else digest(now)
+    version = "" if first_read is None or first_read.same_as(now) else digest(now)
     before = ingested_fingerprints(previous_dir) if previous_dir is not None else None
     return cfg.model_copy(update={"corpus_version": version}), diff(before, now)
 
@@ -212,23 +220,23 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
         + [("kb_nodes", k) for k in corpus.kb_nodes]
     )
     fingerprints = corpus_fingerprints(corpus)
-    keys = [f"{kind}:{rec.id}={fingerprints[f'{kind}:{rec.id}']}" for kind, rec in items]
+    keys = [f"{kind}:{rec.id}={fingerprints.records[f'{kind}:{rec.id}']}" for kind, rec in items]
     batches = []
     for start, end in content_spans(keys, target_size(len(items), cfg.runner.batch_size)):
         payload: dict[str, list] = {"tables": [], "documents": [], "kb_nodes": []}
         for kind, rec in items[start:end]:
             payload[kind].append(dataclasses.asdict(rec))
         batches.append(str(write_json(d / f"{batch_name(keys[start:end])}.json", payload, indent=None)))
-    write_json(d / "kb_edges.json", [dataclasses.asdict(e) for e in corpus.kb_edges], indent=None)
-    write_json(d / "fingerprints.json", fingerprints, indent=None)  # before the manifest: a finished ingest has both
+    write_parquet(corpus.kb_edges, d / "kb_edges.parquet")
+    write_fingerprints(d, fingerprints)  # before the manifest: a finished ingest has both
     summary = {
         "batches": batches,
-        "kb_edges": str(d / "kb_edges.json"),
+        "kb_edges": str(d / "kb_edges.parquet"),
         "counts": {
             "tables": len(corpus.tables),
             "documents": len(corpus.documents),
             "kb_nodes": len(corpus.kb_nodes),
-            "kb_edges": len(corpus.kb_edges),
+            "kb_edges": corpus.kb_edges.num_rows,
         },
         "skipped_records": corpus.skipped,
         "seconds": time.perf_counter() - t0,
@@ -457,13 +465,26 @@ def finalize_edges(
     structural = edge_construction.structural_edges(
         [ids[i] for i in chunked], [source[i] for i in chunked], [position[i] for i in chunked]
     )
-    by_source = {source[i]: ids[i] for i, m in enumerate(modality) if m == ENTITY}
-    native = [
-        Edge(by_source[r["src"]], by_source[r["dst"]], r["type"], 1.0, {})
-        for r in read_json(Path(kb_edges_path))
-        if r["src"] in by_source and r["dst"] in by_source
-    ]
-    parts = [pq.read_table(p) for p in pair_paths] + [edges_to_table(structural + native)]
+    # The KB's relations joined to their nodes by column, never one object per relation.
+    entities = [i for i, m in enumerate(modality) if m == ENTITY]
+    entity_sources = pa.array([source[i] for i in entities], pa.string())
+    entity_ids = pa.array([ids[i] for i in entities], pa.string())
+    relations = read_relations(Path(kb_edges_path))
+    src_at = kb_edges.index_of(relations["src"], entity_sources)
+    dst_at = kb_edges.index_of(relations["dst"], entity_sources)
+    keep = (src_at >= 0) & (dst_at >= 0)
+    kept = int(keep.sum())
+    native = pa.table(
+        {
+            "src": entity_ids.take(pa.array(src_at[keep])),
+            "dst": entity_ids.take(pa.array(dst_at[keep])),
+            "type": relations["type"].filter(pa.array(keep)),
+            "weight": pa.array(np.ones(kept, np.float32)),
+            "metadata": pa.array(["{}"] * kept, pa.string()),
+        },
+        schema=EDGE_SCHEMA,
+    )
+    parts = [pq.read_table(p) for p in pair_paths] + [edges_to_table(structural), native]
     table = pa.concat_tables(parts)
     write_parquet(table, graph / "edges.parquet")
     manifest = {

@@ -15,6 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
+from sagegraph.corpus import kb_edges
 from sagegraph.corpus.jsonl import ErrorPolicy, load_numbered, require
 from sagegraph.corpus.records import KBObject, KBRelation
 from sagegraph.errors import InputError
@@ -83,7 +86,7 @@ class _StoreNames:
         return False
 
 
-def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], list[KBRelation]]:
+def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], pa.Table]:
     names = _StoreNames(root / NODES, policy)
     nodes = [
         n
@@ -91,13 +94,21 @@ def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], list[KBRel
         if names.ok("node type", n.type, safe_label(n.type), lineno, "type")
         and all(names.ok("field", k, property_key(k), lineno, f"fields.{k}") for k in n.fields)
     ]
-    known = {n.id for n in nodes}
     edges_path = root / EDGES
-    numbered = load_numbered(edges_path, parse_kb_edge, policy) if edges_path.exists() else []
+    if not edges_path.exists():
+        return nodes, kb_edges.empty_relations()
+    fast = kb_edges.read_fast(edges_path, pa.array([n.id for n in nodes], pa.string()))
+    if fast is not None:
+        return nodes, fast
+    return nodes, _read_edges_by_line(edges_path, {n.id for n in nodes}, policy)
+
+
+def _read_edges_by_line(edges_path: Path, known: set[str], policy: ErrorPolicy) -> pa.Table:
+    """Every problem of the file named by its line, through the policy (raise, or skip and count)."""
     relation_names = _StoreNames(edges_path, policy)
     numbered = [
         (lineno, e)
-        for lineno, e in numbered
+        for lineno, e in load_numbered(edges_path, parse_kb_edge, policy)
         if relation_names.ok("relation type", e.type, safe_label(e.type), lineno, "type")
     ]
     for lineno, e in numbered:
@@ -111,4 +122,4 @@ def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], list[KBRel
                     f"names unknown node {missing!r} (not in {NODES})",
                 )
             )
-    return nodes, [e for _, e in numbered if e.src in known and e.dst in known]
+    return kb_edges.from_triples((e.src, e.type, e.dst) for _, e in numbered if e.src in known and e.dst in known)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sagegraph.config import CorpusConfig
+from sagegraph.corpus import kb_edges
 from sagegraph.corpus.generic import load_generic
 from sagegraph.corpus.jsonl import ErrorPolicy
 from sagegraph.corpus.kb import NODES, load_kb
@@ -53,7 +54,7 @@ def load_corpus(cfg: CorpusConfig, max_sources: int | None = None, subset: str =
         if max_sources is not None:
             corpus.kb_nodes = corpus.kb_nodes[:max_sources]
             keep = {n.id for n in corpus.kb_nodes}
-            corpus.kb_edges = [e for e in corpus.kb_edges if e.src in keep and e.dst in keep]
+            corpus.kb_edges = kb_edges.between(corpus.kb_edges, keep)
     if cfg.kind == "generic" and max_sources is not None:
         corpus.tables = corpus.tables[:max_sources]
         corpus.documents = corpus.documents[: max(0, max_sources - len(corpus.tables))]

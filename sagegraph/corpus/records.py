@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
+from sagegraph.corpus.kb_edges import empty_relations
+
 
 @dataclass(slots=True)
 class Document:
@@ -68,7 +72,7 @@ class Corpus:
     documents: list[Document] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     kb_nodes: list[KBObject] = field(default_factory=list)
-    kb_edges: list[KBRelation] = field(default_factory=list)
+    kb_edges: pa.Table = field(default_factory=empty_relations)  # columns src, type, dst
     skipped: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:

@@ -4,10 +4,12 @@ reuses what was built, and an unreadable corpus changes nothing."""
 
 import json
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from sagegraph.config import load_config
-from sagegraph.construct.changes import diff, digest, record_fingerprints
+from sagegraph.construct.changes import SHOWN, Fingerprints, diff, digest, record_fingerprints
+from sagegraph.corpus import kb_edges
 from tests.fixtures import SENTENCE_BANK, write_config
 
 
@@ -49,16 +51,14 @@ def _same_graph(a, b):
     assert all(abs(ea[k] - eb[k]) < 1e-5 for k in ea)
 
 
+def _state(documents: list[dict], relations: list[tuple[str, str, str]] = ()) -> Fingerprints:
+    table = kb_edges.from_triples(relations)
+    return Fingerprints(record_fingerprints("documents", documents), np.sort(kb_edges.row_hashes(table)), lambda: table)
+
+
 def test_diff_names_added_changed_and_removed_per_kind():
-    old = {
-        **record_fingerprints("documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]),
-        **record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}]),
-    }
-    new = {
-        **record_fingerprints(
-            "documents", [{"id": "a", "text": "x"}, {"id": "b", "text": "y2"}, {"id": "c", "text": "z"}]
-        )
-    }
+    old = _state([{"id": "a", "text": "x"}, {"id": "b", "text": "y"}], [("a", "R", "b")])
+    new = _state([{"id": "a", "text": "x"}, {"id": "b", "text": "y2"}, {"id": "c", "text": "z"}])
     cs = diff(old, new)
     assert (
         cs.added == {"documents": ["c"]}
@@ -70,11 +70,36 @@ def test_diff_names_added_changed_and_removed_per_kind():
     assert "| documents | 1 | 1 | 0 |" in cs.markdown({"ingest": 0.1}) and "| ingest | 0.10 |" in cs.markdown(
         {"ingest": 0.1}
     )
-    assert diff(new, dict(new)).empty and diff(None, new).first_build
-    assert digest(new) == digest(dict(reversed(list(new.items())))) != digest(old)
-    # a repeated KB edge is a second edge, so removing one of two is seen
-    twice = record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}] * 2)
+    assert diff(new, _state([{"id": "c", "text": "z"}, {"id": "a", "text": "x"}, {"id": "b", "text": "y2"}])).empty
+    assert diff(None, new).first_build
     assert (
-        len(twice) == 2
-        and diff(twice, record_fingerprints("kb_edges", [{"src": "a", "type": "R", "dst": "b"}])).removed
+        digest(new)
+        == digest(
+            _state(list(reversed([{"id": "a", "text": "x"}, {"id": "b", "text": "y2"}, {"id": "c", "text": "z"}])))
+        )
+        != digest(old)
     )
+    # a repeated relation is a second relation, so removing one of two is seen, counted and named
+    twice, once = _state([], [("a", "R", "b")] * 2), _state([], [("a", "R", "b")])
+    removed = diff(twice, once)
+    assert removed.counts()["removed"] == {"kb_edges": 1} and removed.removed == {"kb_edges": ["a-[R]->b"]}
+    assert diff(once, twice).relations_added == 1 and digest(once) != digest(twice)
+    # relations are counted whole and named only up to SHOWN
+    many = _state([], [(f"n{i}", "R", f"m{i}") for i in range(50)])
+    grown = diff(once, many)
+    assert grown.relations_added == 50 and grown.relations_removed == 1 and len(grown.added["kb_edges"]) == SHOWN
+
+
+def test_relation_hashes_are_the_same_in_another_process():
+    import subprocess
+    import sys
+
+    code = (
+        "from sagegraph.corpus import kb_edges; "
+        "print(kb_edges.row_hashes(kb_edges.from_triples([('a', 'R', 'b'), ('b', 'S', 'c')])).tolist())"
+    )
+    runs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout for _ in "ab"
+    }
+    here = kb_edges.row_hashes(kb_edges.from_triples([("a", "R", "b"), ("b", "S", "c")])).tolist()
+    assert runs == {f"{here}\n"}

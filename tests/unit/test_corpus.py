@@ -137,3 +137,34 @@ def test_demo_subset_keeps_the_questions_neighbourhoods_whole_and_adds_distracto
     assert [t.id for t in small_t][:1] == ["t7"] and "t50" not in {
         t.id for t in small_t
     }  # whole neighbourhoods only, in question order
+
+
+def test_relations_read_by_arrow_equal_the_line_by_line_reading_and_anything_odd_goes_line_by_line(tmp_path):
+    import json
+
+    import pyarrow as pa
+
+    from sagegraph.corpus import kb_edges
+    from sagegraph.corpus.kb import _read_edges_by_line
+
+    nodes = [{"id": f"n{i}", "type": "T", "fields": {"name": f"node {i}"}} for i in range(5)]
+    edges = [{"src": f"n{i}", "dst": f"n{(i * 3) % 5}", "type": "R" if i % 2 else "S", "note": i} for i in range(5)]
+    edges.append(dict(edges[0]))  # a repeated relation is a second one
+    (tmp_path / "nodes.jsonl").write_text("".join(json.dumps(n) + "\n" for n in nodes))
+    path = tmp_path / "edges.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in edges))
+    known = pa.array([n["id"] for n in nodes])
+    fast = kb_edges.read_fast(path, known)
+    slow = _read_edges_by_line(path, {n["id"] for n in nodes}, ErrorPolicy())
+    assert fast is not None and fast.num_rows == 6 and fast.equals(slow)
+    assert load_kb(tmp_path, ErrorPolicy())[1].equals(slow)
+    for odd in (
+        '{"src": 1, "dst": "n1", "type": "R"}',
+        '{"src": "n9", "dst": "n1", "type": "R"}',
+        '{"src": "n0"}',
+        "[1]",
+    ):
+        path.write_text(json.dumps(edges[0]) + "\n" + odd + "\n")
+        assert kb_edges.read_fast(path, known) is None  # the line-by-line reader then names line 2
+        with pytest.raises(InputError, match=r"edges.jsonl:2: "):
+            load_kb(tmp_path, ErrorPolicy())

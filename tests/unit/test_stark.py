@@ -90,7 +90,8 @@ def test_conversion_keeps_ids_direction_and_lifts_details(tmp_path):
     assert (
         asthma.fields["stark_type"] == "disease" and "half_life" not in next(n for n in nodes if n.id == "3").fields
     )  # 'nan' dropped
-    assert ("3", "0", "OFF_LABEL_USE") in {(e.src, e.dst, e.type) for e in edges}  # drug -> disease, as stored
+    stored = zip(edges["src"].to_pylist(), edges["dst"].to_pylist(), edges["type"].to_pylist())
+    assert ("3", "0", "OFF_LABEL_USE") in set(stored)  # drug -> disease, as stored
     fake_qa = SimpleNamespace(data=QA, indices=[0, 1, 2], split_indices={"train": [0], "val": [], "test": [1, 2]})
     write_questions(tmp_path, qa_rows(fake_qa))
     qs = load_questions(tmp_path / "questions-test.jsonl")

@@ -1,0 +1,191 @@
+"""A KB of STaRK-PRIME's shape built, opened and queried at several sizes: what a user who brings a
+PRIME-sized KB can expect on this machine, and the curve to extrapolate from.
+
+    .venv/bin/python -m benchmarks.scale [--scales 0.1,0.3,1] [--work work/scale] [--plot docs/img/scale.png]
+
+Per size: the KB written by ../shared/tools/prime_like_kb.py (PRIME's ten node types and counts, its
+relation types, Zipf degrees; 6.38M relations at 1x), then `sagegraph build` in a fresh folder
+with the defaults (`corpus.kind: kb`, heuristic metadata, embedded FalkorDB) while the RSS of every
+process of the build (the CLI, Dask workers, the store server) is summed twice a second. Reported:
+wall seconds per stage and rows per second, the build's peak memory, the store's open time, and
+query latency p50/p95 of hybrid and SAGE on the generator's one-hop questions (ordinary nodes) and
+on questions naming the ten highest-degree nodes (hubs). `--cache FROM` copies an embedding cache
+first (say so when you report: encoding is then skipped). One JSON line per size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from benchmarks.machine import PeakMemory, machine
+from sagegraph.ownership import mark
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERATOR = ROOT.parent / "shared" / "tools" / "prime_like_kb.py"
+HUBS = 10
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    values = np.asarray(ms)
+    return {"p50_ms": round(float(np.percentile(values, 50)), 1), "p95_ms": round(float(np.percentile(values, 95)), 1)}
+
+
+def write_kb(data: Path, scale: float) -> dict:
+    if not (data / "questions.jsonl").exists():
+        subprocess.run([sys.executable, str(GENERATOR), str(data), "--scale", str(scale)], check=True)
+    lines = {name: sum(1 for _ in (data / f"{name}.jsonl").open("rb")) for name in ("nodes", "edges")}
+    return {"nodes": lines["nodes"], "relations": lines["edges"]}
+
+
+def build(config: Path, log: Path) -> tuple[dict, float, float]:
+    """The build's report, its wall seconds and the peak RSS (MiB) of all its processes together."""
+    with PeakMemory() as peak, log.open("w") as out:
+        started = time.perf_counter()
+        done = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "sagegraph"), "build", str(config)],
+            stdout=subprocess.PIPE,
+            stderr=out,
+            text=True,
+            cwd=ROOT,
+        )
+        wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"build of {config} failed ({done.returncode}); see {log}")
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall, peak.peak_mb
+
+
+def hub_questions(graph: Path) -> list[str]:
+    """Questions naming the highest-degree nodes, in the generator's phrasing."""
+    edges = pq.read_table(graph / "edges.parquet", columns=["src", "dst"])
+    ends = pa.chunked_array(edges["src"].chunks + edges["dst"].chunks)
+    counts = pc.value_counts(ends).to_pylist()
+    top = sorted(counts, key=lambda c: -c["counts"])[:HUBS]
+    nodes = pq.read_table(graph / "nodes.parquet", columns=["id", "title"]).to_pydict()
+    title = dict(zip(nodes["id"], nodes["title"]))
+    return [f"Which nodes are linked to {title[c['values']]}?" for c in top]
+
+
+def query_latency(out: Path, questions: Path) -> dict:
+    import sagegraph
+
+    started = time.perf_counter()
+    graph = sagegraph.open(out)
+    opened = time.perf_counter() - started
+    ordinary = [json.loads(line)["question"] for line in questions.open(encoding="utf-8")]
+    hubs = hub_questions(out / "graph")
+    result: dict = {"open_s": round(opened, 2)}
+    started = time.perf_counter()
+    store = graph._resources.store  # the embedded server starts and the graph is checked to be this one
+    result["store_open_s"] = round(time.perf_counter() - started, 2) if store is not None else None
+    with graph:
+        for name in ("hybrid", "sage"):
+            graph.retrieve(ordinary[0], retriever=name, k=20)  # first call loads the indexes
+            for group, texts in (("ordinary", ordinary), ("hub", hubs)):
+                ms = []
+                for text in texts:
+                    t0 = time.perf_counter()
+                    graph.retrieve(text, retriever=name, k=20)
+                    ms.append((time.perf_counter() - t0) * 1000)
+                result[f"{name}_{group}"] = percentiles(ms)
+    return result
+
+
+def run(scale: float, work: Path, cache: Path | None) -> dict:
+    data = work / f"data-{scale:g}"
+    kb = write_kb(data, scale)
+    out = work / f"prime-{scale:g}"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    mark(out)  # the build's folder, made here; then the copied cache is sagegraph's own
+    if cache is not None:
+        shutil.copytree(cache, out / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
+    config = work / f"prime-{scale:g}.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "name": f"prime-{str(scale).replace('.', '-')}",
+                "out": str(out.resolve()),
+                "corpus": {
+                    "kind": "kb",
+                    "path": str(data.resolve()),
+                    "questions": str((data / "questions.jsonl").resolve()),
+                },
+            }
+        )
+    )
+    report, wall, peak_mb = build(config, work / f"prime-{scale:g}.log")
+    stages = report["stage_seconds"]
+    rows = {"ingest": kb["nodes"] + kb["relations"], "chunk_metadata_embed": kb["nodes"], "edges": kb["nodes"]}
+    rows.update(finalize_edges=report["edges"], load_store_and_stats=report["edges"])
+    return {
+        "benchmark": "scale",
+        "machine": machine(),
+        "scale": scale,
+        **kb,
+        "graph_edges": report["edges"],
+        "build_wall_s": round(wall, 1),
+        "build_peak_rss_mb": round(peak_mb),
+        "encode_seconds": round(report["encode_seconds"], 1),
+        "cache_copied": cache is not None,
+        "stages": {
+            name: {"s": seconds, "rows_per_s": round(rows[name] / seconds) if seconds and name in rows else None}
+            for name, seconds in stages.items()
+        },
+        "outside_stages_s": round(wall - report["seconds"], 1),
+        **query_latency(out, data / "questions.jsonl"),
+    }
+
+
+def plot(lines: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    relations = [line["relations"] / 1e6 for line in lines]
+    figure, (time_axis, memory_axis) = plt.subplots(1, 2, figsize=(9, 3.5))
+    for key, label in (("build_wall_s", "whole build"), ("encode_seconds", "encoding (worker s)")):
+        time_axis.plot(relations, [line[key] / 60 for line in lines], "o-", label=label)
+    time_axis.set(xlabel="KB relations (millions)", ylabel="minutes", title="build time")
+    time_axis.legend()
+    memory_axis.plot(relations, [line["build_peak_rss_mb"] / 1024 for line in lines], "o-")
+    memory_axis.set(xlabel="KB relations (millions)", ylabel="GiB", title="peak RSS, all processes")
+    figure.suptitle(
+        f"PRIME-shaped KB on {lines[0]['machine']['cores']} cores ({lines[0]['machine']['cpu']})", fontsize=9
+    )
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scales", default="0.1,0.3,1")
+    parser.add_argument("--work", type=Path, default=ROOT / "work" / "scale")
+    parser.add_argument("--cache", type=Path, help="an embedding cache to copy in first (encoding skipped)")
+    parser.add_argument("--plot", type=Path)
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for scale in (float(s) for s in args.scales.split(",")):
+        line = run(scale, args.work, args.cache)
+        print(json.dumps(line), flush=True)
+        lines.append(line)
+    if args.plot:
+        plot(lines, args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""A KB's relations as one Arrow table (src, type, dst), never one Python object per relation: a
+KB of STaRK-PRIME's size has millions of them, and a list of records held gigabytes and minutes
+before the first node was chunked.
+
+`edges.jsonl` is read by Arrow's JSON reader. Only a file that reader refuses, or one whose table
+breaks a rule (a missing or non-text field, a node not in `nodes.jsonl`, two relation types the
+store would keep under one name), is read again line by line, so that the error names its line
+and field exactly as the rest of the corpus readers do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from sagegraph.model import safe_label
+
+COLUMNS = ("src", "type", "dst")
+SCHEMA = pa.schema([(name, pa.string()) for name in COLUMNS])
+
+
+def empty_relations() -> pa.Table:
+    return SCHEMA.empty_table()
+
+
+def from_triples(triples: Iterable[tuple[str, str, str]]) -> pa.Table:
+    """(src, type, dst) rows as a table (the line-by-line reader's result, tests, generators)."""
+    rows = list(triples)
+    return pa.table({name: pa.array([row[k] for row in rows], pa.string()) for k, name in enumerate(COLUMNS)})
+
+
+def read_fast(path: Path, known_ids: pa.Array) -> pa.Table | None:
+    """The relations of `path` when every line is a well-formed relation between known nodes and
+    no two relation types collide in the store; None when any is not (read it line by line then)."""
+    options = pa_json.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore")
+    try:
+        table = pa_json.read_json(path, parse_options=options).select(list(COLUMNS))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
+        return None
+    table = table.combine_chunks()
+    if any(table.column(name).null_count for name in COLUMNS):
+        return None
+    if not (
+        pc.all(pc.is_in(table["src"], value_set=known_ids)).as_py()
+        and pc.all(pc.is_in(table["dst"], value_set=known_ids)).as_py()
+    ):
+        return None
+    types = pc.unique(table["type"]).to_pylist()
+    if len({safe_label(name) for name in types}) != len(types):
+        return None
+    return table
+
+
+def between(table: pa.Table, ids: Iterable[str]) -> pa.Table:
+    """The relations whose two ends are both among `ids`."""
+    keep = pa.array(list(ids), pa.string())
+    mask = pc.and_(pc.is_in(table["src"], value_set=keep), pc.is_in(table["dst"], value_set=keep))
+    return table.filter(mask)
+
+
+def row_hashes(table: pa.Table) -> np.ndarray:
+    """One stable 64-bit hash per relation (the same in every process and run): what change
+    detection compares, a multiset, since a repeated relation is a second relation."""
+    import pandas as pd
+
+    frame = table.select(list(COLUMNS)).to_pandas()
+    return pd.util.hash_pandas_object(frame, index=False).to_numpy(np.uint64)
+
+
+def label(table: pa.Table, row: int) -> str:
+    """How a relation is named in a change set."""
+    return f"{table['src'][row].as_py()}-[{table['type'][row].as_py()}]->{table['dst'][row].as_py()}"
+
+
+def index_of(values: pa.ChunkedArray | pa.Array, keys: pa.Array) -> np.ndarray:
+    """The position in `keys` of each value (-1 where it is not there)."""
+    return pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy().astype(np.int64)
