@@ -22,7 +22,7 @@ from sagegraph.construct.stages import (
     resolve_corpus,
     up_to_date,
 )
-from sagegraph.progress import ticker
+from sagegraph.progress import Progress
 from sagegraph.runlock import hold
 from sagegraph.tasks import build as build_tasks
 from sagegraph.tasks.console import run_log
@@ -76,11 +76,12 @@ def _report(
 
 def _follow(futures: PrefectFutureList[Any], label: str, unit: str) -> None:
     """One progress line for a mapped stage: its batches done, the pace and the time left."""
-    tick = ticker(label, len(futures), unit, run_log().progress, every_s=30.0)
-    if tick is None:
+    if not len(futures):
         return
+    progress, report = Progress(label, total=len(futures), every_s=30.0, unit=unit), run_log().progress
     for _ in as_completed(list(futures)):
-        tick()
+        if line := progress.tick():
+            report(line)
 
 
 def _build(cfg: BuildConfig) -> dict[str, Any]:
@@ -95,17 +96,22 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     t = t0
     ing = build_tasks.ingest(cfg)
     t = lap("ingest", t)
-    chunks = build_tasks.chunk.map(unmapped(cfg), ing["batches"])
     estimate = None
     if cfg.metadata.mode == "llm":
         # The cost estimate is logged before the first paid call, so LLM mode waits for all chunks.
+        chunks = build_tasks.chunk.map(unmapped(cfg), ing["batches"])
         estimate = build_tasks.estimate_cost(cfg, chunks.result())
-    # Otherwise each batch goes on to metadata and embedding as soon as its own chunks are done:
-    # no worker idles at a stage barrier while the other finishes the stage's last batch.
-    metas = build_tasks.metadata.map(unmapped(cfg), chunks)
-    vecs = build_tasks.embed.map(unmapped(cfg), metas)
-    _follow(vecs, "chunk, metadata, embed", "batches")
-    chunk_results, meta_results, vec_results = chunks.result(), metas.result(), vecs.result()
+        metas = build_tasks.metadata.map(unmapped(cfg), chunks)
+        vecs = build_tasks.embed.map(unmapped(cfg), metas)
+        _follow(vecs, "chunk, metadata, embed", "batches")
+        chunk_results, meta_results, vec_results = chunks.result(), metas.result(), vecs.result()
+    else:
+        # Each batch goes through the three on its own, in one task: no worker idles at a stage
+        # barrier while the other finishes the stage's last batch.
+        batches = build_tasks.batch.map(unmapped(cfg), ing["batches"])
+        _follow(batches, "chunk, metadata, embed", "batches")
+        done = batches.result()
+        chunk_results, meta_results, vec_results = ([b[part] for b in done] for part in ("chunk", "metadata", "embed"))
     t = lap("chunk_metadata_embed", t)
     task_seconds = {
         name: round(sum(r.get("seconds", 0.0) for r in results), 2)

@@ -102,17 +102,28 @@ class Progress:
 
 
 def ticker(
-    label: str, total: int, unit: str, report: Callable[[str], None] | None, every_s: float = 10.0
+    label: str,
+    total: int,
+    unit: str,
+    report: Callable[[str], None] | None,
+    every_s: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Callable[..., None] | None:
     """`tick(n)`: n more items done; hands `report` the progress line when one is due. Safe to call
-    from worker threads (LLM replies come in on a pool). None when nothing is to be reported."""
+    from worker threads (LLM replies come in on a pool). None when nothing is to be reported. A
+    step over before its first line was due says nothing: a build's hundreds of quick batches
+    would each leave a line, and the stage's own line says how far they are."""
     if report is None or total == 0:
         return None
-    progress, lock = Progress(label, total=total, every_s=every_s, unit=unit), threading.Lock()
+    progress, lock = Progress(label, total=total, every_s=every_s, unit=unit, clock=clock), threading.Lock()
+    shown = [False]
 
     def tick(n: int = 1) -> None:
         with lock:
             line = progress.tick(n)
+            if line is not None and line.final and not shown[0]:
+                return
+            shown[0] = shown[0] or line is not None
         if line:
             report(line)
 

@@ -276,3 +276,23 @@ def test_a_run_made_under_a_version_1_key_is_adopted_and_resumed(g, questions, t
     (m,) = evaluate_group(g, [cfg], questions, tmp_path)
     assert calls["n"] == 3 and m["questions"] == len(questions)
     assert (tmp_path / cfg.key() / "per_query.jsonl").exists() and not old.exists()
+
+
+def test_a_sub_step_over_before_its_first_line_was_due_says_nothing(monkeypatch):
+    from sagegraph import progress
+
+    monkeypatch.delenv(progress.QUIET, raising=False)  # a log, not a live terminal
+    lines: list[str] = []
+    now = [0.0]
+    quick = progress.ticker("embed b1", 4, "texts", lines.append, every_s=10, clock=lambda: now[0])
+    now[0] = 1.0
+    quick(2)
+    quick(2)
+    assert lines == []  # 4 texts in a second: the stage's line is enough
+    now[0] = 0.0
+    slow = progress.ticker("embed b2", 4, "texts", lines.append, every_s=10, clock=lambda: now[0])
+    now[0] = 12.0
+    slow(2)
+    now[0] = 13.0
+    slow(2)
+    assert [line.split(", ")[0] for line in lines] == ["embed b2: 2/4 texts", "embed b2: 4/4 texts"]
