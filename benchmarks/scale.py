@@ -11,6 +11,13 @@ wall seconds per stage and rows per second, the build's peak memory, the store's
 query latency p50/p95 of hybrid and SAGE on the generator's one-hop questions (ordinary nodes) and
 on questions naming the ten highest-degree nodes (hubs). `--cache FROM` copies an embedding cache
 first (say so when you report: encoding is then skipped). One JSON line per size.
+
+    .venv/bin/python -m benchmarks.scale --scales 0.1 --encode-sample 4000
+
+compares, on N texts the build of that size encoded, a plain sentence-transformers loop (one
+process, all cores) with sagegraph's encoder run the same way; `--rebuild 0.01` renames 1% of a
+built size's nodes, rebuilds it, builds the changed KB again from nothing (embedding cache copied)
+and compares the two graphs. One JSON line per size.
 """
 
 from __future__ import annotations
@@ -148,6 +155,122 @@ def run(scale: float, work: Path, cache: Path | None) -> dict:
     }
 
 
+def rename_share(data: Path, share: float, seed: int = 0) -> int:
+    """`share` of the KB's nodes renamed in place (the benchmark's own copy): a 1% edit."""
+    import random
+
+    lines = (data / "nodes.jsonl").read_text(encoding="utf-8").splitlines()
+    chosen = set(random.Random(seed).sample(range(len(lines)), int(len(lines) * share)))
+    out = []
+    for at, line in enumerate(lines):
+        node = json.loads(line)
+        if at in chosen:
+            node["fields"]["name"] = node["fields"]["name"] + " (renamed)"
+        out.append(json.dumps(node))
+    (data / "nodes.jsonl").write_text("\n".join(out) + "\n", encoding="utf-8")
+    return len(chosen)
+
+
+def same_graph(a: Path, b: Path, tolerance: float = 1e-5) -> dict:
+    """Two graphs compared as a user would: node ids, edge set, weights within `tolerance`."""
+    nodes_a, nodes_b = (pq.read_table(g / "nodes.parquet", columns=["id"])["id"] for g in (a, b))
+    edges_a, edges_b = (
+        pq.read_table(g / "edges.parquet", columns=["src", "dst", "type", "weight"]).sort_by(
+            [("src", "ascending"), ("dst", "ascending"), ("type", "ascending")]
+        )
+        for g in (a, b)
+    )
+    same_keys = edges_a.select(["src", "dst", "type"]).equals(edges_b.select(["src", "dst", "type"]))
+    gap = (
+        float(np.abs(edges_a["weight"].to_numpy() - edges_b["weight"].to_numpy()).max())
+        if same_keys and edges_a.num_rows
+        else None
+    )
+    return {
+        "same_nodes": sorted(nodes_a.to_pylist()) == sorted(nodes_b.to_pylist()),
+        "same_edges": bool(same_keys),
+        "max_weight_gap": gap,
+        "equal": sorted(nodes_a.to_pylist()) == sorted(nodes_b.to_pylist()) and same_keys and (gap or 0.0) <= tolerance,
+    }
+
+
+def rebuild(scale: float, work: Path, share: float) -> dict:
+    """The size's build rebuilt after `share` of its nodes were renamed, against a build of the
+    changed KB from nothing (its embedding cache copied, so only the wall of everything else and
+    the renamed texts' encoding differ)."""
+    data, out, config = work / f"data-{scale:g}", work / f"prime-{scale:g}", work / f"prime-{scale:g}.yaml"
+    full = json.loads((work / f"prime-{scale:g}.build.json").read_text())
+    renamed = rename_share(data, share)
+    report, wall, peak_mb = build(config, work / f"prime-{scale:g}.rebuild.log")
+    fresh = work / f"prime-{scale:g}-fresh"
+    if fresh.exists():
+        shutil.rmtree(fresh)
+    fresh.mkdir()
+    mark(fresh)
+    shutil.copytree(out / "cache", fresh / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
+    fresh_config = work / f"prime-{scale:g}-fresh.yaml"
+    fresh_config.write_text(config.read_text().replace(str(out.resolve()), str(fresh.resolve())))
+    build(fresh_config, work / f"prime-{scale:g}-fresh.log")
+    return {
+        "benchmark": "scale_rebuild",
+        "machine": machine(),
+        "scale": scale,
+        "renamed_nodes": renamed,
+        "rebuild_wall_s": round(wall, 1),
+        "full_build_wall_s": full["build_wall_s"],
+        "ratio": round(wall / full["build_wall_s"], 3),
+        "rebuild_peak_rss_mb": round(peak_mb),
+        "stage_seconds": report["stage_seconds"],
+        "changes": (report.get("changes") or {}).get("counts"),
+        "store": {k: report["store"].get(k) for k in ("mode", "seconds", "rows_written")},
+        "texts_encoded": report.get("work", {}).get("encoded"),
+        "against_fresh_build": same_graph(out / "graph", fresh / "graph"),
+    }
+
+
+def encoding_against_plain_loop(out: Path, sample: int, seed: int = 0) -> dict:
+    """Texts per second of a plain sentence-transformers loop (all cores, one process) over a sample
+    of the texts a build encoded, against sagegraph's encoder on the same sample in the same way:
+    what the build's batching, sorting and caching cost or save per text."""
+    import os
+    import random
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from sagegraph.construct.fields import FIELDS, field_texts
+    from sagegraph.embed import MINILM, SentenceTransformerEncoder, _model_path
+    from sagegraph.model import read_nodes
+
+    texts = sorted(
+        {
+            field_texts(node)[name]
+            for path in sorted((out / "stages").glob("metadata-*/*.parquet"))
+            for node in read_nodes(path)
+            for name in FIELDS
+        }
+    )
+    chosen = random.Random(seed).sample(texts, min(sample, len(texts)))
+    torch.set_num_threads(os.cpu_count() or 1)
+    model = SentenceTransformer(_model_path(MINILM), device="cpu")
+    model.encode(chosen[:64])
+    started = time.perf_counter()
+    model.encode(chosen, batch_size=32)
+    plain = len(chosen) / (time.perf_counter() - started)
+    encoder = SentenceTransformerEncoder(MINILM, device="cpu")
+    encoder.encode(chosen[:64])
+    started = time.perf_counter()
+    encoder.encode(chosen)
+    ours = len(chosen) / (time.perf_counter() - started)
+    return {
+        "distinct_texts": len(texts),
+        "sample": len(chosen),
+        "plain_loop_texts_per_s": round(plain, 1),
+        "sagegraph_encoder_texts_per_s": round(ours, 1),
+        "ratio": round(ours / plain, 3),
+    }
+
+
 def plot(lines: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -176,11 +299,25 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=ROOT / "work" / "scale")
     parser.add_argument("--cache", type=Path, help="an embedding cache to copy in first (encoding skipped)")
     parser.add_argument("--plot", type=Path)
+    parser.add_argument("--encode-sample", type=int, help="only compare encoding on N texts of each size's build")
+    parser.add_argument(
+        "--rebuild", type=float, help="only rebuild each size's build after this share of nodes renamed"
+    )
     args = parser.parse_args()
+    if args.rebuild:
+        for scale in (float(s) for s in args.scales.split(",")):
+            print(json.dumps(rebuild(scale, args.work, args.rebuild)), flush=True)
+        return
+    if args.encode_sample:
+        for scale in (float(s) for s in args.scales.split(",")):
+            line = encoding_against_plain_loop(args.work / f"prime-{scale:g}", args.encode_sample)
+            print(json.dumps({"benchmark": "scale_encoding", "machine": machine(), "scale": scale, **line}))
+        return
     args.work.mkdir(parents=True, exist_ok=True)
     lines = []
     for scale in (float(s) for s in args.scales.split(",")):
         line = run(scale, args.work, args.cache)
+        (args.work / f"prime-{scale:g}.build.json").write_text(json.dumps(line))
         print(json.dumps(line), flush=True)
         lines.append(line)
     if args.plot:
