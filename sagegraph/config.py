@@ -137,7 +137,9 @@ class EdgeConfig(_Strict):
         50, ge=2, description="entities on more nodes than this are too generic to propose pairs"
     )
     ann: Literal["auto", "flat", "hnsw", "cluster"] = Field(
-        "auto", description="candidate search: auto = flat when a side is small, else cluster"
+        "auto",
+        description="candidate search: auto = exact on a GPU when torch sees one; else flat when a side is small, "
+        "cluster otherwise",
     )
     hnsw_m: int = 32
     flat_below: int = Field(

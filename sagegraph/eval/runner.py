@@ -115,7 +115,8 @@ class EvalConfig:
         cls, valid = self.retriever_class, self.validated()
         taken = [a for a in LEGACY_AXES if a in cls.axes()]
         fields: dict[str, Any] = {"retriever": self.retriever, "k": self.k}
-        fields.update({a: (getattr(valid, a) if a in taken else d) for a, d in LEGACY_AXES.items()})
+        values = param_values(valid)  # by the names users write: a grouped model's groups flattened
+        fields.update({a: (values[a] if a in taken else d) for a, d in LEGACY_AXES.items()})
         rest = {a: v for a, v in self.params.items() if a not in taken}
         fields.update({k: v for k, v in (("edges", self.edges), ("params", rest), ("prompt", self.prompt)) if v})
         return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]

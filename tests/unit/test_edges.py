@@ -245,3 +245,22 @@ def test_structural_edges():
         [f"c{i}" for i in range(30)], ["s"] * 30, list(range(30)), max_same_source=20
     )
     assert sum(e.type == SAME_SOURCE for e in many) == 29
+
+
+def test_the_gpu_search_is_exact_and_auto_takes_it_when_torch_sees_a_gpu(monkeypatch):
+    import faiss
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((700, 16)).astype(np.float32)
+    query = base[:90] + 0.01 * rng.standard_normal((90, 16)).astype(np.float32)
+    flat = faiss.IndexFlatIP(16)
+    flat.add(base)
+    want = flat.search(query, 7)[1]
+    got = edge_construction.exact_search(query, base, 7, device="cpu", block=32)  # blocks of queries, as on a GPU
+    assert (np.sort(got, axis=1) == np.sort(want, axis=1)).all()
+    params = EdgeConfig()
+    monkeypatch.setattr(edge_construction, "gpu_available", lambda: True)
+    assert edge_construction.ann_method(50_000, 50_000, params) == "exact-gpu"
+    assert edge_construction.ann_method(50_000, 50_000, EdgeConfig(ann="cluster")) == "cluster"  # asked for: kept
+    monkeypatch.setattr(edge_construction, "gpu_available", lambda: False)
+    assert edge_construction.ann_method(50_000, 50_000, params) == "cluster"

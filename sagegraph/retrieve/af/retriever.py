@@ -23,20 +23,20 @@ import re
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from sagegraph.llm import LLMRequestRefused, usage_scope
 from sagegraph.retrieve.af.ground import Candidates, filter_symbol, ground, rank_constant, theme_conditions
+from sagegraph.retrieve.af.params import AFParams
 from sagegraph.retrieve.af.parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.kb.grounding import count_repairs, ground_counters, ground_query, view_schema
 from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.kb.schema_card import cypher_literal, load_hints
-from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed, names_a_node, prepare_unnamed, rank_unnamed
+from sagegraph.retrieve.kb.unnamed import names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.timeline import Timeline
@@ -84,55 +84,6 @@ def parse_target_type(text: str, types: list[str]) -> str | None:
         return lower[first]
     named = {lower[w] for w in re.findall(r"[\w]+", text.lower()) if w in lower}
     return named.pop() if len(named) == 1 else None
-
-
-class AFParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    alpha: float = Field(
-        2 / 3,
-        ge=0.0,
-        le=1.0,
-        description="share of k taken from grounded answers (round(alpha k)); the rest is vector fill",
-    )
-    l_max: int = Field(100, ge=1, description="candidates kept per constant (the grounding budget)")
-    reranker: Literal["none", "pointwise", "listwise", "pairwise"] = Field("pairwise", description="step 8")
-    type_mode: Literal["strict", "node_types", "lenient"] = Field(
-        "strict", description="which predicted types filter: node and relation types, node types only, or neither"
-    )
-    schedule: Literal["paper", "code"] = Field(
-        "paper", description="l growth: paper l^1.5+0.5, or the public code's int(1.5l+0.5)"
-    )
-    directed: bool = Field(
-        True, description="ground along relation direction (false: the public code's undirected grounding)"
-    )
-    cap: int = Field(10_000, ge=1, description="a symbol with this many candidates or more is not expanded")
-    rerank_relations: int = Field(4, ge=0, description="relations shown per candidate to the reranker")
-    rerank_text_chars: int = Field(
-        160, ge=20, description="characters of each long text field (a plot) shown to the reranker"
-    )
-    hints: Path | None = Field(
-        None,
-        description="hints YAML whose first two examples the Cypher prompt shows; default: hints.yaml beside the KB",
-    )
-    ground: bool = Field(
-        True,
-        description="before parsing, turn relationships the KB stores the other way, map unknown relationship types "
-        "to a close one (else any type), move a name to the label that holds it and the rest of "
-        "sagegraph.retrieve.kb.grounding's repairs (counted; false: the paper's AF)",
-    )
-    unnamed: Unnamed = Field(
-        "motifs",
-        description=UNNAMED_HELP + "; a query whose property filter compares a value "
-        '("released after 2003") is not unnamed',
-    )
-    semantic_text: bool = Field(
-        True,
-        description="a `CONTAINS 'words'` on the answer that no name of its type (or no value of "
-        "its property) holds, in a query that names another node the KB holds, is read as what "
-        "the answer is about: it no longer pins or filters the answer, and the grounded answers "
-        "rank by how their closest sentence reads against the words (SPARK's `semantic_text`; "
-        "false: the paper's)",
-    )
 
 
 def _written(parsed: ParsedQuery, names_only: bool) -> list[str]:
@@ -187,8 +138,8 @@ class AFRetriever(Retriever[AFParams]):
     @classmethod
     def prepare(cls, graph, params: AFParams) -> list[str]:
         """`semantic_text` reads the sentence vectors of the graph's long texts (as SPARK's)."""
-        built = prepare_unnamed(graph, params.unnamed)
-        if params.semantic_text and "sentence vectors" not in built:
+        built = prepare_unnamed(graph, params.query.unnamed)
+        if params.query.semantic_text and "sentence vectors" not in built:
             _ = graph.passages
             built.append("sentence vectors")
         return built
@@ -211,13 +162,13 @@ class AFRetriever(Retriever[AFParams]):
         self.view = kb_view(self.graph)
         self._card: tuple[str, str, str, str] | None = None
         self._lock = threading.Lock()
-        self._schema = view_schema(self.view) if params.ground else None
+        self._schema = view_schema(self.view) if params.query.ground else None
         self.hybrid = HybridRetriever.over(res)
 
     # -- prompts --------------------------------------------------------------------------------
     def _hints_path(self) -> Path | None:
-        if self.params.hints:
-            return self.params.hints
+        if self.params.query.hints:
+            return self.params.query.hints
         corpus = (self.graph.manifest.get("config") or {}).get("corpus") or {}
         path = Path(corpus["path"]) / "hints.yaml" if corpus.get("path") else None
         return path if path and path.exists() else None
@@ -331,15 +282,15 @@ class AFRetriever(Retriever[AFParams]):
         candidates = out.candidates
         ranked = (
             Reranker(
-                self.params.reranker,
+                self.params.ranking.reranker,
                 self.res.llm,
                 self.view,
                 timeline,
                 counters,
-                relations=self.params.rerank_relations,
-                text_chars=self.params.rerank_text_chars,
+                relations=self.params.ranking.rerank_relations,
+                text_chars=self.params.ranking.rerank_text_chars,
             ).rerank(query, candidates)
-            if self.params.reranker != "none"
+            if self.params.ranking.reranker != "none"
             else candidates
         )
         trace["stage_sets"] = {
@@ -380,7 +331,7 @@ class AFRetriever(Retriever[AFParams]):
         parsed = parse_cypher(text, set(self.graph.node_types()), set(self.view.relation_types))
         for name, v in parsed.counters.items():
             counters[f"parse_{name}"] = v
-        strict = self.params.type_mode == "strict"
+        strict = self.params.grounding.type_mode == "strict"
         if not strict:
             for t in parsed.triplets:
                 t.rel = None  # any relation
@@ -388,7 +339,7 @@ class AFRetriever(Retriever[AFParams]):
             parsed.target in parsed.symbols
             and parsed.symbols[parsed.target].type is None
             and y_type
-            and self.params.type_mode != "lenient"
+            and self.params.grounding.type_mode != "lenient"
         ):
             parsed.symbols[parsed.target].type = y_type
         steps["parsed"] = _parsed_dict(parsed)
@@ -396,7 +347,9 @@ class AFRetriever(Retriever[AFParams]):
         counters["with_constant"] = int(bool(parsed.constants))
         asked = parsed  # what the model wrote: a question that names no node is ranked by all of it
         themes = (
-            theme_conditions(self.view, parsed, self.params.type_mode != "lenient") if self.params.semantic_text else []
+            theme_conditions(self.view, parsed, self.params.grounding.type_mode != "lenient")
+            if self.params.query.semantic_text
+            else []
         )
         if themes and parsed.target is not None:  # the theme ranks the grounded answers (step 6), not pins them
             answer = parsed.symbols[parsed.target]
@@ -413,9 +366,9 @@ class AFRetriever(Retriever[AFParams]):
         cands = self._candidates(parsed, counters) if parsed.target is not None else {}
         if cands:
             steps["candidates"] = {v: c.summary(self.view) for v, c in cands.items()}
-        if self.params.unnamed != "resolve" and self._unnamed(query, asked, cands):
+        if self.params.query.unnamed != "resolve" and self._unnamed(query, asked, cands):
             r = rank_unnamed(
-                self.params.unnamed, self.view, self.hybrid, query, _written(asked, names_only=False), y_type, k
+                self.params.query.unnamed, self.view, self.hybrid, query, _written(asked, names_only=False), y_type, k
             )
             counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
             steps["unnamed"] = r.trace
@@ -433,17 +386,17 @@ class AFRetriever(Retriever[AFParams]):
                     parsed,
                     cands,
                     k,
-                    self.params.l_max,
-                    self.params.schedule,
-                    self.params.directed,
-                    self.params.cap,
+                    self.params.grounding.l_max,
+                    self.params.grounding.schedule,
+                    self.params.grounding.directed,
+                    self.params.grounding.cap,
                 )
                 grounded, rounds = g.answers, g.round_of
                 steps["grounding"] = g.rounds
         counters["grounded_any"] = int(bool(grounded))
         # 6. VSS over grounded: by round, then cosine
         qv = self.graph.query_vector(query)
-        keep_n = round(self.params.alpha * k)
+        keep_n = round(self.params.ranking.alpha * k)
         kept: list[int] = []
         if grounded:
             grounded_rows = np.array(grounded, dtype=np.int64)
@@ -476,7 +429,7 @@ class AFRetriever(Retriever[AFParams]):
         return not names_a_node(self.view, query, _written(parsed, names_only=True))
 
     def _candidates(self, parsed: ParsedQuery, counters: dict[str, int]) -> dict[str, Candidates]:
-        use_type = self.params.type_mode != "lenient"
+        use_type = self.params.grounding.type_mode != "lenient"
         out = {v: filter_symbol(self.view, s, use_type) for v, s in parsed.symbols.items()}
         searches = [c.search for c in out.values() if c.constant]
         # fp32, one batched call: through the bf16 query vectors a name's vector moved with the names
@@ -486,7 +439,7 @@ class AFRetriever(Retriever[AFParams]):
             counters["filters_unapplied"] = counters.get("filters_unapplied", 0) + len(c.filters_unapplied)
             if c.constant:
                 rank_constant(
-                    self.view, parsed.symbols[v], c, self.params.l_max, self.graph.name_vectors, vec[c.search]
+                    self.view, parsed.symbols[v], c, self.params.grounding.l_max, self.graph.name_vectors, vec[c.search]
                 )
         return out
 

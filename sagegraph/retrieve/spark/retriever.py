@@ -43,6 +43,7 @@ from sagegraph.retrieve.kb.grounding import (
 from sagegraph.retrieve.kb.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
 from sagegraph.retrieve.kb.view import kb_view
 from sagegraph.retrieve.registry import register
+from sagegraph.retrieve.spark.params import SparkParams
 from sagegraph.retrieve.timeline import Timeline
 
 # Grounding in the KB is on by default: the card's stored instances and the question's linked names
@@ -117,53 +118,6 @@ def answer_values(rows: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
-class SparkParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    alpha: float = Field(0.6, ge=0.0, le=1.0, description="BM25 weight of the hybrid ranking, fill and fallback")
-    hints: Path | None = Field(
-        None,
-        description="per-KB hints YAML (property formats, examples); default: hints.yaml beside the KB's nodes.jsonl",
-    )
-    repair: bool = Field(True, description="one repair call when the engine cannot parse or plan the Cypher")
-    max_rows: int = Field(2000, ge=1, description="rows kept from the Cypher result (the store caps them)")
-    timeout_ms: int = Field(5000, ge=1, description="Cypher time limit")
-    fill: bool = Field(True, description="fill to k from hybrid over the target label")
-    # Grounding in the KB being queried (all three false: the paper's SPARK). Each is counted in the trace.
-    card_examples: bool = Field(
-        True, description="the schema card shows one stored instance of every relationship pattern, read from this KB"
-    )
-    card_similarity: bool = Field(
-        False,
-        description="the schema card lists the build's SIMILAR_* edges too (the paper's card is the store's whole "
-        "schema; they relate nodes by text, not by a fact of the KB, and a small model walks them "
-        "in place of the KB's relationships)",
-    )
-    link: bool = Field(
-        True,
-        description="names in the question found in the KB's name index are listed in the prompt with their labels",
-    )
-    ground: bool = Field(
-        True,
-        description="before running, turn relationships the KB stores the other way, map unknown relationship types "
-        "to a close one (else any type), move a name to the label that holds it, drop a name the "
-        "question does not mention, and return the target rather than a node the question names; a "
-        "grounded query that finds nothing runs again with its relationships undirected, then with "
-        "its text conditions relaxed",
-    )
-    semantic_text: bool = Field(
-        True,
-        description="a text condition (`CONTAINS 'words'`) that matched nothing ranks what the rest of the "
-        "query finds, or the target label when nothing else constrains it, by how each node's "
-        "closest sentence reads against the words (the graph's encoder); vector steps read "
-        "sentences too",
-    )
-    named_last: bool = Field(
-        True,
-        description="nodes the question names rank after the other results (a question asks for what it "
-        "does not give: 'the other films of the studio that made X')",
-    )
-
-
 @register("spark")
 class SparkRetriever(Retriever[SparkParams]):
     uses_llm = True
@@ -180,7 +134,7 @@ class SparkRetriever(Retriever[SparkParams]):
     def prepare(cls, graph, params: SparkParams) -> list[str]:
         """`semantic_text` reads the sentence vectors of the graph's long texts (minutes to build on
         a large KB: 242 s for the synthetic KB's 8,000 films on two cores)."""
-        if not params.semantic_text:
+        if not params.execution.semantic_text:
             return []
         _ = graph.passages
         return ["sentence vectors"]
@@ -196,7 +150,7 @@ class SparkRetriever(Retriever[SparkParams]):
 
     def __init__(self, res: Resources, params: SparkParams):
         super().__init__(res, params)
-        self.hybrid = HybridRetriever.over(res, alpha=params.alpha)
+        self.hybrid = HybridRetriever.over(res, alpha=params.answer.alpha)
         self._card: str | None = None
         self._card_lock = threading.Lock()
         self._patterns: set[tuple[str, str, str]] = set()
@@ -208,11 +162,11 @@ class SparkRetriever(Retriever[SparkParams]):
         with self._card_lock:
             if self._card is None:
                 schema = self.res.store.introspect()
-                if not self.params.card_similarity:
+                if not self.params.plan.card_similarity:
                     schema = kb_only(schema)
-                examples = pattern_examples(self.res.store, schema.patterns) if self.params.card_examples else None
+                examples = pattern_examples(self.res.store, schema.patterns) if self.params.plan.card_examples else None
                 self._card = schema_card(
-                    schema, load_hints(self.params.hints or self._default_hints()), examples=examples
+                    schema, load_hints(self.params.plan.hints or self._default_hints()), examples=examples
                 )
                 self._patterns = set(schema.patterns)
             return self._card
@@ -254,7 +208,7 @@ class SparkRetriever(Retriever[SparkParams]):
         return None
 
     def messages(self, question: str, rows: list[tuple[str, int]] | None = None) -> list[dict[str, str]]:
-        linked = self.linked(question, rows) if self.params.link else []
+        linked = self.linked(question, rows) if self.params.plan.link else []
         names = (
             ("\n\nNames in the question found in the graph:\n" + "\n".join(f"  {x}" for x in linked)) if linked else ""
         )
@@ -283,7 +237,7 @@ class SparkRetriever(Retriever[SparkParams]):
             "llm_refused": 0,
             "text_ranked": 0,
         }
-        if self.params.ground:
+        if self.params.execution.ground:
             counters.update(ground_counters())
         timeline = Timeline()
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
@@ -312,7 +266,7 @@ class SparkRetriever(Retriever[SparkParams]):
         trace["result_rows"] = int(len(found))
         if len(found) == 0:
             return self._fallback(query, k, target, trace, "the plan found nothing")
-        depth = k + len(linked) if self.params.named_last else k
+        depth = k + len(linked) if self.params.answer.named_last else k
         if trace.get("text_words"):
             ranked = self._by_words(trace["text_words"], found, depth)
         else:
@@ -320,9 +274,9 @@ class SparkRetriever(Retriever[SparkParams]):
                 query, found, depth, label="cypher" if cypher_rows is not None and len(cypher_rows) else "vector"
             )
         idx, scores, how = list(ranked.idx), list(1.0 + ranked.scores), list(ranked.found_by)
-        if self.params.named_last:
+        if self.params.answer.named_last:
             idx, scores, how = self._named_last(linked, idx, scores, how, k, trace)
-        if self.params.fill and len(idx) < k:
+        if self.params.answer.fill and len(idx) < k:
             pool = self.graph.rows_of_type(target)
             pool = pool[~np.isin(pool, found)]
             extra = self.hybrid.search_within(query, pool, k - len(idx), label="fill")
@@ -376,12 +330,12 @@ class SparkRetriever(Retriever[SparkParams]):
     ) -> tuple[np.ndarray | None, Plan]:
         for attempt in range(2):
             query = plan.cypher or ""
-            if self.params.ground:
+            if self.params.execution.ground:
                 query = self._ground(query, plan.target, trace, counters, question, linked)
             try:
                 with timeline.span("cypher", "cypher" if attempt == 0 else "cypher (repaired)", {"query": query}) as ev:
                     rows, truncated = self.res.store.read_untrusted(
-                        query, timeout_ms=self.params.timeout_ms, max_rows=self.params.max_rows
+                        query, timeout_ms=self.params.execution.timeout_ms, max_rows=self.params.execution.max_rows
                     )
                     ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
@@ -393,7 +347,7 @@ class SparkRetriever(Retriever[SparkParams]):
             except CypherInvalid as exc:
                 counters["cypher_invalid"] += 1
                 trace["cypher_error"] = str(exc)[:500]
-                if attempt == 0 and self.params.repair:
+                if attempt == 0 and self.params.plan.repair:
                     repaired = self._repair(messages, reply.text, str(exc), trace, counters, timeline)
                     if repaired is not None and repaired.cypher:
                         plan = repaired
@@ -411,9 +365,9 @@ class SparkRetriever(Retriever[SparkParams]):
             trace["cypher_rows"] = len(rows)
             trace["cypher_truncated"] = truncated
             found = self.graph.rows_for_ids(answer_values(rows))
-            if len(found) == 0 and self.params.ground:
+            if len(found) == 0 and self.params.execution.ground:
                 found = self._either_way(query, trace, counters, timeline)
-            if len(found) == 0 and self.params.semantic_text:
+            if len(found) == 0 and self.params.execution.semantic_text:
                 found = self._by_sentences(query, plan.target, trace, counters)
             if len(found) == 0:
                 counters["cypher_empty"] = 1
@@ -438,7 +392,7 @@ class SparkRetriever(Retriever[SparkParams]):
             try:
                 with timeline.span("cypher", f"cypher ({label})", {"query": second}) as ev:
                     rows, truncated = self.res.store.read_untrusted(
-                        second, timeout_ms=self.params.timeout_ms, max_rows=self.params.max_rows
+                        second, timeout_ms=self.params.execution.timeout_ms, max_rows=self.params.execution.max_rows
                     )
                     ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
@@ -450,7 +404,7 @@ class SparkRetriever(Retriever[SparkParams]):
                 trace.setdefault("cypher_model", []).append(query)
                 trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
                 trace["cypher_executed"], trace["cypher_rows"], trace["cypher_truncated"] = second, len(rows), truncated
-                if text_gone and self.params.semantic_text:
+                if text_gone and self.params.execution.semantic_text:
                     trace["text_words"] = text_conditions(query)[0]
                 return found
         return np.zeros(0, np.int64)
@@ -516,7 +470,7 @@ class SparkRetriever(Retriever[SparkParams]):
         rows = self.graph.rows_of_type(label)
         if step.field.lower() in ("name", "title"):
             s = self.graph.name_vectors[rows] @ self.graph.query_vector(step.text)
-        elif self.params.semantic_text:
+        elif self.params.execution.semantic_text:
             s = self.graph.sentence_scores(step.text, rows)
         else:
             s = self.graph.vectors[rows] @ self.graph.query_vector(step.text)
