@@ -37,16 +37,21 @@ def machine() -> dict:
 
 
 class PeakMemory:
-    """Samples the RSS of this process and all its children (Dask workers, servers) twice a second."""
+    """Samples the RSS of this process (or of process `pid`) and all its children (Dask workers,
+    servers) twice a second."""
 
-    def __init__(self, interval: float = 0.5):
+    def __init__(self, interval: float = 0.5, pid: int | None = None):
         self.interval = interval
+        self.pid = pid
         self.peak_mb = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        me = psutil.Process()
+        try:
+            me = psutil.Process(self.pid)
+        except psutil.Error:
+            return
         while not self._stop.is_set():
             total = 0
             for p in [me, *me.children(recursive=True)]:

@@ -50,23 +50,28 @@ def percentiles(ms: list[float]) -> dict[str, float]:
 
 def write_kb(data: Path, scale: float) -> dict:
     if not (data / "questions.jsonl").exists():
-        subprocess.run([sys.executable, str(GENERATOR), str(data), "--scale", str(scale)], check=True)
+        subprocess.run(
+            [sys.executable, str(GENERATOR), str(data), "--scale", str(scale)], check=True, stdout=sys.stderr
+        )
     lines = {name: sum(1 for _ in (data / f"{name}.jsonl").open("rb")) for name in ("nodes", "edges")}
     return {"nodes": lines["nodes"], "relations": lines["edges"]}
 
 
 def build(config: Path, log: Path) -> tuple[dict, float, float]:
     """The build's report, its wall seconds and the peak RSS (MiB) of all its processes together."""
-    with PeakMemory() as peak, log.open("w") as out:
+    with log.open("w") as out:
         started = time.perf_counter()
-        done = subprocess.run(
+        process = subprocess.Popen(
             [str(ROOT / ".venv" / "bin" / "sagegraph"), "build", str(config)],
             stdout=subprocess.PIPE,
             stderr=out,
             text=True,
             cwd=ROOT,
         )
+        with PeakMemory(pid=process.pid) as peak:  # the build's processes, not this one's indexes
+            stdout, _ = process.communicate()
         wall = time.perf_counter() - started
+    done = subprocess.CompletedProcess(process.args, process.returncode, stdout)
     if done.returncode != 0:
         raise SystemExit(f"build of {config} failed ({done.returncode}); see {log}")
     return json.loads(done.stdout.strip().splitlines()[-1]), wall, peak.peak_mb
@@ -92,6 +97,11 @@ def query_latency(out: Path, questions: Path) -> dict:
     ordinary = [json.loads(line)["question"] for line in questions.open(encoding="utf-8")]
     hubs = hub_questions(out / "graph")
     result: dict = {"open_s": round(opened, 2)}
+    # Questions encoded up front, as `evaluate` and sweeps do: the figures are retrieval time, the
+    # encoding per question is its own figure.
+    started = time.perf_counter()
+    graph.index.encode_queries(ordinary + hubs)
+    result["query_encode_ms"] = round((time.perf_counter() - started) * 1000 / len(ordinary + hubs), 1)
     started = time.perf_counter()
     store = graph._resources.store  # the embedded server starts and the graph is checked to be this one
     result["store_open_s"] = round(time.perf_counter() - started, 2) if store is not None else None
@@ -106,6 +116,13 @@ def query_latency(out: Path, questions: Path) -> dict:
                     ms.append((time.perf_counter() - t0) * 1000)
                 result[f"{name}_{group}"] = percentiles(ms)
     return result
+
+
+def latency_only(scale: float, work: Path) -> dict:
+    """Query latency of a size built before (its build's line, re-measured on a quiet machine)."""
+    line = json.loads((work / f"prime-{scale:g}.build.json").read_text())
+    line.update(query_latency(work / f"prime-{scale:g}", work / f"data-{scale:g}" / "questions.jsonl"))
+    return line
 
 
 def run(scale: float, work: Path, cache: Path | None) -> dict:
@@ -303,7 +320,19 @@ def main() -> None:
     parser.add_argument(
         "--rebuild", type=float, help="only rebuild each size's build after this share of nodes renamed"
     )
+    parser.add_argument("--latency", action="store_true", help="only measure query latency again on each size's build")
     args = parser.parse_args()
+    scales = [float(s) for s in args.scales.split(",")]
+    if args.latency:
+        lines = []
+        for scale in scales:
+            line = latency_only(scale, args.work)
+            (args.work / f"prime-{scale:g}.build.json").write_text(json.dumps(line))
+            print(json.dumps(line), flush=True)
+            lines.append(line)
+        if args.plot:
+            plot(lines, args.plot)
+        return
     if args.rebuild:
         for scale in (float(s) for s in args.scales.split(",")):
             print(json.dumps(rebuild(scale, args.work, args.rebuild)), flush=True)
