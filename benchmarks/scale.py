@@ -219,6 +219,7 @@ def rebuild(scale: float, work: Path, share: float) -> dict:
     full = json.loads((work / f"prime-{scale:g}.build.json").read_text())
     renamed = rename_share(data, share)
     report, wall, peak_mb = build(config, work / f"prime-{scale:g}.rebuild.log")
+    changes = json.loads((out / "stats" / "changes.json").read_text())  # what changed and what the build redid
     fresh = work / f"prime-{scale:g}-fresh"
     if fresh.exists():
         shutil.rmtree(fresh)
@@ -238,9 +239,8 @@ def rebuild(scale: float, work: Path, share: float) -> dict:
         "ratio": round(wall / full["build_wall_s"], 3),
         "rebuild_peak_rss_mb": round(peak_mb),
         "stage_seconds": report["stage_seconds"],
-        "changes": (report.get("changes") or {}).get("counts"),
-        "store": {k: report["store"].get(k) for k in ("mode", "seconds", "rows_written")},
-        "texts_encoded": report.get("work", {}).get("encoded"),
+        "changes": changes.get("counts"),
+        "work": changes.get("work"),
         "against_fresh_build": same_graph(out / "graph", fresh / "graph"),
     }
 
