@@ -125,17 +125,14 @@ def latency_only(scale: float, work: Path) -> dict:
     return line
 
 
-def run(scale: float, work: Path, cache: Path | None) -> dict:
-    data = work / f"data-{scale:g}"
-    kb = write_kb(data, scale)
-    out = work / f"prime-{scale:g}"
+def prepare(out: Path, config: Path, scale: float, data: Path, cache: Path | None) -> None:
+    """A fresh build folder (with `cache` copied in, when given) and the build config of `data` into it."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     mark(out)  # the build's folder, made here; then the copied cache is sagegraph's own
     if cache is not None:
         shutil.copytree(cache, out / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
-    config = work / f"prime-{scale:g}.yaml"
     config.write_text(
         json.dumps(
             {
@@ -149,6 +146,13 @@ def run(scale: float, work: Path, cache: Path | None) -> dict:
             }
         )
     )
+
+
+def run(scale: float, work: Path, cache: Path | None) -> dict:
+    data = work / f"data-{scale:g}"
+    kb = write_kb(data, scale)
+    out, config = work / f"prime-{scale:g}", work / f"prime-{scale:g}.yaml"
+    prepare(out, config, scale, data, cache)
     report, wall, peak_mb = build(config, work / f"prime-{scale:g}.log")
     stages = report["stage_seconds"]
     rows = {"ingest": kb["nodes"] + kb["relations"], "chunk_metadata_embed": kb["nodes"], "edges": kb["nodes"]}
@@ -220,14 +224,8 @@ def rebuild(scale: float, work: Path, share: float) -> dict:
     renamed = rename_share(data, share)
     report, wall, peak_mb = build(config, work / f"prime-{scale:g}.rebuild.log")
     changes = json.loads((out / "stats" / "changes.json").read_text())  # what changed and what the build redid
-    fresh = work / f"prime-{scale:g}-fresh"
-    if fresh.exists():
-        shutil.rmtree(fresh)
-    fresh.mkdir()
-    mark(fresh)
-    shutil.copytree(out / "cache", fresh / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
-    fresh_config = work / f"prime-{scale:g}-fresh.yaml"
-    fresh_config.write_text(config.read_text().replace(str(out.resolve()), str(fresh.resolve())))
+    fresh, fresh_config = work / f"prime-{scale:g}-fresh", work / f"prime-{scale:g}-fresh.yaml"
+    prepare(fresh, fresh_config, scale, data, out / "cache")
     build(fresh_config, work / f"prime-{scale:g}-fresh.log")
     return {
         "benchmark": "scale_rebuild",

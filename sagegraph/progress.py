@@ -20,9 +20,14 @@ QUIET = "SAGEGRAPH_QUIET"  # set by the CLI unless -v; Dask workers inherit it
 LIVE_EVERY_S = 1.0
 
 
+def quiet() -> bool:
+    """Whether Prefect's console is quiet, so that a run writes its own lines (the CLI, unless -v)."""
+    return os.environ.get(QUIET) == "1"
+
+
 def live_terminal() -> bool:
     """Whether progress lines may rewrite each other: a person's terminal, Prefect's console quiet."""
-    return os.environ.get(QUIET) == "1" and sys.stderr.isatty()
+    return quiet() and sys.stderr.isatty()
 
 
 class Line(str):
@@ -116,14 +121,15 @@ def ticker(
     if report is None or total == 0:
         return None
     progress, lock = Progress(label, total=total, every_s=every_s, unit=unit, clock=clock), threading.Lock()
-    shown = [False]
+    shown = False
 
     def tick(n: int = 1) -> None:
+        nonlocal shown
         with lock:
             line = progress.tick(n)
-            if line is not None and line.final and not shown[0]:
+            if line is not None and line.final and not shown:
                 return
-            shown[0] = shown[0] or line is not None
+            shown = shown or line is not None
         if line:
             report(line)
 

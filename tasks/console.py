@@ -8,17 +8,12 @@ one worker may replace another's, and is redrawn at its next tick."""
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any
 
 from prefect import get_run_logger
 
-from sagegraph.progress import QUIET, live_terminal, show, write
-
-
-def quiet() -> bool:
-    return os.environ.get(QUIET) == "1"
+from sagegraph.progress import live_terminal, quiet, show, write
 
 
 class RunLog:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from sagegraph.corpus.kb_edges import index_of
 from sagegraph.model import SIMILAR_PREFIX
 
 
@@ -20,8 +21,7 @@ def degree_stats(src: pa.ChunkedArray, dst: pa.ChunkedArray, node_ids: pa.Chunke
     counted = pc.value_counts(ends).flatten() if len(ends) else None
     d = np.zeros(len(node_ids), dtype=np.int64)
     if counted is not None:
-        at = pc.index_in(node_ids, value_set=counted[0])
-        found = pc.fill_null(at, -1).to_numpy()
+        found = index_of(node_ids, counted[0])
         counts = counted[1].to_numpy()
         d[found >= 0] = counts[found[found >= 0]]
     if len(d) == 0:

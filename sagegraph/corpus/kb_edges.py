@@ -77,5 +77,6 @@ def label(table: pa.Table, row: int) -> str:
 
 
 def index_of(values: pa.ChunkedArray | pa.Array, keys: pa.Array) -> np.ndarray:
-    """The position in `keys` of each value (-1 where it is not there)."""
+    """The position in `keys` of each value (-1 where it is not there): relations joined to their
+    nodes, nodes to their degree counts."""
     return pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy().astype(np.int64)
