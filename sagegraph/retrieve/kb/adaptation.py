@@ -1,0 +1,185 @@
+"""`sagegraph adapt`: a built KB graph's own selector encoder, trained on questions the KB makes
+for itself (`adapt.sample_questions`), with no gold question anywhere.
+
+Everything lands in the graph generation's `adapt/` folder, so an adaptation belongs to the graph
+it was drawn from (a rebuild publishes a generation without one, and a rollback returns to the
+generation with its own): the drawn questions (`questions.jsonl`, a question file any retriever
+can be evaluated on), the encoder (`selector-encoder/`, a sentence-transformers directory that
+`selector_encoder` takes) and the report (`adapt.json`). Each appears whole or not at all; an
+encoder trained on the same draw with the same settings is kept, so a second run costs the draw
+alone (seconds) and a killed one trains again from the start.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from sagegraph.config import LLMConfig
+from sagegraph.errors import ConfigError, LLMError, ReplyRejected, SageGraphError
+from sagegraph.llm import LLMClient, parse_json_reply
+from sagegraph.retrieve.graph_index import GraphIndex
+from sagegraph.retrieve.kb.adapt import (
+    KBQuestion,
+    SampleSettings,
+    phrasing_messages,
+    read_phrasings,
+    sample_questions,
+)
+from sagegraph.retrieve.kb.chain_encoder import RECORD, train_selector_encoder
+from sagegraph.retrieve.kb.view import kb_view
+from sagegraph.retrieve.resources import llm_cache_path
+from sagegraph.runfiles import write_jsonl_whole, write_text_whole
+
+FOLDER = "adapt"
+ENCODER = "selector-encoder"
+QUESTIONS = "questions.jsonl"
+REPORT = "adapt.json"
+
+
+class TrainSettings(BaseModel):
+    """How the encoder is tuned on the drawn questions."""
+
+    epochs: int = Field(1, ge=1, description="passes over the training pairs")
+    negatives: int = Field(3, ge=1, description="wrong chains paired with each question")
+    batch_size: int = Field(32, ge=2, description="pairs a step (each row's positive is the others' negative)")
+    lr: float = Field(2e-5, gt=0, description="AdamW's learning rate")
+
+
+class AdaptSettings(BaseModel):
+    sample: SampleSettings = Field(default_factory=SampleSettings)
+    train: TrainSettings = Field(default_factory=TrainSettings)
+
+
+def adapted_encoder(graph_dir: Path) -> Path:
+    """Where a graph generation's adapted encoder is (it may not exist)."""
+    return Path(graph_dir).resolve() / FOLDER / ENCODER
+
+
+def draw_digest(questions: list[KBQuestion], settings: AdaptSettings) -> str:
+    blob = json.dumps([q.label() for q in questions], sort_keys=True) + settings.model_dump_json()
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def rephrase(
+    questions: list[KBQuestion], client: LLMClient, seed: int, report: Callable[[str], None] | None = None
+) -> tuple[list[KBQuestion], dict[str, Any]]:
+    """Each distinct frame asked once (a cached, counted call); each question then takes one of
+    its frame's phrasings, drawn by `seed`. A reply with no usable phrasing is not cached and its
+    questions keep their frame (counted); a fault of the endpoint stops the run, with every reply
+    so far kept in the cache."""
+    rng = random.Random(seed)
+    frames = list(dict.fromkeys((q.frame, q.target_type) for q in questions))
+    said: dict[str, list[str]] = {}
+    unusable = 0
+    t0 = time.perf_counter()
+    before = (client.usage.calls, client.usage.cached)
+    for i, (frame, target) in enumerate(frames, start=1):
+        try:
+            reply = client.chat(
+                phrasing_messages(frame, target),
+                response_format={"type": "json_object"},
+                accept=functools.partial(_phrasings, frame=frame),
+            )
+            said[frame] = _phrasings(reply.text, frame)
+        except (ValueError, ReplyRejected):
+            unusable += 1
+        if report and (i % 25 == 0 or i == len(frames)):
+            report(f"phrase: {i:,}/{len(frames):,} frames, {time.perf_counter() - t0:.0f} s")
+    out = [q.rephrased(rng.choice(said[q.frame])) if q.frame in said else q for q in questions]
+    stats = {
+        "frames": len(frames),
+        "phrased_frames": len(said),
+        "unusable_replies": unusable,
+        "llm_calls": (client.usage.calls - before[0]) - (client.usage.cached - before[1]),
+        "cached_replies": client.usage.cached - before[1],
+        "seconds": round(time.perf_counter() - t0, 1),
+        "model": client.cfg.model,
+    }
+    return out, stats
+
+
+def _phrasings(text: str, frame: str) -> list[str]:
+    return read_phrasings(parse_json_reply(text), frame)
+
+
+def adapt_graph(
+    graph_dir: Path,
+    settings: AdaptSettings,
+    llm: LLMConfig | None = None,
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Draw, phrase (with `llm`), write the questions, train (unless this draw's encoder is
+    there) and report."""
+    graph = GraphIndex(graph_dir)
+    folder = graph.dir / FOLDER
+    t0 = time.perf_counter()
+    questions = sample_questions(kb_view(graph), settings.sample)
+    drawn_s = time.perf_counter() - t0
+    if not questions:
+        raise ConfigError(f"{graph.dir}: the KB has no named node with a chain to a few nodes: nothing to adapt to")
+    phrasing: dict[str, Any] = {"llm_calls": 0}
+    if llm is not None:
+        client = LLMClient(llm, llm_cache_path(graph, llm))
+        try:
+            questions, phrasing = rephrase(questions, client, settings.sample.seed, report)
+        except LLMError as exc:
+            raise SageGraphError(f"adapt: phrasing stopped, the replies so far are cached: {exc}") from None
+    write_jsonl_whole(folder / QUESTIONS, (q.record() for q in questions))
+    digest = draw_digest(questions, settings)
+    encoder = folder / ENCODER
+    trained = _trained_on(encoder)
+    if trained == digest:
+        training: dict[str, Any] = json.loads((encoder / RECORD).read_text())
+        reused = True
+    else:
+        train = settings.train
+        training = train_selector_encoder(
+            [q.label() for q in questions],
+            encoder,
+            epochs=train.epochs,
+            batch_size=train.batch_size,
+            lr=train.lr,
+            negatives=train.negatives,
+            report=report,
+            note={"draw": digest},
+        )
+        reused = False
+    kinds: dict[str, int] = {}
+    for q in questions:
+        key = f"{q.kind}-{len(q.relations)}" if q.kind == "chain" else q.kind
+        kinds[key] = kinds.get(key, 0) + 1
+    out = {
+        "graph": str(graph.dir),
+        "encoder": str(encoder),
+        "questions": len(questions),
+        "by_kind": dict(sorted(kinds.items())),
+        "draw": digest,
+        "draw_seconds": round(drawn_s, 1),
+        "train_seconds": training.get("seconds"),
+        "reused_encoder": reused,
+        "phrasing": phrasing,
+        "llm_calls": phrasing["llm_calls"],
+        "settings": settings.model_dump(),
+    }
+    write_text_whole(folder / REPORT, json.dumps(out, indent=1))
+    graph.close()
+    return out
+
+
+def _trained_on(encoder: Path) -> str | None:
+    record = encoder / RECORD
+    if not record.exists():
+        return None
+    try:
+        return json.loads(record.read_text()).get("draw")
+    except json.JSONDecodeError:
+        return None

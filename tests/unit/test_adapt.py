@@ -1,0 +1,176 @@
+"""Questions a KB draws for itself (`sagegraph adapt`): every drawn answer set is the one its
+chain reaches in the KB, names are unambiguous and masked for the encoder, the right chain is never
+among the wrong ones, and nothing of a question file is read on the way."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from sagegraph.retrieve.kb.adapt import (
+    SampleSettings,
+    chain_frames,
+    name_collisions,
+    sample_questions,
+    words,
+)
+from sagegraph.retrieve.kb.view import kb_view
+from tests.kb_mini import build_mini, family_records, mini_records
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory):
+    return build_mini(tmp_path_factory.mktemp("adaptkb") / "graph", family_records())
+
+
+@pytest.fixture(scope="module")
+def films(tmp_path_factory):
+    return build_mini(tmp_path_factory.mktemp("adaptfilms") / "graph", mini_records())
+
+
+def _walk(view, start: int, relations: list[str]) -> set[int]:
+    """The nodes a relation chain reaches, both directions of each relation, start left out: the
+    answers computed a second way, from the edge list."""
+    here = {start}
+    for rel in relations:
+        src, dst = view.edges(rel)
+        nxt = {int(d) for s, d in zip(src.tolist(), dst.tolist()) if s in here}
+        nxt |= {int(s) for s, d in zip(src.tolist(), dst.tolist()) if d in here}
+        here = nxt - {start}
+    return here
+
+
+@pytest.mark.parametrize("kb", ["family", "films"])
+def test_each_drawn_question_is_answered_by_its_own_chain_and_only_the_wrong_ones_are_negatives(kb, request):
+    g = request.getfixturevalue(kb)
+    view = kb_view(g)
+    drawn = sample_questions(view, SampleSettings(questions=40, conjunction_share=0.25, seed=1))
+    assert drawn and len({q.id for q in drawn}) == len(drawn)
+    assert name_collisions(view, drawn) == 0
+    for q in drawn:
+        rows = [g.row[i] for i in q.topic_ids]
+        answers = {g.row[i] for i in q.answer_ids}
+        assert 0 < len(answers) <= 20
+        if q.kind == "chain":
+            # each hop's type is part of the chain, so its answers are among what the relations reach
+            assert answers <= _walk(view, rows[0], q.relations), q
+        else:
+            first, second = (_walk(view, r, [rel]) for r, rel in zip(rows, q.relations))
+            assert answers <= first & second, q
+        assert q.phrase not in q.negatives
+        label = q.label()
+        assert all(name.lower() not in label["masked"].lower() for name in q.names)
+        assert label["kept"] and label["phrase"] == q.phrase
+        record = q.record()
+        assert record["answer_ids"] == q.answer_ids and record["split"] == "adapt"
+
+
+def test_the_draw_is_the_same_for_the_same_seed_and_differs_for_another(films):
+    view = kb_view(films)
+    a = sample_questions(view, SampleSettings(questions=10, seed=3))
+    b = sample_questions(view, SampleSettings(questions=10, seed=3))
+    c = sample_questions(view, SampleSettings(questions=10, seed=4))
+    assert [q.label() for q in a] == [q.label() for q in b]
+    assert [q.label() for q in a] != [q.label() for q in c]
+
+
+def test_frames_say_the_chain_read_back_from_its_end_with_only_the_kbs_own_words():
+    assert words("Born_In") == "born in" and words("people.person.spouse") == "people person spouse"
+    frames = chain_frames("Ada", ["child of", "born in"], "town")
+    assert "what is the born in of the child of of Ada?" in frames
+    assert "what is Ada's child of's born in?" in frames
+    assert "which town is the born in of the child of of Ada?" in frames
+
+
+def test_adapting_a_graph_reads_no_question_file_and_writes_its_draw_beside_the_graph(family, tmp_path, monkeypatch):
+    """The draw is made and the encoder's training labels come from the KB alone: a question file
+    the build named is never opened (every file opened is watched), and training is handed only
+    the drawn labels."""
+    import sagegraph.retrieve.kb.adaptation as adaptation
+    from sagegraph.retrieve.kb.adaptation import AdaptSettings, adapt_graph
+
+    gold = tmp_path / "questions-with-gold.jsonl"
+    gold.write_text(json.dumps({"id": "q1", "question": "x", "answer_ids": ["h1"]}) + "\n")
+    manifest = family.dir / "manifest.json"
+    record = json.loads(manifest.read_text()) if manifest.exists() else {}
+    record.setdefault("config", {})["corpus"] = {"kind": "kb", "path": str(tmp_path), "questions": str(gold)}
+    manifest.write_text(json.dumps(record))
+    trained = {}
+
+    def fake_train(labels, out, **kw):
+        trained["labels"] = labels
+        out.mkdir(parents=True)
+        (out / "modules.json").write_text("[]")
+        (out / "selector_training.json").write_text(json.dumps({"seconds": 0.0, **kw["note"]}))
+        return {"seconds": 0.0}
+
+    monkeypatch.setattr(adaptation, "train_selector_encoder", fake_train)
+    opened: list[str] = []
+    watching = [True]
+
+    def audit(event, args):
+        if watching[0] and event == "open" and args and isinstance(args[0], (str, bytes)):
+            opened.append(str(args[0]))
+
+    sys.addaudithook(audit)
+    try:
+        report = adapt_graph(family.dir, AdaptSettings())
+    finally:
+        watching[0] = False
+    assert not [p for p in opened if "questions-with-gold" in p]
+    assert report["questions"] == len(trained["labels"]) > 0 and report["llm_calls"] == 0
+    assert all(x["label_by"] == "sampled" for x in trained["labels"])
+    lines = (family.dir / "adapt" / "questions.jsonl").read_text().splitlines()
+    assert len(lines) == report["questions"]
+    # the same draw again keeps the encoder trained on it
+    again = adapt_graph(family.dir, AdaptSettings())
+    assert again["reused_encoder"] and again["draw"] == report["draw"]
+
+
+def test_a_kb_with_nothing_to_draw_says_so(tmp_path):
+    from sagegraph.errors import ConfigError
+    from sagegraph.model import Node
+    from sagegraph.retrieve.kb.adaptation import AdaptSettings, adapt_graph
+
+    nodes = [Node("na", "entity", "Thing", "name: A", "a", "A", 0, {"fields": {"name": "A"}})]
+    g = build_mini(tmp_path / "graph", (nodes, []))
+    with pytest.raises(ConfigError, match="nothing to adapt to"):
+        adapt_graph(g.dir, AdaptSettings())
+    assert np.asarray(g.ids).tolist() == ["na"]
+
+
+def test_a_model_phrases_each_frame_once_and_a_reply_that_drops_a_name_is_counted_not_kept(family, tmp_path):
+    """Each distinct frame is one call; a phrasing must keep the frame's placeholders (the names go
+    there), so a reply whose phrasings drop them leaves its questions on their frame, uncached,
+    and a second run pays only for what was not kept."""
+    from sagegraph.config import LLMConfig
+    from sagegraph.llm import LLMClient
+    from sagegraph.retrieve.kb.adapt import FIRST
+    from sagegraph.retrieve.kb.adaptation import rephrase
+    from tests.fake_openai import FakeOpenAI, completion
+
+    drawn = sample_questions(kb_view(family), SampleSettings(questions=6, conjunction_share=0.0))
+    frames = sorted({q.frame for q in drawn})
+    bad = frames[0]
+
+    def responder(body):
+        frame = body["messages"][-1]["content"].split("\n")[0].removeprefix("Template: ")
+        if frame == bad:
+            return 200, completion(json.dumps({"questions": ["who is it?"]}))
+        return 200, completion(json.dumps({"questions": [f"tell me about {FIRST}, kindly", frame]}))
+
+    with FakeOpenAI(responder) as server:
+        cfg = LLMConfig(base_url=server.base_url, model="test-model", max_retries=0, cache_dir=tmp_path / "cache")
+        client = LLMClient(cfg, tmp_path / "cache" / "llm.sqlite")
+        phrased, stats = rephrase(drawn, client, seed=0)
+        assert stats["frames"] == len(frames) and stats["llm_calls"] == len(frames)
+        assert stats["unusable_replies"] == 1 and stats["phrased_frames"] == len(frames) - 1
+        for before, after in zip(drawn, phrased):
+            if before.frame == bad:
+                assert after.frame == bad
+            else:
+                assert after.frame == f"tell me about {FIRST}, kindly"  # the frame itself is no phrasing of it
+                assert after.text == f"tell me about {before.names[0]}, kindly"
+        _, again = rephrase(drawn, client, seed=0)
+        assert again["llm_calls"] == 1 and again["cached_replies"] == len(frames) - 1
