@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from sagegraph.errors import ConfigError
 
@@ -248,8 +249,9 @@ class SequenceScorer:
             return tok.token_get_text(i) if i >= 0 else ""
 
         eos, bos = text(self._llm.token_eos()), text(self._llm.token_bos())
-        self._open = Jinja2ChatFormatter(template, eos, bos, add_generation_prompt=True)
-        self._closed = Jinja2ChatFormatter(template, eos, bos, add_generation_prompt=False)
+        # Any: llama-cpp-python types its messages as TypedDicts; ours are plain dicts of the same keys
+        self._open: Any = Jinja2ChatFormatter(template, eos, bos, add_generation_prompt=True)
+        self._closed: Any = Jinja2ChatFormatter(template, eos, bos, add_generation_prompt=False)
         self._lock = threading.Lock()
 
     def reply_text(self, messages: list[dict[str, str]], reply: str, prompt: str | None = None) -> tuple[str, str]:

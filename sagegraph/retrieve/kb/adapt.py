@@ -62,6 +62,8 @@ class KBQuestion:
     phrase: str
     negatives: list[str] = field(default_factory=list)
     target_type: str = ""
+    path: str = ""  # the walk with its stored directions (`path_text`): what a model phrases
+    reading: str = ""  # the walk's first frame: the plain reading shown beside the path
 
     @property
     def text(self) -> str:
@@ -125,6 +127,16 @@ def chain_frames(start: str, hops: list[str], target: str) -> list[str]:
     return frames
 
 
+def path_text(start_type: str, hops: list[tuple[str, bool, str]], slot: str = FIRST) -> str:
+    """A walk in arrows, each relation in its stored direction: '[A] (Person) --acted in--> Movie
+    <--wrote-- Person'. A frame cannot say that the second relation is walked backwards (the
+    person who wrote the film, not the film the person wrote); this can."""
+    text = f"{slot} ({words(start_type)})"
+    for rel, outgoing, end in hops:
+        text += f" --{words(rel)}--> {words(end)}" if outgoing else f" <--{words(rel)}-- {words(end)}"
+    return text
+
+
 def conjunction_frames(first: str, first_hop: str, second: str, second_hop: str, target: str) -> list[str]:
     return [
         f"which {target} is the {first_hop} of {first} and the {second_hop} of {second}?",
@@ -142,17 +154,23 @@ def conjunction_frames(first: str, first_hop: str, second: str, second_hop: str,
 PHRASINGS = 3
 PHRASING_SYSTEM = (
     "You rewrite template questions about a knowledge graph as natural questions a person would ask. "
-    "The template names each relation by its stored name; say each one the way people say it (everyday "
-    "words or synonyms), keeping its meaning and the order of the relations. Keep each placeholder the template has "
+    "The template names each relation by its stored name; the path shows each relation's direction "
+    "(A --r--> B: A r B). Say each relation the way people say it (everyday words or synonyms), keeping "
+    "its meaning, its direction and the order of the relations. Keep each placeholder the template has "
     f"({FIRST}, {SECOND}) exactly as written, once, and add none. Reply with JSON only: "
     '{"questions": ["...", "...", "..."]}, ' + f"{PHRASINGS} different phrasings."
 )
 
 
-def phrasing_messages(frame: str, target_type: str) -> list[dict[str, str]]:
+def phrasing_messages(question: KBQuestion) -> list[dict[str, str]]:
+    """One call per walk (its `path`), whichever frame each of its questions took."""
     return [
         {"role": "system", "content": PHRASING_SYSTEM},
-        {"role": "user", "content": f"Template: {frame}\nThe answer is a {words(target_type)}."},
+        {
+            "role": "user",
+            "content": f"Template: {question.reading}\nPath in the graph: {question.path}\n"
+            f"The answer is the {words(question.target_type)} at the end of the path.",
+        },
     ]
 
 
@@ -244,9 +262,12 @@ class _Sampler:
         others = {_phrase(view, h): h for h, e in walks.items() if h != hops and set(e.tolist()) != answers}
         others.pop(phrase, None)
         frames = chain_frames(FIRST, [words(view.relation_types[c]) for c, _, _ in hops], words(hops[-1][2]))
+        path = path_text(str(view.graph.types[start]), [(view.relation_types[c], d, t) for c, d, t in hops])
         return KBQuestion(
             id=qid,
             frame=self.rng.choice(frames),
+            path=path,
+            reading=frames[0],
             kind="chain",
             names=[view.names[start]],
             topic_ids=[str(view.graph.ids[start])],
@@ -316,9 +337,14 @@ class _Sampler:
             others.setdefault(_phrase(view, (hop,)), (hop,))
         others.pop(phrase, None)
         frames = conjunction_frames(FIRST, words(rels[key[0]]), SECOND, words(rels[second_key[0]]), words(target))
+        types = view.graph.types
+        first_path = path_text(str(types[first]), [(rels[key[0]], key[1], target)])
+        second_path = path_text(str(types[second]), [(rels[second_key[0]], second_key[1], target)], SECOND)
         return KBQuestion(
             id=qid,
             frame=self.rng.choice(frames),
+            path=f"{first_path}; {second_path}; the same {words(target)}",
+            reading=frames[0],
             kind="conjunction",
             names=[view.names[first], view.names[second]],
             topic_ids=[str(view.graph.ids[first]), str(view.graph.ids[second])],

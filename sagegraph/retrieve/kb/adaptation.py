@@ -72,32 +72,32 @@ def draw_digest(questions: list[KBQuestion], settings: AdaptSettings) -> str:
 def rephrase(
     questions: list[KBQuestion], client: LLMClient, seed: int, report: Callable[[str], None] | None = None
 ) -> tuple[list[KBQuestion], dict[str, Any]]:
-    """Each distinct frame asked once (a cached, counted call); each question then takes one of
-    its frame's phrasings, drawn by `seed`. A reply with no usable phrasing is not cached and its
-    questions keep their frame (counted); a fault of the endpoint stops the run, with every reply
-    so far kept in the cache."""
+    """Each distinct walk asked once (a cached, counted call) for a few phrasings; each of its
+    questions then takes one, drawn by `seed`. A reply with no usable phrasing is not cached and its
+    questions keep their frame (counted); a fault of the endpoint stops the run, with every reply so
+    far kept in the cache."""
     rng = random.Random(seed)
-    frames = list(dict.fromkeys((q.frame, q.target_type) for q in questions))
+    walks = {q.path: q for q in questions}
     said: dict[str, list[str]] = {}
     unusable = 0
     t0 = time.perf_counter()
     before = (client.usage.calls, client.usage.cached)
-    for i, (frame, target) in enumerate(frames, start=1):
+    for i, (path, first) in enumerate(walks.items(), start=1):
         try:
             reply = client.chat(
-                phrasing_messages(frame, target),
+                phrasing_messages(first),
                 response_format={"type": "json_object"},
-                accept=functools.partial(_phrasings, frame=frame),
+                accept=functools.partial(_phrasings, frame=first.reading),
             )
-            said[frame] = _phrasings(reply.text, frame)
+            said[path] = _phrasings(reply.text, first.reading)
         except (ValueError, ReplyRejected):
             unusable += 1
-        if report and (i % 25 == 0 or i == len(frames)):
-            report(f"phrase: {i:,}/{len(frames):,} frames, {time.perf_counter() - t0:.0f} s")
-    out = [q.rephrased(rng.choice(said[q.frame])) if q.frame in said else q for q in questions]
+        if report and (i % 25 == 0 or i == len(walks)):
+            report(f"phrase: {i:,}/{len(walks):,} walks, {time.perf_counter() - t0:.0f} s")
+    out = [q.rephrased(rng.choice(said[q.path])) if q.path in said else q for q in questions]
     stats = {
-        "frames": len(frames),
-        "phrased_frames": len(said),
+        "walks": len(walks),
+        "phrased_walks": len(said),
         "unusable_replies": unusable,
         "llm_calls": (client.usage.calls - before[0]) - (client.usage.cached - before[1]),
         "cached_replies": client.usage.cached - before[1],

@@ -134,6 +134,27 @@ def _code(tokens: list[Token]) -> list[int]:
     return [i for i, t in enumerate(tokens) if t.kind != "ws"]
 
 
+@dataclass
+class _Rewrite:
+    """One query being repaired: its tokens as parsed, the positions of its code tokens in them
+    (`code`: no whitespace), the tokens as rewritten so far (`out`) and the repairs made. Each
+    repair step reads `tokens` and writes `out`, so a later step still sees the query the model
+    wrote, and the result is rendered once at the end."""
+
+    tokens: list[Token]
+    code: list[int] = field(default_factory=list)
+    out: list[Token] = field(default_factory=list)
+    repairs: list[Repair] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.code = self.code or _code(self.tokens)
+        self.out = self.out or list(self.tokens)
+
+    def result(self, query: str) -> tuple[str, list[Repair]]:
+        """The rewritten query and its repairs, or the query as it was where nothing was repaired."""
+        return (render(self.out), self.repairs) if self.repairs else (query, [])
+
+
 def _node_at(tokens: list[Token], code: list[int], k: int) -> _Node | None:
     """A node pattern `(var:Label {name: '...'})` opening at code[k], or None."""
     if tokens[code[k]].text != "(":
@@ -231,9 +252,8 @@ def undirected(query: str) -> tuple[str, list[Repair]]:
         tokens = tokenize(query)
     except Exception:
         return query, []
-    code = _code(tokens)
-    out = list(tokens)
-    repairs = []
+    rw = _Rewrite(tokens)
+    code, out, repairs = rw.code, rw.out, rw.repairs
     for _, r, _ in _chains(tokens, code)[1]:
         if (r.left_arrow is None) == (r.right_arrow is None):
             continue
@@ -241,7 +261,7 @@ def undirected(query: str) -> tuple[str, list[Repair]]:
         assert arrow is not None  # exactly one of the two is set here
         out[code[arrow]] = Token("ws", "", "")
         repairs.append(Repair("direction_relaxed", f"[:{r.rtype or ''}] either way (the directed query found nothing)"))
-    return (render(out), repairs) if repairs else (query, [])
+    return rw.result(query)
 
 
 _APOSTROPHE = re.compile(r"(?<=[A-Za-z])'(?=[A-Za-z])")
@@ -269,13 +289,10 @@ def _mentioned(name: str, question: str, linked: Collection[str]) -> bool:
 
 
 def _drop_unmentioned_names(
-    tokens: list[Token],
-    code: list[int],
+    rw: _Rewrite,
     nodes: list[_Node],
     question: str,
     linked: Collection[str],
-    out: list[Token],
-    repairs: list[Repair],
     schema: KBSchema,
 ) -> None:
     """A name the question does not mention (nor names through a linked KB node), in a query that
@@ -285,6 +302,7 @@ def _drop_unmentioned_names(
     text conditions ('Ethan Hunt' for "which film brings together a refugee, a garden and a
     spy"), which could only find nothing; the text then decides. Otherwise a query whose every name
     is unmentioned is left alone (without its name it would list a whole label)."""
+    tokens, code, out, repairs = rw.tokens, rw.code, rw.out, rw.repairs
     places = []  # (first code index, last code index, name, replacement)
     for j in _name_literals(tokens, code):
         t, op = tokens[code[j]], tokens[code[j - 1]]
@@ -357,11 +375,10 @@ def text_relaxed(query: str) -> tuple[str, list[Repair]]:
         tokens = tokenize(query)
     except Exception:
         return query, []
-    code = _code(tokens)
+    rw = _Rewrite(tokens)
+    code, out, repairs = rw.code, rw.out, rw.repairs
     if not _name_literals(tokens, code):
         return query, []
-    out = list(tokens)
-    repairs = []
     for c in range(1, len(code) - 1):
         if tokens[code[c]].word != "CONTAINS" or tokens[code[c + 1]].kind != "string":
             continue
@@ -386,7 +403,7 @@ def text_relaxed(query: str) -> tuple[str, list[Repair]]:
         repairs.append(
             Repair("text_relaxed", f"CONTAINS {tokens[code[c + 1]].text} -> true (the text condition matched nothing)")
         )
-    return (render(out), repairs) if repairs else (query, [])
+    return rw.result(query)
 
 
 def ground_query(
@@ -406,14 +423,14 @@ def ground_query(
     where several join two labels. A query that does not tokenise, even with its names'
     apostrophes escaped, is returned as it is (the read-only guard will refuse it with its reason)."""
     try:
-        tokens, repairs = _tokens_escaping_apostrophes(query)
+        tokens, escaped = _tokens_escaping_apostrophes(query)
     except Exception:
         return query, []
-    code = _code(tokens)
+    rw = _Rewrite(tokens, repairs=escaped)
+    code, out, repairs = rw.code, rw.out, rw.repairs
     nodes, chains = _chains(tokens, code)
-    out = list(tokens)
     if question is not None:
-        _drop_unmentioned_names(tokens, code, nodes, question, linked, out, repairs, schema)
+        _drop_unmentioned_names(rw, nodes, question, linked, schema)
 
     def put(code_index: int, text: str, kind: str = "name") -> None:
         out[code[code_index]] = Token(kind, text, text)
@@ -433,7 +450,7 @@ def ground_query(
         n.name = respelled.get(n.name or "", n.name)
 
     if question is not None:
-        _year_bounds(tokens, code, question, out, repairs)
+        _year_bounds(rw, question)
 
     # a literal name on a label that holds no node of that name: the label that does, or, where the
     # node's relationships cannot reach that label, two nodes (see `_split_node`)
@@ -443,14 +460,14 @@ def ground_query(
             holders = schema.labels_of_name(n.name)
             if holders and n.label not in holders and len(holders) == 1:
                 new = next(iter(holders))
-                if _split_node(n, new, tokens, code, chains, labels, schema, out, repairs, choose):
+                if _split_node(rw, n, new, chains, labels, schema, choose):
                     continue
                 put(n.label_at, new)
                 repairs.append(Repair("label_moved", f"{n.name!r}: :{n.label} -> :{new}"))
                 n.label = new
     labels = {n.var: n.label for n in nodes if n.var and n.label}
-    _name_keys(tokens, code, nodes, labels, schema, out, repairs)
-    _property_keys(tokens, code, nodes, labels, schema, out, repairs)
+    _name_keys(rw, nodes, labels, schema)
+    _property_keys(rw, nodes, labels, schema)
     for a, r, b in chains:
         la, lb = a.label or labels.get(a.var or ""), b.label or labels.get(b.var or "")
         if r.rtype is not None and r.rtype not in schema.relationship_types:
@@ -489,20 +506,8 @@ def ground_query(
         repairs.append(
             Repair("direction", f"({src or ''})-[:{r.rtype}]->({dst or ''}) turned: the KB stores it the other way")
         )
-    _ground_return(
-        tokens,
-        code,
-        nodes,
-        chains,
-        labels,
-        schema,
-        target if target in schema.labels else None,
-        out,
-        repairs,
-        return_ids,
-        choose,
-    )
-    return (render(out), repairs) if repairs else (query, [])
+    _ground_return(rw, nodes, chains, labels, schema, target if target in schema.labels else None, return_ids, choose)
+    return rw.result(query)
 
 
 ANSWER_VAR = "grounded_answer"
@@ -511,12 +516,13 @@ _YEAR_LITERAL = re.compile(r"(\d{4})(?:-01-01|-12-31)?")
 _YEAR_BOUND = {">": "-12-31", "<=": "-12-31", "<": "-01-01", ">=": "-01-01"}
 
 
-def _year_bounds(tokens: list[Token], code: list[int], question: str, out: list[Token], repairs: list[Repair]) -> None:
+def _year_bounds(rw: _Rewrite, question: str) -> None:
     """A date compared with a year the question gives as a year ("came out after 2003"), written as
     that year's first day or the bare year (`release_date > '2003-01-01'`, `> '2003'`): the bound
     the comparison means for the whole year, so "after 2003" leaves out the films of 2003 (`>` and
     `<=` compare with its last day, `<` and `>=` with its first). Only where the question holds no
     other number, a day or a month count, that would make the year part of a date."""
+    tokens, code, out, repairs = rw.tokens, rw.code, rw.out, rw.repairs
     numbers = re.findall(r"\d+", question)
     for c in range(1, len(code)):
         t, op = tokens[code[c]], tokens[code[c - 1]].text
@@ -532,15 +538,12 @@ def _year_bounds(tokens: list[Token], code: list[int], question: str, out: list[
 
 
 def _split_node(
+    rw: _Rewrite,
     n: _Node,
     named_label: str,
-    tokens: list[Token],
-    code: list[int],
     chains: list[tuple[_Node, _Rel, _Node]],
     labels: dict[str, str],
     schema: KBSchema,
-    out: list[Token],
-    repairs: list[Repair],
     choose: RelationChooser | None,
 ) -> bool:
     """`(d:Director {name: 'Restless Season', year: 2015})-[:DIRECTED]->(m:Movie)` for "the actors who
@@ -554,6 +557,7 @@ def _split_node(
     2015})<-[:DIRECTED]-(d:Person)-[:DIRECTED]->(m:Movie)`.
     The named node keeps the properties its label has. False (nothing done) where the name's
     label fits, no other label does, or the node is inside a path."""
+    tokens, code, out, repairs = rw.tokens, rw.code, rw.out, rw.repairs
     own = [(a, r, b) for a, r, b in chains if (a is n or b is n) and r.rtype in schema.relationship_types]
 
     def far(a: _Node, b: _Node) -> str | None:
@@ -581,7 +585,7 @@ def _split_node(
     if role is None or path is None or not joining:
         return False
     braces = _map_braces(tokens, code, n)
-    kept, dropped = _named_properties(tokens, code, n, out, schema.properties(named_label))
+    kept, dropped = _named_properties(rw, n, schema.properties(named_label))
     if braces is None or not any(key.lower() in _OTHER_NAME_KEY for key, _ in kept):
         return False  # a map this cannot read whole: the named node would lose its name
     written = [r.rtype for _, r, _ in own if r.rtype in joining]
@@ -627,16 +631,14 @@ def _name_key(key: str, known: Collection[str]) -> str:
 
 
 def _name_keys(
-    tokens: list[Token],
-    code: list[int],
+    rw: _Rewrite,
     nodes: list[_Node],
     labels: dict[str, str],
     schema: KBSchema,
-    out: list[Token],
-    repairs: list[Repair],
 ) -> None:
     """`{name: 'Restless Season'}` on a label whose nodes have a title and no name finds nothing:
     the key its nodes are named by. Reads the labels as moved; a map the split emptied is skipped."""
+    tokens, code, out, repairs = rw.tokens, rw.code, rw.out, rw.repairs
     for j in _name_literals(tokens, code):
         if out[code[j]].kind == "ws":
             continue
@@ -685,17 +687,15 @@ def _map_entries(tokens: list[Token], code: list[int], n: _Node) -> list[list[in
 
 
 def _property_keys(
-    tokens: list[Token],
-    code: list[int],
+    rw: _Rewrite,
     nodes: list[_Node],
     labels: dict[str, str],
     schema: KBSchema,
-    out: list[Token],
-    repairs: list[Repair],
 ) -> None:
     """A map key the node's label never has, one of whose words is a key it has, renamed to that key
     (`{title: 'X', birth_year: 1974}` on a film: `year`); one that matches nothing is left (the
     query then finds nothing and says so)."""
+    tokens, code, out, repairs = rw.tokens, rw.code, rw.out, rw.repairs
     for n in nodes:
         label = n.label or labels.get(n.var or "")
         if label not in schema.labels:
@@ -711,12 +711,11 @@ def _property_keys(
                 repairs.append(Repair("property_mapped", f"{key} -> {new} (a :{label} has {new}, not {key})"))
 
 
-def _named_properties(
-    tokens: list[Token], code: list[int], n: _Node, out: list[Token], known: Collection[str]
-) -> tuple[list[tuple[str, str]], list[str]]:
+def _named_properties(rw: _Rewrite, n: _Node, known: Collection[str]) -> tuple[list[tuple[str, str]], list[str]]:
     """The `(key, value)` entries of a node's property map as written (names as respelled), split
     into those a node of the named label can have, under its keys (all, where its keys are not
     known; names always), and the keys of the others."""
+    tokens, code, out = rw.tokens, rw.code, rw.out
     kept, dropped = [], []
     for e in _map_entries(tokens, code, n):
         key = tokens[code[e[0]]].value
@@ -729,15 +728,12 @@ def _named_properties(
 
 
 def _ground_return(
-    tokens: list[Token],
-    code: list[int],
+    rw: _Rewrite,
     nodes: list[_Node],
     chains: list[tuple[_Node, _Rel, _Node]],
     labels: dict[str, str],
     schema: KBSchema,
     target: str | None,
-    out: list[Token],
-    repairs: list[Repair],
     return_ids: bool = True,
     choose: RelationChooser | None = None,
 ) -> None:
@@ -764,6 +760,7 @@ def _ground_return(
       (`(p {name: 'X'})-[:DIRECTED]->(m:Movie) RETURN p.id` for "the actors of films directed by
       X"), along a relationship other than the one that reached the end where there is one
       (`choose` picks among several)."""
+    tokens, code, out, repairs = rw.tokens, rw.code, rw.out, rw.repairs
     returns = [k for k in range(len(code)) if tokens[code[k]].word == "RETURN"]
     if len(returns) != 1:
         return
@@ -792,7 +789,7 @@ def _ground_return(
         end = ends.pop()
         forward = sorted({r for a, r, b in joined if r == close[0] and a == label and b == end})
         backward = [] if forward else sorted({r for a, r, b in joined if r == close[0] and a == end and b == label})
-        _return_along(tokens, code, returns[0], k, var, end, forward, backward, out)
+        _return_along(rw, returns[0], k, var, end, forward, backward)
         out[code[k + 2]] = Token("name", "id", "id")
         repairs.append(
             Repair("return_extended", f"RETURN of {var}.{prop} (:{label}) followed along {close[0]} to :{end}")
@@ -811,7 +808,7 @@ def _ground_return(
                     Repair("return_retargeted", f"RETURN {var} (:{label}) -> {other} (:{target}), the plan's target")
                 )
                 return
-        _return_path_end(tokens, code, chains, var, k, out, repairs, returns[0], labels, schema, target, choose)
+        _return_path_end(rw, chains, var, k, returns[0], labels, schema, target, choose)
         return
     if target is None or label == target:
         return
@@ -821,7 +818,7 @@ def _ground_return(
     backward = sorted({r for a, r, b in schema.patterns if a == target and b == label})
     if not forward and not backward:
         return
-    along = _return_along(tokens, code, returns[0], k, var, target, forward, backward, out)
+    along = _return_along(rw, returns[0], k, var, target, forward, backward)
     repairs.append(
         Repair("return_extended", f"RETURN of the topic {var} (:{label}) extended to :{target} along {along}")
     )
@@ -839,13 +836,10 @@ def _paths(chains: list[tuple[_Node, _Rel, _Node]]) -> list[list[_Node]]:
 
 
 def _return_path_end(
-    tokens: list[Token],
-    code: list[int],
+    rw: _Rewrite,
     chains: list[tuple[_Node, _Rel, _Node]],
     var: str,
     k: int,
-    out: list[Token],
-    repairs: list[Repair],
     at: int | None = None,
     labels: dict[str, str] | None = None,
     schema: KBSchema | None = None,
@@ -855,6 +849,7 @@ def _return_path_end(
     """RETURN var -> the far end of the one unconstrained tail of var's path, then on to the plan's
     target label when the end is of another (see `_ground_return`). Reads `out`: a condition
     dropped already constrains nothing."""
+    code, out, repairs = rw.code, rw.out, rw.repairs
     count = Counter(out[i].value for i in code if out[i].kind in ("name", "quoted"))
 
     def given(n: _Node) -> bool:  # a name or a property map: the question gives this node
@@ -893,7 +888,7 @@ def _return_path_end(
     if onward is not None:
         assert at is not None and target is not None  # what `_onward` needs to have found a way on
         forward, backward = onward
-        along = _return_along(tokens, code, at, k, name, target, forward, backward, out)
+        along = _return_along(rw, at, k, name, target, forward, backward)
         repairs.append(
             Repair("return_to_target", f"{name} (:{end_label}) on to :{target}, the plan's target, along {along}")
         )
@@ -926,17 +921,16 @@ def _onward(
 
 
 def _return_along(
-    tokens: list[Token],
-    code: list[int],
+    rw: _Rewrite,
     at: int,
     k: int,
     var: str,
     end: str,
     forward: list[str],
     backward: list[str],
-    out: list[Token],
 ) -> str:
     """`MATCH (var)-[:r]->(grounded_answer:End) RETURN grounded_answer...` in place of `RETURN var...`."""
+    code, out = rw.code, rw.out
     if len(forward) == 1 and not backward:
         hop, along = f"-[:{forward[0]}]->", forward[0]
     elif len(backward) == 1 and not forward:
