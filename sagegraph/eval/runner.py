@@ -198,13 +198,15 @@ def score_query(g: GraphIndex, q: Question, r: Retrieval, latency_ms: float, ks:
     }
 
 
-def inputs_stamp(g: GraphIndex, questions: list[Question]) -> str:
+def inputs_stamp(g: GraphIndex, questions: list[Question], beside: str = "") -> str:
     """What a run's results depend on besides its configuration: the graph (its build fingerprint,
-    or its files' sizes and times when it has no manifest) and the questions."""
+    or its files' sizes and times when it has no manifest), what the configuration reads beside it
+    (`Retriever.graph_inputs`) and the questions."""
     graph = g.manifest.get("fingerprint") or ":".join(
         f"{(g.dir / f).stat().st_size}-{(g.dir / f).stat().st_mtime_ns}" for f in ("nodes.parquet", "edges.parquet")
     )
     qs = hashlib.sha1(json.dumps([(q.id, q.text, sorted(q.gold_sources)) for q in questions]).encode()).hexdigest()
+    graph = f"{graph}|{beside}" if beside else graph
     return hashlib.sha1(f"{graph}|{qs}".encode()).hexdigest()[:12]
 
 
@@ -299,7 +301,7 @@ def _run_eval(
     provenance: dict[str, Any] | None,
     report: Callable[[str], None] | None,
 ) -> dict[str, Any]:
-    stamp = inputs_stamp(g, questions)
+    stamp = inputs_stamp(g, questions, cfg.retriever_class.graph_inputs(g, cfg.validated()))
     _set_aside_if_stale(out_dir, stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_whole(out_dir / "inputs.txt", stamp)  # cut by a kill, it would read as stale and set the run aside

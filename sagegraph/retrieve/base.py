@@ -191,6 +191,13 @@ class Retriever[ParamsT: BaseModel](ABC):
         return cls.prompt_version
 
     @classmethod
+    def graph_inputs(cls, graph: GraphIndex, params: ParamsT) -> str:
+        """What a configuration reads from beside the graph that its build does not fingerprint (an
+        encoder `sagegraph adapt` trained on it): part of each run's inputs, so a run made before
+        it changed is set aside and run again. Nothing by default."""
+        return ""
+
+    @classmethod
     def prepare(cls, graph: GraphIndex, params: ParamsT) -> list[str]:
         """Build what a configuration reads from disk beside the graph and would otherwise build
         inside its first question (in one worker, on that question's clock, once per worker that

@@ -179,3 +179,33 @@ def test_a_model_phrases_each_walk_once_and_a_reply_that_drops_a_name_is_counted
                 assert after.text == f"tell me about {before.names[0]}, kindly"
         _, again = rephrase(drawn, client, seed=0)
         assert again["llm_calls"] == 1 and again["cached_replies"] == len(walks) - 1
+
+
+def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_reruns_it(family):
+    """`selector_encoder: adapted` is keyed by name (the encoder is not known before the graph is)
+    and stamped into each run's inputs by its training record: a graph adapted again sets the
+    old run aside; a graph without one reads with its own encoder."""
+    from sagegraph.eval.runner import EvalConfig, inputs_stamp
+    from sagegraph.retrieve.kb.chain_encoder import ADAPTED_DIR, adapted_inputs, keyed_prompt, tuned_encoder
+
+    folder = family.dir / ADAPTED_DIR
+    if folder.exists():  # another test's draw
+        import shutil
+
+        shutil.rmtree(folder)
+    assert tuned_encoder(family.dir, "adapted") is None
+    assert adapted_inputs(family.dir, "adapted") == "adapted-none" and adapted_inputs(family.dir, None) == ""
+    assert keyed_prompt("graphraft-4", "adapted") == "graphraft-4+adapted"
+    cfg = EvalConfig("graphraft", 20, {"selector_encoder": "adapted"})
+    cls, params = cfg.retriever_class, cfg.validated()
+    before = inputs_stamp(family, [], cls.graph_inputs(family, params))
+    folder.mkdir(parents=True)
+    (folder / "modules.json").write_text("[]")
+    (folder / "selector_training.json").write_text('{"draw": "one"}')
+    first = inputs_stamp(family, [], cls.graph_inputs(family, params))
+    (folder / "selector_training.json").write_text('{"draw": "two"}')
+    second = inputs_stamp(family, [], cls.graph_inputs(family, params))
+    assert len({before, first, second}) == 3
+    plain = EvalConfig("graphraft", 20, {})
+    assert plain.retriever_class.graph_inputs(family, plain.validated()) == ""
+    assert inputs_stamp(family, []) == inputs_stamp(family, [], "")  # stamps made before stay valid

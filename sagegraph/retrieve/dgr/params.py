@@ -108,8 +108,9 @@ class FallbackParams(ParamGroup):
     )
     chain_encoder: str | None = Field(
         None,
-        description="with `fallback: chain`, a sentence encoder tuned on this KB's training labels reads the chains "
-        "(`sagegraph graphraft train-selector`; not the paper's)",
+        description="with `fallback: chain`, a sentence encoder tuned for this KB reads the chains: `adapted` (the "
+        "graph's own, `sagegraph adapt`) or the path of one trained on labels (`sagegraph graphraft train-selector`); "
+        "not the paper's",
     )
     chain_reach: int = Field(
         3,

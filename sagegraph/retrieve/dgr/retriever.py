@@ -63,7 +63,7 @@ from sagegraph.retrieve.dgr.tools import (
     GraphTools,
 )
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
+from sagegraph.retrieve.kb.chain_encoder import adapted_inputs, keyed_prompt, tuned_encoder
 from sagegraph.retrieve.kb.chains import (
     chain_phrase,
     distance_bands,
@@ -203,12 +203,16 @@ class DGRRetriever(Retriever[DGRParams]):
         super().__init__(res, params)
         self.tools = GraphTools(self.graph, params.tools)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
-        self.encoder = selector_encoder(params.answer.chain_encoder) if params.answer.chain_encoder else None
+        self.encoder = tuned_encoder(self.graph.dir, params.answer.chain_encoder)
         self.hybrid = HybridRetriever.over(res) if params.answer.unnamed != "resolve" else None
 
     @classmethod
     def prompt_for(cls, params: DGRParams) -> str:
         return keyed_prompt(cls.prompt_version, params.answer.chain_encoder)
+
+    @classmethod
+    def graph_inputs(cls, graph, params: DGRParams) -> str:
+        return adapted_inputs(graph.dir, params.answer.chain_encoder)
 
     def system_prompt(self, mode: Mode) -> str:
         view = self.tools.view

@@ -44,8 +44,9 @@ class SelectionParams(ParamGroup):
     )
     selector_encoder: str | None = Field(
         None,
-        description="similar: a sentence encoder tuned on this KB's training labels (`sagegraph graphraft "
-        "train-selector`) instead of the graph's own; not the paper's",
+        description="similar: a sentence encoder tuned for this KB instead of the graph's own: `adapted` (the one "
+        "`sagegraph adapt` drew from the KB itself, where the graph has one) or the path of one trained on labels "
+        "(`sagegraph graphraft train-selector`); not the paper's",
     )
     length_norm: bool = Field(
         True, description="score: rank by log-probability per token (Hugging Face beam search's default), not the sum"

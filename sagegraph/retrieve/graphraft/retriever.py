@@ -33,7 +33,7 @@ from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.graphraft.params import GraphRAFTParams
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order, select
 from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates, run_in_store
-from sagegraph.retrieve.kb.chain_encoder import keyed_prompt, selector_encoder
+from sagegraph.retrieve.kb.chain_encoder import adapted_inputs, keyed_prompt, tuned_encoder
 from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
 from sagegraph.retrieve.kb.rerank import Reranker
@@ -75,14 +75,16 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         super().__init__(res, params)
         self.view: KBView = kb_view(self.graph)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
-        self.encoder = (
-            selector_encoder(params.selection.selector_encoder) if params.selection.selector_encoder else None
-        )
+        self.encoder = tuned_encoder(self.graph.dir, params.selection.selector_encoder)
         self.hybrid = HybridRetriever.over(res)
 
     @classmethod
     def prompt_for(cls, params: GraphRAFTParams) -> str:
         return keyed_prompt(cls.prompt_version, params.selection.selector_encoder)
+
+    @classmethod
+    def graph_inputs(cls, graph, params: GraphRAFTParams) -> str:
+        return adapted_inputs(graph.dir, params.selection.selector_encoder)
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:

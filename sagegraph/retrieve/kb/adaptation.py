@@ -34,13 +34,13 @@ from sagegraph.retrieve.kb.adapt import (
     read_phrasings,
     sample_questions,
 )
-from sagegraph.retrieve.kb.chain_encoder import RECORD, train_selector_encoder
+from sagegraph.retrieve.kb.chain_encoder import ADAPTED_DIR, RECORD, train_selector_encoder
 from sagegraph.retrieve.kb.view import kb_view
 from sagegraph.retrieve.resources import llm_cache_path
 from sagegraph.runfiles import write_jsonl_whole, write_text_whole
 
-FOLDER = "adapt"
-ENCODER = "selector-encoder"
+FOLDER = ADAPTED_DIR.parent.name
+ENCODER = ADAPTED_DIR.name
 QUESTIONS = "questions.jsonl"
 REPORT = "adapt.json"
 
@@ -57,11 +57,6 @@ class TrainSettings(BaseModel):
 class AdaptSettings(BaseModel):
     sample: SampleSettings = Field(default_factory=SampleSettings)
     train: TrainSettings = Field(default_factory=TrainSettings)
-
-
-def adapted_encoder(graph_dir: Path) -> Path:
-    """Where a graph generation's adapted encoder is (it may not exist)."""
-    return Path(graph_dir).resolve() / FOLDER / ENCODER
 
 
 def draw_digest(questions: list[KBQuestion], settings: AdaptSettings) -> str:

@@ -34,6 +34,9 @@ from sagegraph.progress import ticker
 from sagegraph.runlock import hold
 
 RECORD = "selector_training.json"
+# `sagegraph adapt` writes a graph generation's own encoder here; `selector_encoder: adapted` reads it.
+ADAPTED = "adapted"
+ADAPTED_DIR = Path("adapt") / "selector-encoder"
 
 
 def training_triplets(labels: list[dict[str, Any]], negatives: int = 3, seed: int = 0) -> list[tuple[str, str, str]]:
@@ -253,8 +256,33 @@ def encoder_fingerprint(path: str) -> str:
 def keyed_prompt(prompt_version: str, path: str | None) -> str:
     """A run key's prompt part for a retriever that may rank through a tuned encoder: one retrained
     in place ranks differently, so its training record's fingerprint joins the key and the run
-    reruns (its replies replay) instead of resuming old rows."""
+    reruns (its replies replay) instead of resuming old rows. The graph's adapted encoder is not
+    known before the graph is (`adapted_inputs` stamps it into each run's inputs instead)."""
+    if path == ADAPTED:
+        return f"{prompt_version}+adapted"
     return f"{prompt_version}+encoder-{encoder_fingerprint(path)}" if path else prompt_version
+
+
+def adapted_path(graph_dir: Path) -> Path:
+    return Path(graph_dir) / ADAPTED_DIR
+
+
+def tuned_encoder(graph_dir: Path, value: str | None) -> SelectorEncoder | None:
+    """The encoder a `selector_encoder`-like parameter names: a path, `adapted` (the graph's own,
+    where `sagegraph adapt` made one; the graph's encoder otherwise), or None (the graph's)."""
+    if value == ADAPTED:
+        path = adapted_path(graph_dir)
+        return selector_encoder(str(path)) if (path / "modules.json").exists() else None
+    return selector_encoder(value) if value else None
+
+
+def adapted_inputs(graph_dir: Path, value: str | None) -> str:
+    """What a run reads beside the graph when it takes the adapted encoder: its training record's
+    fingerprint ('none' where the graph has none), so adapting a graph again reruns its runs."""
+    if value != ADAPTED:
+        return ""
+    path = adapted_path(graph_dir)
+    return f"adapted-{encoder_fingerprint(str(path))}" if (path / "modules.json").exists() else "adapted-none"
 
 
 def _require_encoder(path: str) -> None:
