@@ -749,7 +749,7 @@ def parser() -> argparse.ArgumentParser:
 
     ad = sub.add_parser(
         "adapt",
-        help="tune a KB graph's selector encoder on questions drawn from the KB itself (no gold, no LLM; CPU minutes)",
+        help="tune a KB graph's selector encoder on questions drawn from the KB itself (no gold; CPU minutes)",
     )
     ad.add_argument("graph_dir", type=Path, help="a built KB graph (or its build's out dir)")
     ad.add_argument("--questions", type=int, default=800, help="questions drawn from the KB's own chains")
@@ -758,7 +758,7 @@ def parser() -> argparse.ArgumentParser:
     ad.add_argument("--epochs", type=int, default=1)
     ad.add_argument("--negatives", type=int, default=3, help="wrong chains paired with each question")
     ad.add_argument(
-        "--llm", type=Path, help="LLM settings YAML: the model phrases each drawn question in people's words (cached)"
+        "--llm", type=Path, help="LLM settings YAML: the model names each relation in people's words (a call each)"
     )
     ad.add_argument("--cache-mode", choices=["live", "replay"])
     ad.set_defaults(func=_adapt)

@@ -12,7 +12,6 @@ from sagegraph.retrieve.kb.adapt import (
     SampleSettings,
     chain_frames,
     name_collisions,
-    path_text,
     sample_questions,
     words,
 )
@@ -82,9 +81,6 @@ def test_frames_say_the_chain_read_back_from_its_end_with_only_the_kbs_own_words
     assert "what is the born in of the child of of Ada?" in frames
     assert "what is Ada's child of's born in?" in frames
     assert "which town is the born in of the child of of Ada?" in frames
-    assert path_text("Human", [("child_of", True, "Human"), ("born_in", False, "Town")]) == (
-        "[A] (human) --child of--> human <--born in-- town"
-    )
 
 
 def test_adapting_a_graph_reads_no_question_file_and_writes_its_draw_beside_the_graph(family, tmp_path, monkeypatch):
@@ -144,41 +140,37 @@ def test_a_kb_with_nothing_to_draw_says_so(tmp_path):
     assert np.asarray(g.ids).tolist() == ["na"]
 
 
-def test_a_model_phrases_each_walk_once_and_a_reply_that_drops_a_name_is_counted_not_kept(family, tmp_path):
-    """Each distinct walk is one call; a phrasing must keep the placeholders (the names go there),
-    so a reply whose phrasings drop them leaves its questions on their frame, uncached, and a
-    second run pays only for what was not kept."""
+def test_the_model_names_each_relation_in_words_once_and_a_reply_with_none_is_counted_not_kept(family, tmp_path):
+    """One call per relation type (shown the types it links); its words are drawn among with the
+    stored name in the frames; a reply with no usable word is not cached, its relation keeps its
+    stored name, and a second run pays only for what was not kept."""
     from sagegraph.config import LLMConfig
     from sagegraph.llm import LLMClient
-    from sagegraph.retrieve.kb.adapt import FIRST
-    from sagegraph.retrieve.kb.adaptation import rephrase
+    from sagegraph.retrieve.kb.adaptation import relation_vocabulary
     from tests.fake_openai import FakeOpenAI, completion
 
-    drawn = sample_questions(kb_view(family), SampleSettings(questions=6, conjunction_share=0.0))
-    walks = sorted({q.path for q in drawn})
-    bad = walks[0]
+    view = kb_view(family)
 
     def responder(body):
-        lines = body["messages"][-1]["content"].split("\n")
-        reading, path = lines[0].removeprefix("Template: "), lines[1].removeprefix("Path in the graph: ")
-        if path == bad:
-            return 200, completion(json.dumps({"questions": ["who is it?"]}))
-        return 200, completion(json.dumps({"questions": [f"tell me about {FIRST}, kindly", reading]}))
+        asked = body["messages"][-1]["content"]
+        if asked.startswith("Relation: member of"):
+            return 200, completion(json.dumps({"words": ["member of", "", "x" * 60]}))  # its own name, empty, long
+        if asked.startswith("Relation: child of"):
+            return 200, completion(json.dumps({"words": ["offspring of", "Kid of", "kid of"]}))
+        return 200, completion(json.dumps({"words": ["birthplace"]}))
 
     with FakeOpenAI(responder) as server:
         cfg = LLMConfig(base_url=server.base_url, model="test-model", max_retries=0, cache_dir=tmp_path / "cache")
         client = LLMClient(cfg, tmp_path / "cache" / "llm.sqlite")
-        phrased, stats = rephrase(drawn, client, seed=0)
-        assert stats["walks"] == len(walks) and stats["llm_calls"] == len(walks)
-        assert stats["unusable_replies"] == 1 and stats["phrased_walks"] == len(walks) - 1
-        for before, after in zip(drawn, phrased):
-            if before.path == bad:
-                assert after.frame == before.frame
-            else:
-                assert after.frame == f"tell me about {FIRST}, kindly"  # the frame itself is no phrasing of it
-                assert after.text == f"tell me about {before.names[0]}, kindly"
-        _, again = rephrase(drawn, client, seed=0)
-        assert again["llm_calls"] == 1 and again["cached_replies"] == len(walks) - 1
+        vocabulary, stats = relation_vocabulary(view, client)
+        assert vocabulary == {"child_of": ["offspring of", "kid of"], "born_in": ["birthplace"]}
+        assert stats["relations"] == 3 and stats["llm_calls"] == 3 and stats["unusable_replies"] == 1
+        _, again = relation_vocabulary(view, client)
+        assert again["llm_calls"] == 1 and again["cached_replies"] == 2
+    drawn = sample_questions(view, SampleSettings(questions=6, conjunction_share=0.0, seed=2), vocabulary)
+    said = " ".join(q.text for q in drawn)
+    assert "offspring of" in said or "kid of" in said or "birthplace" in said
+    assert all(q.phrase not in q.negatives for q in drawn)
 
 
 def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_reruns_it(family):

@@ -19,7 +19,6 @@ the same fields `chain_encoder.training_triplets` reads from labels of gold-anno
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -62,15 +61,10 @@ class KBQuestion:
     phrase: str
     negatives: list[str] = field(default_factory=list)
     target_type: str = ""
-    path: str = ""  # the walk with its stored directions (`path_text`): what a model phrases
-    reading: str = ""  # the walk's first frame: the plain reading shown beside the path
 
     @property
     def text(self) -> str:
         return fill(self.frame, self.names)
-
-    def rephrased(self, frame: str) -> KBQuestion:
-        return dataclasses.replace(self, frame=frame)
 
     def record(self) -> dict[str, Any]:
         """A question file's row (`corpus.questions`): answers and topics are the KB's own."""
@@ -127,16 +121,6 @@ def chain_frames(start: str, hops: list[str], target: str) -> list[str]:
     return frames
 
 
-def path_text(start_type: str, hops: list[tuple[str, bool, str]], slot: str = FIRST) -> str:
-    """A walk in arrows, each relation in its stored direction: '[A] (Person) --acted in--> Movie
-    <--wrote-- Person'. A frame cannot say that the second relation is walked backwards (the
-    person who wrote the film, not the film the person wrote); this can."""
-    text = f"{slot} ({words(start_type)})"
-    for rel, outgoing, end in hops:
-        text += f" --{words(rel)}--> {words(end)}" if outgoing else f" <--{words(rel)}-- {words(end)}"
-    return text
-
-
 def conjunction_frames(first: str, first_hop: str, second: str, second_hop: str, target: str) -> list[str]:
     return [
         f"which {target} is the {first_hop} of {first} and the {second_hop} of {second}?",
@@ -145,55 +129,44 @@ def conjunction_frames(first: str, first_hop: str, second: str, second_hop: str,
     ]
 
 
-# -- phrasings by a model ------------------------------------------------------------------------------
-# A frame says each relation by its stored name; a person says it in their own words ('sex' for a
-# relation stored as `gender`, 'mom' for `parents`). Trained on frames alone, an encoder learns
-# that a question must repeat a relation's name; asked to phrase each frame, a model supplies the
-# words people use, so the encoder learns to read them.
+# -- the words people use for a relation, by a model ---------------------------------------------------
+# A relation's stored name is one word for it; a question uses others ('sex' for a relation stored as
+# `gender`, 'mom' for `parents`). An encoder tuned on frames that only ever repeat the stored name
+# learns that a question must repeat it, and reads a question in other words worse than before it
+# was tuned. One call per relation type asks the model for the words people use, and each frame
+# draws its words among them.
 
-PHRASINGS = 3
-PHRASING_SYSTEM = (
-    "You rewrite template questions about a knowledge graph as natural questions a person would ask. "
-    "The template names each relation by its stored name; the path shows each relation's direction "
-    "(A --r--> B: A r B). Say each relation the way people say it (everyday words or synonyms), keeping "
-    "its meaning, its direction and the order of the relations. Keep each placeholder the template has "
-    f"({FIRST}, {SECOND}) exactly as written, once, and add none. Reply with JSON only: "
-    '{"questions": ["...", "...", "..."]}, ' + f"{PHRASINGS} different phrasings."
+VOCABULARY_WORDS = 6
+VOCABULARY_SYSTEM = (
+    "You help phrase questions about a knowledge graph. Given one relation of the graph (its stored name and "
+    "the types it links), list the words or short phrases people use for it when they ask a question "
+    f"(synonyms, everyday words, either direction's name), up to {VOCABULARY_WORDS}, each at most four words. "
+    'Reply with JSON only: {"words": ["...", "..."]}.'
 )
 
 
-def phrasing_messages(question: KBQuestion) -> list[dict[str, str]]:
-    """One call per walk (its `path`), whichever frame each of its questions took."""
+def vocabulary_messages(relation: str, head: str, tail: str) -> list[dict[str, str]]:
     return [
-        {"role": "system", "content": PHRASING_SYSTEM},
-        {
-            "role": "user",
-            "content": f"Template: {question.reading}\nPath in the graph: {question.path}\n"
-            f"The answer is the {words(question.target_type)} at the end of the path.",
-        },
+        {"role": "system", "content": VOCABULARY_SYSTEM},
+        {"role": "user", "content": f"Relation: {words(relation)} (from a {words(head)} to a {words(tail)})"},
     ]
 
 
-def read_phrasings(reply: dict[str, Any], frame: str) -> list[str]:
-    """The model's phrasings that keep the frame's placeholders (each once) and say something
-    other than the frame; ValueError where none does, so the reply is not kept as a good one."""
-    items = reply.get("questions")
+def read_vocabulary(reply: dict[str, Any], relation: str) -> list[str]:
+    """The model's words for a relation: short, distinct, other than its stored name; ValueError
+    where none is, so the reply is not kept as a good one."""
+    items = reply.get("words")
     if not isinstance(items, list):
-        raise ValueError("no 'questions' list")
+        raise ValueError("no 'words' list")
+    own = words(relation)
     out: list[str] = []
     for item in items:
-        text = " ".join(str(item).split())
-        if (
-            isinstance(item, str)
-            and 0 < len(text) <= 300
-            and all(text.count(slot) == (slot in frame) for slot in (FIRST, SECOND))
-            and text.lower() != frame.lower()
-            and text not in out
-        ):
+        text = " ".join(str(item).lower().split()) if isinstance(item, str) else ""
+        if text and len(text.split()) <= 4 and len(text) <= 40 and text != own and text not in out:
             out.append(text)
     if not out:
-        raise ValueError("no phrasing keeps the placeholders")
-    return out[:PHRASINGS]
+        raise ValueError("no usable word")
+    return out[:VOCABULARY_WORDS]
 
 
 def _is_round_trip(hops: tuple[HopKey, ...]) -> bool:
@@ -217,8 +190,8 @@ def _ranked_negatives(positive: tuple[HopKey, ...], others: dict[str, tuple[HopK
 
 
 class _Sampler:
-    def __init__(self, view: KBView, settings: SampleSettings):
-        self.view, self.settings = view, settings
+    def __init__(self, view: KBView, settings: SampleSettings, vocabulary: dict[str, list[str]]):
+        self.view, self.settings, self.vocabulary = view, settings, vocabulary
         self.rng = random.Random(settings.seed)
         names = view.norm_names
         counts: dict[str, int] = {}
@@ -238,6 +211,10 @@ class _Sampler:
         self.rng.shuffle(self.starts)
         self.start_set = set(self.starts)
         self.seen: set[tuple] = set()
+
+    def said(self, relation: str) -> str:
+        """A relation as one question says it: its stored name or one of the words people use."""
+        return self.rng.choice([words(relation), *self.vocabulary.get(relation, [])])
 
     def chain(self, start: int, qid: str) -> KBQuestion | None:
         view, settings = self.view, self.settings
@@ -261,13 +238,10 @@ class _Sampler:
         answers = set(ends.tolist())
         others = {_phrase(view, h): h for h, e in walks.items() if h != hops and set(e.tolist()) != answers}
         others.pop(phrase, None)
-        frames = chain_frames(FIRST, [words(view.relation_types[c]) for c, _, _ in hops], words(hops[-1][2]))
-        path = path_text(str(view.graph.types[start]), [(view.relation_types[c], d, t) for c, d, t in hops])
+        frames = chain_frames(FIRST, [self.said(view.relation_types[c]) for c, _, _ in hops], words(hops[-1][2]))
         return KBQuestion(
             id=qid,
             frame=self.rng.choice(frames),
-            path=path,
-            reading=frames[0],
             kind="chain",
             names=[view.names[start]],
             topic_ids=[str(view.graph.ids[start])],
@@ -336,15 +310,12 @@ class _Sampler:
         for hop in (*one, *reach):  # one entity's relation alone: half the question
             others.setdefault(_phrase(view, (hop,)), (hop,))
         others.pop(phrase, None)
-        frames = conjunction_frames(FIRST, words(rels[key[0]]), SECOND, words(rels[second_key[0]]), words(target))
-        types = view.graph.types
-        first_path = path_text(str(types[first]), [(rels[key[0]], key[1], target)])
-        second_path = path_text(str(types[second]), [(rels[second_key[0]], second_key[1], target)], SECOND)
+        frames = conjunction_frames(
+            FIRST, self.said(rels[key[0]]), SECOND, self.said(rels[second_key[0]]), words(target)
+        )
         return KBQuestion(
             id=qid,
             frame=self.rng.choice(frames),
-            path=f"{first_path}; {second_path}; the same {words(target)}",
-            reading=frames[0],
             kind="conjunction",
             names=[view.names[first], view.names[second]],
             topic_ids=[str(view.graph.ids[first]), str(view.graph.ids[second])],
@@ -356,10 +327,13 @@ class _Sampler:
         )
 
 
-def sample_questions(view: KBView, settings: SampleSettings) -> list[KBQuestion]:
+def sample_questions(
+    view: KBView, settings: SampleSettings, vocabulary: dict[str, list[str]] | None = None
+) -> list[KBQuestion]:
     """Up to `settings.questions` questions, each from a distinct start node in the draw's order;
-    fewer where the KB has fewer starts that lead anywhere specific."""
-    sampler = _Sampler(view, settings)
+    fewer where the KB has fewer starts that lead anywhere specific. `vocabulary`: the words people
+    use for each relation (`read_vocabulary`), drawn among with its stored name."""
+    sampler = _Sampler(view, settings, vocabulary or {})
     out: list[KBQuestion] = []
     want_conjunctions = round(settings.questions * settings.conjunction_share)
     conjunctions = 0

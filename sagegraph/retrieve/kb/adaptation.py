@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,12 +29,12 @@ from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.kb.adapt import (
     KBQuestion,
     SampleSettings,
-    phrasing_messages,
-    read_phrasings,
+    read_vocabulary,
     sample_questions,
+    vocabulary_messages,
 )
 from sagegraph.retrieve.kb.chain_encoder import ADAPTED_DIR, RECORD, train_selector_encoder
-from sagegraph.retrieve.kb.view import kb_view
+from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.resources import llm_cache_path
 from sagegraph.runfiles import write_jsonl_whole, write_text_whole
 
@@ -64,46 +63,46 @@ def draw_digest(questions: list[KBQuestion], settings: AdaptSettings) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def rephrase(
-    questions: list[KBQuestion], client: LLMClient, seed: int, report: Callable[[str], None] | None = None
-) -> tuple[list[KBQuestion], dict[str, Any]]:
-    """Each distinct walk asked once (a cached, counted call) for a few phrasings; each of its
-    questions then takes one, drawn by `seed`. A reply with no usable phrasing is not cached and its
-    questions keep their frame (counted); a fault of the endpoint stops the run, with every reply so
-    far kept in the cache."""
-    rng = random.Random(seed)
-    walks = {q.path: q for q in questions}
+def relation_vocabulary(
+    view: KBView, client: LLMClient, report: Callable[[str], None] | None = None
+) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """The words people use for each relation type of the KB, one cached, counted call each (shown
+    the relation with the types it most often links). A reply with no usable word is not cached and
+    its relation keeps its stored name alone (counted); a fault of the endpoint stops the run."""
+    links: dict[str, tuple[str, str]] = {}
+    for head, relation, tail, _ in view.patterns:  # most frequent first
+        links.setdefault(relation, (head, tail))
     said: dict[str, list[str]] = {}
     unusable = 0
     t0 = time.perf_counter()
     before = (client.usage.calls, client.usage.cached)
-    for i, (path, first) in enumerate(walks.items(), start=1):
+    for relation, (head, tail) in links.items():
         try:
             reply = client.chat(
-                phrasing_messages(first),
+                vocabulary_messages(relation, head, tail),
                 response_format={"type": "json_object"},
-                accept=functools.partial(_phrasings, frame=first.reading),
+                accept=functools.partial(_vocabulary, relation=relation),
             )
-            said[path] = _phrasings(reply.text, first.reading)
+            said[relation] = _vocabulary(reply.text, relation)
         except (ValueError, ReplyRejected):
             unusable += 1
-        if report and (i % 25 == 0 or i == len(walks)):
-            report(f"phrase: {i:,}/{len(walks):,} walks, {time.perf_counter() - t0:.0f} s")
-    out = [q.rephrased(rng.choice(said[q.path])) if q.path in said else q for q in questions]
+    if report:
+        report(f"vocabulary: {len(said):,}/{len(links):,} relations, {time.perf_counter() - t0:.0f} s")
     stats = {
-        "walks": len(walks),
-        "phrased_walks": len(said),
+        "relations": len(links),
+        "with_words": len(said),
         "unusable_replies": unusable,
         "llm_calls": (client.usage.calls - before[0]) - (client.usage.cached - before[1]),
         "cached_replies": client.usage.cached - before[1],
         "seconds": round(time.perf_counter() - t0, 1),
         "model": client.cfg.model,
+        "words": said,
     }
-    return out, stats
+    return said, stats
 
 
-def _phrasings(text: str, frame: str) -> list[str]:
-    return read_phrasings(parse_json_reply(text), frame)
+def _vocabulary(text: str, relation: str) -> list[str]:
+    return read_vocabulary(parse_json_reply(text), relation)
 
 
 def adapt_graph(
@@ -115,19 +114,21 @@ def adapt_graph(
     """Draw, phrase (with `llm`), write the questions, train (unless this draw's encoder is
     there) and report."""
     graph = GraphIndex(graph_dir)
+    view = kb_view(graph)
     folder = graph.dir / FOLDER
-    t0 = time.perf_counter()
-    questions = sample_questions(kb_view(graph), settings.sample)
-    drawn_s = time.perf_counter() - t0
-    if not questions:
-        raise ConfigError(f"{graph.dir}: the KB has no named node with a chain to a few nodes: nothing to adapt to")
+    vocabulary: dict[str, list[str]] = {}
     phrasing: dict[str, Any] = {"llm_calls": 0}
     if llm is not None:
         client = LLMClient(llm, llm_cache_path(graph, llm))
         try:
-            questions, phrasing = rephrase(questions, client, settings.sample.seed, report)
+            vocabulary, phrasing = relation_vocabulary(view, client, report)
         except LLMError as exc:
-            raise SageGraphError(f"adapt: phrasing stopped, the replies so far are cached: {exc}") from None
+            raise SageGraphError(f"adapt: the model stopped answering; its replies so far are cached: {exc}") from None
+    t0 = time.perf_counter()
+    questions = sample_questions(view, settings.sample, vocabulary)
+    drawn_s = time.perf_counter() - t0
+    if not questions:
+        raise ConfigError(f"{graph.dir}: the KB has no named node with a chain to a few nodes: nothing to adapt to")
     write_jsonl_whole(folder / QUESTIONS, (q.record() for q in questions))
     digest = draw_digest(questions, settings)
     encoder = folder / ENCODER
@@ -161,7 +162,7 @@ def adapt_graph(
         "draw_seconds": round(drawn_s, 1),
         "train_seconds": training.get("seconds"),
         "reused_encoder": reused,
-        "phrasing": phrasing,
+        "vocabulary": phrasing,
         "llm_calls": phrasing["llm_calls"],
         "settings": settings.model_dump(),
     }
