@@ -8,7 +8,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup llm llm-serve demo demo-ottqa test test-quick lint docs screenshots bench clean replies encoders
+.PHONY: setup llm llm-serve demo demo-ottqa test test-quick lint docs screenshots bench clean replies encoders adapted
 
 setup: $(BIN)/sagegraph
 
@@ -100,6 +100,12 @@ $(GR)/pq-selector: $(GR)/pq-labels-train.jsonl
 # A second round on the first encoder's own near-misses.
 $(GR)/pq-selector-mined: $(GR)/pq-labels-train.jsonl $(GR)/pq-selector
 	$(BIN)/sagegraph graphraft train-selector $< --out $@ --base $(GR)/pq-selector --mine-with $(GR)/pq-selector --negatives 2
+
+# Each development KB's selector encoder adapted from the KB itself (`sagegraph adapt`, no gold): the
+# model's relation words come from the build's reply cache where `make replies` put them. Build the KBs first.
+adapted: | setup
+	$(BIN)/sagegraph adapt work/kb-synth --llm conf/llm_local.yaml
+	$(BIN)/sagegraph adapt work/kb-pathquestion --llm conf/llm_local.yaml
 
 # The GeoNames development KB (a third domain beside the synthetic films and PathQuestion).
 data/kb-geo/questions.jsonl: | setup

@@ -73,17 +73,21 @@ def relation_vocabulary(
     for head, relation, tail, _ in view.patterns:  # most frequent first
         links.setdefault(relation, (head, tail))
     said: dict[str, list[str]] = {}
+    traces: list[dict[str, Any]] = []
     unusable = 0
     t0 = time.perf_counter()
     before = (client.usage.calls, client.usage.cached)
     for relation, (head, tail) in links.items():
+        messages = vocabulary_messages(relation, head, tail)
         try:
             reply = client.chat(
-                vocabulary_messages(relation, head, tail),
+                messages,
                 response_format={"type": "json_object"},
                 accept=functools.partial(_vocabulary, relation=relation),
             )
             said[relation] = _vocabulary(reply.text, relation)
+            event = {"kind": "llm", "name": "vocabulary", "inputs": messages, "outputs": reply.text, "key": reply.key}
+            traces.append({"qid": f"vocabulary:{relation}", "events": [{**event, "cached": reply.cached}]})
         except (ValueError, ReplyRejected):
             unusable += 1
     if report:
@@ -97,6 +101,7 @@ def relation_vocabulary(
         "seconds": round(time.perf_counter() - t0, 1),
         "model": client.cfg.model,
         "words": said,
+        "traces": traces,
     }
     return said, stats
 
@@ -119,11 +124,14 @@ def adapt_graph(
     vocabulary: dict[str, list[str]] = {}
     phrasing: dict[str, Any] = {"llm_calls": 0}
     if llm is not None:
-        client = LLMClient(llm, llm_cache_path(graph, llm))
+        cache = llm_cache_path(graph, llm)
         try:
-            vocabulary, phrasing = relation_vocabulary(view, client, report)
+            vocabulary, phrasing = relation_vocabulary(view, LLMClient(llm, cache), report)
         except LLMError as exc:
             raise SageGraphError(f"adapt: the model stopped answering; its replies so far are cached: {exc}") from None
+        # as a run records its calls, so `sagegraph llm export GRAPH/adapt FILE` can share them for a replay
+        write_jsonl_whole(folder / "traces.jsonl", phrasing.pop("traces"))
+        write_text_whole(folder / "config.json", json.dumps({"graph": str(graph.dir), "llm": {"cache": str(cache)}}))
     t0 = time.perf_counter()
     questions = sample_questions(view, settings.sample, vocabulary)
     drawn_s = time.perf_counter() - t0
