@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sagegraph.corpus.questions import split_at
 from sagegraph.errors import ConfigError
 from sagegraph.runfiles import write_jsonl_whole, write_text_whole
 
@@ -52,18 +53,12 @@ class GeoKB:
     def name(self, node: str) -> str:
         return self.nodes[node]["fields"]["name"]
 
-    def out(self, relation: str) -> dict[str, set[str]]:
+    def adjacency(self, relation: str, backward: bool = False) -> dict[str, set[str]]:
+        """Each node's other ends over `relation`, walked from its source (or, `backward`, its target)."""
         table: dict[str, set[str]] = defaultdict(set)
         for src, rel, dst in self.edges:
             if rel == relation:
-                table[src].add(dst)
-        return table
-
-    def into(self, relation: str) -> dict[str, set[str]]:
-        table: dict[str, set[str]] = defaultdict(set)
-        for src, rel, dst in self.edges:
-            if rel == relation:
-                table[dst].add(src)
+                (table[dst].add(src) if backward else table[src].add(dst))
         return table
 
 
@@ -178,7 +173,7 @@ Tables = dict[str, dict[str, set[str]]]
 
 def _tables(kb: GeoKB) -> Tables:
     rels = (IN_COUNTRY, CAPITAL, BORDERS, CONTINENT, CURRENCY, LANGUAGE, TIME_ZONE)
-    return {**{r: kb.out(r) for r in rels}, **{f"~{r}": kb.into(r) for r in rels}}
+    return {**{r: kb.adjacency(r) for r in rels}, **{f"~{r}": kb.adjacency(r, backward=True) for r in rels}}
 
 
 def _step(tables: Tables, rel: str, here: set[str]) -> set[str]:
@@ -340,13 +335,7 @@ CONJUNCTIONS = (
 
 def _split(start: str) -> str:
     """By the start node alone (a hash, not a draw): a start's questions all fall in one split."""
-    h = int(hashlib.sha256(start.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    acc = 0.0
-    for name, share in SPLITS:
-        acc += share
-        if h < acc:
-            return name
-    return SPLITS[-1][0]
+    return split_at(int(hashlib.sha256(start.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF, SPLITS)
 
 
 def generate_questions(kb: GeoKB, per_template: int = 60, seed: int = 0) -> list[dict[str, Any]]:

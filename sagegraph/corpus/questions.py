@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,13 @@ def write_question_subset(src: Path, ids: set[str], out: Path) -> Path:
         if line.strip() and parse_question(json.loads(line), src, lineno).id in ids:
             lines.append(line)
     return write_text_whole(out, "\n".join(lines) + "\n")
+
+
+def split_at(x: float, splits: Sequence[tuple[str, float]]) -> str:
+    """The split a point x in [0, 1) falls in, the splits laid end to end by their shares."""
+    acc = 0.0
+    for name, share in splits:
+        acc += share
+        if x < acc:
+            return name
+    return splits[-1][0]

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from sagegraph.corpus import synth_vocab as vocab
+from sagegraph.corpus.questions import split_at
 from sagegraph.runfiles import write_jsonl_whole, write_text_whole
 
 FAMILIES = ("one_hop", "two_hop", "intersection", "three_hop", "filter", "textual", "descriptive")
@@ -576,13 +577,7 @@ def generate_questions(kb: KB, per_family: int, seed: int = 0) -> list[Q]:
 
 
 def split_of(i: int, rng: random.Random) -> str:
-    x = rng.random()
-    acc = 0.0
-    for name, share in SPLITS:
-        acc += share
-        if x < acc:
-            return name
-    return SPLITS[-1][0]
+    return split_at(rng.random(), SPLITS)
 
 
 def write_synth_kb(out: Path, size: int = 20_000, seed: int = 0, per_family: int | None = None) -> dict[str, Any]:
