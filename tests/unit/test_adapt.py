@@ -185,10 +185,11 @@ def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_rerun
         import shutil
 
         shutil.rmtree(folder)
-    assert tuned_encoder(family.dir, "adapted") is None
+    assert tuned_encoder(family, "adapted") is None
     assert adapted_inputs(family.dir, "adapted") == "adapted-none" and adapted_inputs(family.dir, None) == ""
     assert keyed_prompt("graphraft-4", "adapted") == "graphraft-4+adapted"
     cfg = EvalConfig("graphraft", 20, {"selector_encoder": "adapted"})
+    assert cfg.canonical_params() == {}  # the default
     cls, params = cfg.retriever_class, cfg.validated()
     before = inputs_stamp(family, [], cls.graph_inputs(family, params))
     folder.mkdir(parents=True)
@@ -198,6 +199,31 @@ def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_rerun
     (folder / "selector_training.json").write_text('{"draw": "two"}')
     second = inputs_stamp(family, [], cls.graph_inputs(family, params))
     assert len({before, first, second}) == 3
-    plain = EvalConfig("graphraft", 20, {})
+    plain = EvalConfig("graphraft", 20, {"selector_encoder": None})  # the graph's own encoder reads nothing beside it
     assert plain.retriever_class.graph_inputs(family, plain.validated()) == ""
+    paper = EvalConfig("graphraft", 20, {"selector": "grammar"})  # a model's selector reads no encoder
+    assert paper.retriever_class.graph_inputs(family, paper.validated()) == ""
+    assert paper.retriever_class.prompt_for(paper.validated()) == "graphraft-4"
+    default = EvalConfig("graphraft", 20, {})  # GraphRAFT's default reads the adaptation
+    assert default.retriever_class.graph_inputs(family, default.validated()) == cls.graph_inputs(family, params) != ""
     assert inputs_stamp(family, []) == inputs_stamp(family, [], "")  # stamps made before stay valid
+
+
+def test_two_encoders_read_together_score_the_mean_of_their_cosines():
+    from sagegraph.retrieve.kb.chain_encoder import ReadTogether
+
+    rng = np.random.default_rng(0)
+
+    def unit(n):
+        v = rng.normal(size=(n, 8))
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    general, adapted = unit(3), unit(3)
+
+    class Adapted:
+        def vectors(self, texts):
+            return adapted[[int(t) for t in texts]]
+
+    both = ReadTogether(lambda texts: general[[int(t) for t in texts]], Adapted()).vectors(["0", "1", "2"])
+    expected = (general @ general.T + adapted @ adapted.T) / 2
+    assert np.allclose(both @ both.T, expected, atol=1e-6)

@@ -203,7 +203,7 @@ class DGRRetriever(Retriever[DGRParams]):
         super().__init__(res, params)
         self.tools = GraphTools(self.graph, params.tools)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
-        self.encoder = tuned_encoder(self.graph.dir, params.answer.chain_encoder)
+        self.encoder = tuned_encoder(self.graph, params.answer.chain_encoder)
         self.hybrid = HybridRetriever.over(res) if params.answer.unnamed != "resolve" else None
 
     @classmethod

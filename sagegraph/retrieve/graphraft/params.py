@@ -1,7 +1,8 @@
 """GraphRAFT's parameters, grouped by what they govern: the templates enumerated around the
 question's entities (`TemplateParams`), how one is chosen (`SelectionParams`) and how the chosen
 templates' nodes become the k results (`AnswerParams`). A sweep or `-p KEY=VALUE` names each by
-its own name. The paper's GraphRAFT is `selector: grammar, three_hop: false, unnamed: resolve`."""
+its own name. The paper's GraphRAFT is `selector: grammar, three_hop: false, unnamed: resolve,
+selector_encoder: null`."""
 
 from __future__ import annotations
 
@@ -43,10 +44,10 @@ class SelectionParams(ParamGroup):
         "log-probability of each template by a local model; listed: a zero-shot choice from a menu; prior: no model",
     )
     selector_encoder: str | None = Field(
-        None,
-        description="similar: a sentence encoder tuned for this KB instead of the graph's own: `adapted` (the one "
-        "`sagegraph adapt` drew from the KB itself, where the graph has one) or the path of one trained on labels "
-        "(`sagegraph graphraft train-selector`); not the paper's",
+        "adapted",
+        description="similar: `adapted`, the encoder `sagegraph adapt` drew from the KB itself read together with the "
+        "graph's own (the graph's own alone until the graph is adapted); the path of one trained on labels "
+        "(`sagegraph graphraft train-selector`), read alone; None, the graph's own; not the paper's",
     )
     length_norm: bool = Field(
         True, description="score: rank by log-probability per token (Hugging Face beam search's default), not the sum"

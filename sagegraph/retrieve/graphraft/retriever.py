@@ -42,10 +42,16 @@ from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.timeline import Timeline
 
-# The defaults (`similar` with 3-hop chains, `unnamed: motifs`) are not the paper's; they are above
-# hybrid in every question group of both development KBs, where the paper's untuned `grammar` is not.
-# The paper's GraphRAFT: `selector: grammar, three_hop: false, unnamed: resolve`.
+# The defaults (`similar` with 3-hop chains, `unnamed: motifs`, the graph's adapted encoder where it has
+# one) are not the paper's; they are above hybrid in every question group of the development KBs,
+# where the paper's untuned `grammar` is not.
+# The paper's GraphRAFT: `selector: grammar, three_hop: false, unnamed: resolve` (the encoder is unused).
 PROMPT_VERSION = "graphraft-4"
+
+
+def _encoder_of(params: GraphRAFTParams) -> str | None:
+    """The encoder the selection reads: only `similar` reads one (a model's selector reads none)."""
+    return params.selection.selector_encoder if params.selection.selector == "similar" else None
 
 
 @register("graphraft")
@@ -75,16 +81,16 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         super().__init__(res, params)
         self.view: KBView = kb_view(self.graph)
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
-        self.encoder = tuned_encoder(self.graph.dir, params.selection.selector_encoder)
+        self.encoder = tuned_encoder(self.graph, _encoder_of(params))
         self.hybrid = HybridRetriever.over(res)
 
     @classmethod
     def prompt_for(cls, params: GraphRAFTParams) -> str:
-        return keyed_prompt(cls.prompt_version, params.selection.selector_encoder)
+        return keyed_prompt(cls.prompt_version, _encoder_of(params))
 
     @classmethod
     def graph_inputs(cls, graph, params: GraphRAFTParams) -> str:
-        return adapted_inputs(graph.dir, params.selection.selector_encoder)
+        return adapted_inputs(graph.dir, _encoder_of(params))
 
     def _search(self, query: str, k: int) -> Retrieval:
         with usage_scope() as usage:
