@@ -476,9 +476,12 @@ def _adapt(args: argparse.Namespace) -> int:
     from sagegraph.retrieve.kb.adapt import SampleSettings
     from sagegraph.retrieve.kb.adaptation import AdaptSettings, TrainSettings, adapt_graph
 
+    def given(**values):  # the settings models hold the defaults; an option left out keeps its default
+        return {k: v for k, v in values.items() if v is not None}
+
     settings = AdaptSettings(
-        sample=SampleSettings(questions=args.questions, max_hops=args.max_hops, seed=args.seed),
-        train=TrainSettings(epochs=args.epochs, negatives=args.negatives),
+        sample=SampleSettings(**given(questions=args.questions, max_hops=args.max_hops, seed=args.seed)),
+        train=TrainSettings(**given(epochs=args.epochs, negatives=args.negatives)),
     )
     out = adapt_graph(
         _graph_dir(args.graph_dir),
@@ -752,11 +755,11 @@ def parser() -> argparse.ArgumentParser:
         help="tune a KB graph's selector encoder on questions drawn from the KB itself (no gold; CPU minutes)",
     )
     ad.add_argument("graph_dir", type=Path, help="a built KB graph (or its build's out dir)")
-    ad.add_argument("--questions", type=int, default=800, help="questions drawn from the KB's own chains")
-    ad.add_argument("--max-hops", type=int, default=3, help="the longest chain drawn (1-3 relations)")
-    ad.add_argument("--seed", type=int, default=0)
-    ad.add_argument("--epochs", type=int, default=1)
-    ad.add_argument("--negatives", type=int, default=3, help="wrong chains paired with each question")
+    ad.add_argument("--questions", type=int, help="questions drawn from the KB's own chains (default 800)")
+    ad.add_argument("--max-hops", type=int, help="the longest chain drawn (1-3 relations; default 3)")
+    ad.add_argument("--seed", type=int, help="the draw's seed (default 0)")
+    ad.add_argument("--epochs", type=int, help="passes over the training pairs (default 1)")
+    ad.add_argument("--negatives", type=int, help="wrong chains paired with each question (default 3)")
     ad.add_argument(
         "--llm", type=Path, help="LLM settings YAML: the model names each relation in people's words (a call each)"
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -343,9 +343,7 @@ def generate_questions(kb: GeoKB, per_template: int = 60, seed: int = 0) -> list
     the KB's only node of that name (the question then says which node it starts from)."""
     rng = random.Random(seed)
     tables = _tables(kb)
-    names: dict[str, int] = defaultdict(int)
-    for node in kb.nodes.values():
-        names[node["fields"]["name"].lower()] += 1
+    names = Counter(node["fields"]["name"].lower() for node in kb.nodes.values())
     by_type: dict[str, list[str]] = defaultdict(list)
     for nid, node in sorted(kb.nodes.items()):
         if names[node["fields"]["name"].lower()] == 1:
@@ -371,11 +369,13 @@ def generate_questions(kb: GeoKB, per_template: int = 60, seed: int = 0) -> list
     for tpl in TEMPLATES:
         starts = list(by_type[tpl.start_type])
         rng.shuffle(starts)
+        made = 0
         for start in starts:
-            if sum(r["family"] == tpl.name for r in rows) >= per_template:
+            if made >= per_template:
                 break
             answers = walk(tables, start, tpl.relations)
             if 0 < len(answers) <= MAX_ANSWERS:
+                made += 1
                 add(
                     tpl.name,
                     "chain",
@@ -387,14 +387,16 @@ def generate_questions(kb: GeoKB, per_template: int = 60, seed: int = 0) -> list
     for conj in CONJUNCTIONS:
         firsts, seconds = list(by_type[conj.first_type]), list(by_type[conj.second_type])
         rng.shuffle(firsts)
+        made = 0
         for x in firsts:
-            if sum(r["family"] == conj.name for r in rows) >= per_template:
+            if made >= per_template:
                 break
             for y in rng.sample(seconds, min(len(seconds), 40)):
                 both = walk(tables, x, conj.relations[:1]) & walk(tables, y, conj.relations[1:]) - {x, y}
                 if y != x and 0 < len(both) <= MAX_ANSWERS:
                     text = rng.choice(conj.phrasings).format(x=kb.name(x), y=kb.name(y))
                     add(conj.name, "conjunction", text, [x, y], both, conj.relations)
+                    made += 1
                     break
     return rows
 
@@ -426,7 +428,4 @@ def write_geo_kb(out: Path, source: Path | None = None, per_template: int = 60, 
 
 
 def _count(items) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for x in items:
-        out[x] += 1
-    return dict(sorted(out.items()))
+    return dict(sorted(Counter(items).items()))

@@ -11,6 +11,7 @@ single RETURN yields no graph strand (the caller falls back to vector search), a
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,11 +188,13 @@ def far_end(symbols: dict[str, Symbol], triplets: list[Triplet]) -> str | None:
     if not pinned:
         return None
     distance = dict.fromkeys(pinned, 0)
-    frontier = list(pinned)
-    while frontier:
-        frontier = [n for v in frontier for n in sorted(neighbours[v]) if n not in distance]
-        for n in frontier:
-            distance.setdefault(n, min(distance[v] + 1 for v in neighbours[n] if v in distance))
+    queue = deque(pinned)  # breadth first from every pinned node at once
+    while queue:
+        v = queue.popleft()
+        for n in neighbours[v]:
+            if n not in distance:
+                distance[n] = distance[v] + 1
+                queue.append(n)
     ends = [v for v, near in neighbours.items() if len(near) == 1 and not symbols[v].conditions and v in distance]
     if not ends:
         return None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from sagegraph.retrieve.kb.chains import chain_phrase
+from sagegraph.retrieve.kb.chains import chain_phrase, joint_phrase
 from sagegraph.retrieve.kb.metapaths import hop_groups
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.store.mapping import safe_label
@@ -95,7 +95,7 @@ class Template:
         with the question. Directions are left out: a KB that stores both directions of a relation
         pair names each its own way, and either reads the same in a question."""
         if self.kind == "path":  # the node both entities lead to: 'acted in (Movie) and acted in (Movie)'
-            return " and ".join(chain_phrase([(h.rel, self.target_type)]) for h in self.hops)
+            return joint_phrase([h.rel for h in self.hops], self.target_type)
         return chain_phrase([(h.rel, t) for h, t in zip(self.hops, (*self.mids, self.target_type))])
 
     def record(self) -> dict:

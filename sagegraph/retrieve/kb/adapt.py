@@ -20,13 +20,14 @@ the same fields `chain_encoder.training_triplets` reads from labels of gold-anno
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from sagegraph.retrieve.kb.chains import chain_phrase, masked_question
+from sagegraph.retrieve.kb.chains import chain_phrase, joint_phrase, masked_question
 from sagegraph.retrieve.kb.metapaths import HopKey, WalkBudget, chains_from, hop_groups
 from sagegraph.retrieve.kb.view import KBView, normalise
 
@@ -194,9 +195,7 @@ class _Sampler:
         self.view, self.settings, self.vocabulary = view, settings, vocabulary
         self.rng = random.Random(settings.seed)
         names = view.norm_names
-        counts: dict[str, int] = {}
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
+        counts = Counter(names)
         degree = view.degree
         # A start is named, unambiguous (its name stands for this node alone, so the answers drawn
         # are the ones the name asks for) and not a hub.
@@ -295,7 +294,7 @@ class _Sampler:
         target = key[2]
 
         def pair(a: HopKey, b: HopKey) -> str:
-            return " and ".join(chain_phrase([(rels[k[0]], target)]) for k in (a, b))
+            return joint_phrase([rels[a[0]], rels[b[0]]], target)
 
         phrase = pair(key, second_key)
         answers = set(both.tolist())

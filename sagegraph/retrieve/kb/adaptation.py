@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,11 @@ from sagegraph.retrieve.kb.adapt import (
     sample_questions,
     vocabulary_messages,
 )
-from sagegraph.retrieve.kb.chain_encoder import ADAPTED_DIR, RECORD, train_selector_encoder
+from sagegraph.retrieve.kb.chain_encoder import RECORD, adapted_path, train_selector_encoder
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.resources import llm_cache_path
 from sagegraph.runfiles import write_jsonl_whole, write_text_whole
 
-FOLDER = ADAPTED_DIR.parent.name
-ENCODER = ADAPTED_DIR.name
 QUESTIONS = "questions.jsonl"
 REPORT = "adapt.json"
 
@@ -116,11 +115,21 @@ def adapt_graph(
     llm: LLMConfig | None = None,
     report: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Draw, phrase (with `llm`), write the questions, train (unless this draw's encoder is
-    there) and report."""
+    """Draw (with the model's relation words given `llm`), write the questions, train (unless
+    this draw's encoder is there) and report."""
     graph = GraphIndex(graph_dir)
+    try:
+        return _adapt(graph, settings, llm, report)
+    finally:
+        graph.close()  # the reader's lease on the generation, whatever happened
+
+
+def _adapt(
+    graph: GraphIndex, settings: AdaptSettings, llm: LLMConfig | None, report: Callable[[str], None] | None
+) -> dict[str, Any]:
     view = kb_view(graph)
-    folder = graph.dir / FOLDER
+    encoder = adapted_path(graph.dir)
+    folder = encoder.parent
     vocabulary: dict[str, list[str]] = {}
     phrasing: dict[str, Any] = {"llm_calls": 0}
     if llm is not None:
@@ -139,7 +148,6 @@ def adapt_graph(
         raise ConfigError(f"{graph.dir}: the KB has no named node with a chain to a few nodes: nothing to adapt to")
     write_jsonl_whole(folder / QUESTIONS, (q.record() for q in questions))
     digest = draw_digest(questions, settings)
-    encoder = folder / ENCODER
     trained = _trained_on(encoder)
     if trained == digest:
         training: dict[str, Any] = json.loads((encoder / RECORD).read_text())
@@ -157,10 +165,7 @@ def adapt_graph(
             note={"draw": digest},
         )
         reused = False
-    kinds: dict[str, int] = {}
-    for q in questions:
-        key = f"{q.kind}-{len(q.relations)}" if q.kind == "chain" else q.kind
-        kinds[key] = kinds.get(key, 0) + 1
+    kinds = Counter(f"{q.kind}-{len(q.relations)}" if q.kind == "chain" else q.kind for q in questions)
     out = {
         "graph": str(graph.dir),
         "encoder": str(encoder),
@@ -175,7 +180,6 @@ def adapt_graph(
         "settings": settings.model_dump(),
     }
     write_text_whole(folder / REPORT, json.dumps(out, indent=1))
-    graph.close()
     return out
 
 

@@ -267,6 +267,12 @@ def adapted_path(graph_dir: Path) -> Path:
     return Path(graph_dir) / ADAPTED_DIR
 
 
+def _adapted_encoder(graph_dir: Path) -> Path | None:
+    """The graph's adapted encoder where `sagegraph adapt` made one."""
+    path = adapted_path(graph_dir)
+    return path if (path / "modules.json").exists() else None
+
+
 class ReadTogether:
     """Two encoders read as one: each text's two unit vectors side by side, over sqrt(2), so a dot
     product is the mean of the two cosines. An adapted encoder has learnt the KB's chains from
@@ -289,10 +295,8 @@ def tuned_encoder(graph: Any, value: str | None) -> SelectorEncoder | ReadTogeth
     general one alone where the graph has no adaptation), or None (the graph's general encoder).
     `graph`: the open GraphIndex."""
     if value == ADAPTED:
-        path = adapted_path(graph.dir)
-        return (
-            ReadTogether(graph.exact_vectors, selector_encoder(str(path))) if (path / "modules.json").exists() else None
-        )
+        path = _adapted_encoder(graph.dir)
+        return ReadTogether(graph.exact_vectors, selector_encoder(str(path))) if path else None
     return selector_encoder(value) if value else None
 
 
@@ -301,8 +305,8 @@ def adapted_inputs(graph_dir: Path, value: str | None) -> str:
     fingerprint ('none' where the graph has none), so adapting a graph again reruns its runs."""
     if value != ADAPTED:
         return ""
-    path = adapted_path(graph_dir)
-    return f"adapted-{encoder_fingerprint(str(path))}" if (path / "modules.json").exists() else "adapted-none"
+    path = _adapted_encoder(graph_dir)
+    return f"adapted-{encoder_fingerprint(str(path))}" if path else "adapted-none"
 
 
 def _require_encoder(path: str) -> None:

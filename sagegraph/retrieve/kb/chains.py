@@ -19,6 +19,12 @@ def chain_phrase(hops: Sequence[tuple[str, str | None]]) -> str:
     return " of ".join(reversed(words))
 
 
+def joint_phrase(relations: Sequence[str], target: str | None) -> str:
+    """Relations that each lead from a named node to the same node ('acted in (Movie) and directed
+    (Movie)'): a conjunction as a selector reads it, whichever method enumerated or drew it."""
+    return " and ".join(chain_phrase([(rel, target)]) for rel in relations)
+
+
 def masked_question(question: str, names: list[str]) -> str:
     """The question with these entity names taken out: what a chain's phrase is read against (a
     name says which node, not which relation). GraphRAFT's `similar` selector and its training

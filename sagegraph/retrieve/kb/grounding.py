@@ -142,13 +142,13 @@ class _Rewrite:
     wrote, and the result is rendered once at the end."""
 
     tokens: list[Token]
-    code: list[int] = field(default_factory=list)
-    out: list[Token] = field(default_factory=list)
     repairs: list[Repair] = field(default_factory=list)
+    code: list[int] = field(init=False)
+    out: list[Token] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.code = self.code or _code(self.tokens)
-        self.out = self.out or list(self.tokens)
+        self.code = _code(self.tokens)
+        self.out = list(self.tokens)
 
     def result(self, query: str) -> tuple[str, list[Repair]]:
         """The rewritten query and its repairs, or the query as it was where nothing was repaired."""
