@@ -3,8 +3,9 @@ per stage of each, and what the rebuild reused.
 
     .venv/bin/python -m benchmarks.rebuild_changed [--docs 300] [--added 10] [--out work/bench-rebuild]
 
-A generic corpus of the first `--docs` OTT-QA dev passages is built through the Prefect flow (the
-embedded store, heuristic metadata); `--added` passages are appended and the same command runs
+A generic corpus of the first `--docs` OTT-QA dev passages is built as `sagegraph build` builds it
+(the embedded store, heuristic metadata; the first build through the Prefect flow, a small change
+in the process itself); `--added` passages are appended and the same command runs
 again, then once more unchanged, then with one passage in the middle edited; the grown corpus
 is then built in a fresh directory with fresh caches. Prints one JSON line.
 """
@@ -35,15 +36,24 @@ def _passages(n: int) -> list[dict]:
 
 
 def _build(cfg_path: Path) -> tuple[dict, float]:
+    """One `sagegraph build` as the CLI decides it: nothing when up to date, a small change in this
+    process, anything else through the Prefect flow on a Dask LocalCluster."""
     from sagegraph.config import load_config
-    from sagegraph.construct.stages import warm_up
+    from sagegraph.construct.inprocess import build_in_process
+    from sagegraph.construct.stages import resolve_corpus, up_to_date, warm_up
     from sagegraph.flows.build_graph import build_graph
-    from sagegraph.flows.runtime import flow_runtime
+    from sagegraph.flows.runtime import fans_out, flow_runtime
 
     cfg = load_config(cfg_path)
     t0 = time.perf_counter()
-    with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (_, runner):
-        result = build_graph.with_options(task_runner=runner)(cfg)
+    resolved, changes = resolve_corpus(cfg)
+    if changes is not None and changes.empty and (done := up_to_date(resolved)) is not None:
+        result = {**done, "changes": changes.as_dict(), "ran": "nothing"}
+    elif not fans_out(changes, cfg.runner):
+        result = {**build_in_process(cfg), "ran": "in process"}
+    else:
+        with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (_, runner):
+            result = {**build_graph.with_options(task_runner=runner)(cfg), "ran": "flow"}
     return result, round(time.perf_counter() - t0, 1)
 
 
@@ -96,6 +106,7 @@ def main() -> None:
     def row(r: dict, s: float) -> dict:
         return {
             "seconds": s,
+            "ran": r["ran"],
             "stage_seconds": r["stage_seconds"],
             "encode_seconds": r["encode_seconds"],
             "nodes": r["counts"]["nodes"],

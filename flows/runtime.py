@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sagegraph.config import RunnerConfig
+from sagegraph.construct.changes import ChangeSet
 
 log = logging.getLogger("sagegraph.runtime")
 
@@ -151,6 +152,16 @@ def _local_cluster_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
         "processes": True,
         "dashboard_address": None,
     }
+
+
+def fans_out(changes: ChangeSet | None, cfg: RunnerConfig) -> bool:
+    """Whether a build is worth a Prefect server and Dask workers: a first build, an existing
+    scheduler, or a change that fills more than one batch per worker. A smaller change runs in
+    this process (`construct.inprocess`): its batches are mostly found in the embedding cache,
+    and starting the server and the workers (about 25 s here) would cost more than the work."""
+    if changes is None or changes.first_build or cfg.dask_address:
+        return True
+    return changes.sources_to_redo() > cfg.n_workers * cfg.batch_size
 
 
 def dask_runner(cfg: RunnerConfig):

@@ -28,29 +28,41 @@ def _build(args: argparse.Namespace) -> int:
         cfg.runner.dask_address = args.dask_address
     if args.rollback:
         return _rollback(cfg)
+    from sagegraph.construct import generations
     from sagegraph.construct.changes import store_written, work_lines
     from sagegraph.construct.stages import preflight, resolve_corpus, up_to_date
 
     # The corpus read and compared with the last build's, and the LLM key checked, before a server
     # and workers start (the flow resolves again under its lock).
+    last_published = generations.record(cfg.out)
     resolved, changes = resolve_corpus(cfg)
     preflight(resolved)  # the key wanted by the corpus state that will be built, not the first one's
     if changes is not None:
         print(f"sagegraph: {changes.line()}", flush=True)
 
+    from sagegraph.construct.inprocess import build_in_process
     from sagegraph.construct.stages import warm_up
     from sagegraph.flows.build_graph import build_graph
-    from sagegraph.flows.runtime import flow_runtime
+    from sagegraph.flows.runtime import fans_out, flow_runtime
     from sagegraph.runlock import hold
 
     # A second build into this out dir refuses here, before a server starts, naming this one.
     with hold(cfg.out, "build"):
+        if generations.record(cfg.out) != last_published:  # another build published meanwhile: compare with it
+            resolved, changes = resolve_corpus(cfg)
         result = up_to_date(resolved) if changes is not None and changes.empty else None
         if result is not None:  # nothing to redo: no server, no workers (a scheduled rebuild of an unchanged corpus)
             print(
                 f"sagegraph: {cfg.out}: the graph, its statistics and its store are up to date; nothing to build",
                 flush=True,
             )
+        elif not args.flow and not fans_out(changes, cfg.runner):
+            print(
+                f"sagegraph: rebuilding {cfg.name} into {cfg.out} in this process (a small change: no Prefect "
+                "server or Dask workers; --flow runs it as a flow)",
+                flush=True,
+            )
+            result = build_in_process(cfg, resolved=(resolved, changes))
         else:
             with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
                 print(
@@ -576,6 +588,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--metadata", choices=["heuristic", "llm"], help="metadata extractor (overrides config)")
     b.add_argument("--workers", type=int, help="Dask LocalCluster workers")
     b.add_argument("--dask-address", help="an existing Dask scheduler address")
+    b.add_argument(
+        "--flow",
+        action="store_true",
+        help="run as a Prefect flow on Dask even when the change is small enough to rebuild in this process",
+    )
     b.add_argument(
         "--rollback",
         action="store_true",

@@ -172,11 +172,10 @@ class StoreConfig(_Strict):
     batch_size: int = 1000
     update: Literal["auto", "whole", "difference"] = Field(
         "auto",
-        description="how a rebuild writes the store: the difference from the published graph, or the graph whole; "
-        "auto: the difference where the store holds one graph (Neo4j: one transaction, no reload seen by "
-        "readers), whole beside "
-        "the published one where it holds several (FalkorDB: measured faster, since GRAPH.COPY rebuilds the "
-        "vector index)",
+        description="how a rebuild writes the store: auto writes the difference where it costs no copy (FalkorDB: "
+        "into the store graph of the generation kept for a rollback, taken over; Neo4j: in place, in one "
+        "transaction) and loads whole otherwise; difference also copies the published FalkorDB graph when "
+        "there is none to take over; whole always loads whole",
     )
 
 

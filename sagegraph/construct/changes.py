@@ -141,6 +141,13 @@ class ChangeSet:
     def empty(self) -> bool:
         return not (self.added or self.changed or self.removed)
 
+    def sources_to_redo(self) -> int:
+        """Tables, documents and KB objects added or changed: the sources a rebuild chunks,
+        describes and encodes again (relations and removals only join or leave the graph)."""
+        return sum(
+            len(ids) for what in (self.added, self.changed) for kind, ids in what.items() if kind != RELATIONS_KIND
+        )
+
     def counts(self) -> dict[str, dict[str, int]]:
         out = {what: {k: len(v) for k, v in getattr(self, what).items()} for what in ("added", "changed", "removed")}
         for what, n in (("added", self.relations_added), ("removed", self.relations_removed)):
@@ -208,7 +215,9 @@ def store_written(store: Mapping[str, Any]) -> str | None:
     if store.get("resumed"):
         return "already loaded"
     if store.get("mode") == "difference":
-        return f"difference from {store.get('base')}, {store.get('rows_written')} rows"
+        return f"difference from {store.get('base')}, {store.get('rows_written')} rows" + (
+            "" if store.get("base_published", True) else " (its store graph taken over)"
+        )
     return "loaded whole"
 
 

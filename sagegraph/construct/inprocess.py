@@ -1,27 +1,31 @@
 """A build in this process, stage after stage, with no Prefect server and no Dask cluster: what
-`sagegraph.build` runs from Python (a notebook, an application's own scheduler, a small corpus).
+`sagegraph.build` runs from Python (a notebook, an application's own scheduler, a small corpus),
+and what `sagegraph build` runs for a small change, where starting the server and the workers
+would cost more than the work.
 
 The same stage functions as the `build_graph` flow, in the same order and under the same lock,
-so both resume each other's work and publish alike; the flow fans the batches and the modality
-pairs out over workers, this runs them in turn.
+so both resume each other's work, publish alike and report alike (`construct.report`); the flow
+fans the batches and the modality pairs out over workers, this runs them in turn.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sagegraph.config import BuildConfig
 from sagegraph.construct import generations, stages
-from sagegraph.construct.artifacts import write_json
+from sagegraph.construct.changes import ChangeSet
+from sagegraph.construct.report import StageClock, build_report, record_changes
 from sagegraph.runlock import hold
 
 
-def build_in_process(cfg: BuildConfig) -> dict[str, Any]:
+def build_in_process(cfg: BuildConfig, resolved: tuple[BuildConfig, ChangeSet | None] | None = None) -> dict[str, Any]:
     """Builds (or resumes, or finds up to date) the graph `cfg` describes and publishes it. The
-    report: the published graph, its counts, the store load, the change set and the seconds."""
+    report: the published graph, its counts, the store load, the change set, what was redone and
+    the seconds per stage. `resolved`: what `stages.resolve_corpus` gave a caller that holds the
+    build lock already (the CLI), so the corpus is not read again."""
     with hold(cfg.out, "build"):
-        cfg, changes = stages.resolve_corpus(cfg)
+        cfg, changes = resolved or stages.resolve_corpus(cfg)
         stages.preflight(cfg)
         if changes is not None and changes.empty and (done := stages.up_to_date(cfg)) is not None:
             return {
@@ -31,31 +35,43 @@ def build_in_process(cfg: BuildConfig) -> dict[str, Any]:
                 "changes": changes.as_dict(),
                 "corpus_version": cfg.corpus_version,
             }
-        t0 = time.perf_counter()
-        ingested = stages.ingest(cfg)
-        metas, vectors = [], []
-        for batch in ingested["batches"]:  # each batch through chunking, metadata and embedding, as a worker takes it
-            chunks = stages.chunk_batch(cfg, batch)
-            metas.append(stages.metadata_batch(cfg, chunks["path"]))
-            vectors.append(stages.embed_batch(cfg, metas[-1]["path"]))
-        stages.assemble(cfg, [m["path"] for m in metas], [v["path"] for v in vectors])
-        pairs = [stages.edges_for_pair(cfg, p) for p in stages.present_pairs(stages.modalities_of(ingested["counts"]))]
-        final = stages.finalize_edges(cfg, [p["path"] for p in pairs], ingested["kb_edges"])
-        store = stages.load_store(cfg)
-        stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
-        published = stages.publish_graph(cfg)
-        report = {
-            "graph": str(cfg.out / "graph"),
-            "stats": stats["path"],
-            "counts": stats["summary"],
-            "edges": final["edges"],
-            "store": store,
-            "published": published,
-            "seconds": round(time.perf_counter() - t0, 2),
-            "up_to_date": False,
-            "changes": changes.as_dict() if changes is not None else None,
-            "corpus_version": cfg.corpus_version,
-        }
-        if changes is not None:
-            write_json(cfg.out / "stats" / "changes.json", {**changes.as_dict(), "corpus_version": cfg.corpus_version})
-        return report
+        with stages.store_kept_open(cfg):
+            result = _build(cfg)
+        record_changes(cfg, changes, result)
+        result["up_to_date"] = False
+        return result
+
+
+def _build(cfg: BuildConfig) -> dict[str, Any]:
+    clock = StageClock()
+    ingested = stages.ingest(cfg)
+    clock.lap("ingest")
+    batches: dict[str, list[dict[str, Any]]] = {"chunk": [], "metadata": [], "embed": []}
+    for batch in ingested["batches"]:  # each batch through chunking, metadata and embedding, as a worker takes it
+        batches["chunk"].append(stages.chunk_batch(cfg, batch))
+        batches["metadata"].append(stages.metadata_batch(cfg, batches["chunk"][-1]["path"]))
+        batches["embed"].append(stages.embed_batch(cfg, batches["metadata"][-1]["path"]))
+    clock.lap("chunk_metadata_embed")
+    stages.assemble(cfg, [m["path"] for m in batches["metadata"]], [v["path"] for v in batches["embed"]])
+    clock.lap("assemble")
+    pairs = [stages.edges_for_pair(cfg, p) for p in stages.present_pairs(stages.modalities_of(ingested["counts"]))]
+    clock.lap("edges")
+    final = stages.finalize_edges(cfg, [p["path"] for p in pairs], ingested["kb_edges"])
+    clock.lap("finalize_edges")
+    store = stages.load_store(cfg)
+    stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
+    clock.lap("load_store_and_stats")
+    graph_delta = stages.graph_delta_of(cfg, store)
+    published = stages.publish_graph(cfg)
+    clock.lap("publish")
+    return build_report(
+        cfg,
+        ingested=ingested,
+        batches=batches,
+        final=final,
+        store=store,
+        stats=stats,
+        published=published,
+        graph_delta=graph_delta,
+        clock=clock,
+    )

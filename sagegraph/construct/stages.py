@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -504,6 +504,38 @@ def finalize_edges(
 # ---- 7. store ---------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def store_kept_open(cfg: BuildConfig) -> Iterator[None]:
+    """The embedded store's server started once for a whole build, in the background while the
+    first stages run: each stage that opens the store (the load, the up-to-date check, the
+    publication's clean-up) then joins it instead of starting one that replays the store's
+    append-only file (25 s for the 0.3x PRIME-shaped store's two graphs here). Other backends are
+    servers already."""
+    if cfg.store.backend != "falkordb":
+        yield
+        return
+    import threading
+
+    from sagegraph.errors import StoreError
+    from sagegraph.store import open_store
+
+    path = Path(cfg.store.path or Layout.of(cfg).out / "store")
+    held: list[GraphStore] = []
+
+    def start() -> None:
+        with contextlib.suppress(StoreError):  # the stage that needs the store says why it cannot open
+            held.append(open_store(cfg.store.backend, path, cfg.store.graph))
+
+    starter = threading.Thread(target=start, name="store-start", daemon=True)
+    starter.start()
+    try:
+        yield
+    finally:
+        starter.join()
+        for store in held:
+            store.close()
+
+
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
     """Load the graph into the configured store, beside the graph readers use now (a FalkorDB graph
     per build generation: `store_key`); a repeated load of the same graph is skipped. When the
@@ -541,12 +573,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
             ):  # another graph (or a half-applied difference) is here: replace it, do not mix
                 store.clear()
             write_json(intent, {"mode": "full"})
-            store.ensure_indexes(None)
-            # An empty graph gets CREATE, which skips MERGE's lookup per row; one left half-loaded by a
-            # crashed full load is completed by MERGE, so nothing is doubled.
-            store.load_nodes(nodes, vectors, cfg.store.batch_size, create=store.count_nodes() == 0)
-            store.load_edge_table(edges, cfg.store.batch_size, create=store.count_edges() == 0)
-            counts = {"nodes": store.count_nodes(), "edges": store.count_edges()}
+            counts = _load_whole(store, nodes, vectors, edges, cfg.store.batch_size)
             how = {"mode": "full"}
         # The vector index is declared, not awaited: both engines fill it in the background, and
         # FalkorDB keeps no HNSW on disk anyway (it rebuilds the index, 5.7 s for OTT-QA, whenever
@@ -571,11 +598,30 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     return {**summary, "resumed": False}
 
 
+def _load_whole(
+    store: GraphStore, nodes: list[Node], vectors: np.ndarray, edges: pa.Table, batch_size: int
+) -> dict[str, int]:
+    """The graph written whole into `store`'s graph; the counts the store holds then."""
+    store.ensure_indexes(None)
+    # An empty graph gets CREATE, which skips MERGE's lookup per row; one left half-loaded by a
+    # crashed full load is completed by MERGE, so nothing is doubled.
+    store.load_nodes(nodes, vectors, batch_size, create=store.count_nodes() == 0)
+    store.load_edge_table(edges, batch_size, create=store.count_edges() == 0)
+    return {"nodes": store.count_nodes(), "edges": store.count_edges()}
+
+
 def _diff_base(cfg: BuildConfig, layout: Layout, path: Path) -> tuple[Path, str] | None:
-    """(generation dir, store graph) of a generation the store holds whole and this build's graph
-    may be written as a difference from: the published one (FalkorDB keeps it beside the new
-    graph), or the one a single-graph store (Neo4j) holds now."""
-    candidates = [generations.published(layout.out)]
+    """(generation dir, store graph) of a generation the store holds whole, loaded by this store
+    code, that this build's graph may be written as a difference from. FalkorDB: the generation
+    kept for a rollback, whose store graph this build takes over (`_take_spare`), else (`update:
+    difference`) the published one, copied. A single-graph store (Neo4j): the one it holds now."""
+    record = generations.record(layout.out)
+    spare = layout.out / generations.GRAPHS / record["previous"] if record.get("previous") else None
+    candidates = (
+        [spare, generations.published(layout.out)]
+        if cfg.store.backend in MULTI_GRAPH
+        else [generations.published(layout.out)]
+    )
     if cfg.store.backend not in MULTI_GRAPH:
         marker = loaded_marker(cfg.store.backend, layout.out, path, cfg.store.graph)
         if marker.exists() and (held := read_json(marker).get("graph_fingerprint")):
@@ -615,6 +661,15 @@ def generation_diff(base: Path, nodes: pa.Table, vectors: np.ndarray, edges: pa.
     return graph_diff(old_nodes, old_vectors, old_edges, nodes, vectors, edges)
 
 
+def graph_delta_of(cfg: BuildConfig, store: dict[str, Any]) -> dict[str, int] | None:
+    """The graph's change against the published generation, for the build's report: the store's
+    own difference when it was written from the published graph (one written from the rollback
+    generation's graph spans two builds' changes), else computed from the two generations."""
+    if store.get("mode") == "difference" and store.get("base_published"):
+        return store.get("difference")
+    return graph_changes(cfg)
+
+
 def graph_changes(cfg: BuildConfig) -> dict[str, int] | None:
     """Nodes and edges added, changed and removed against the published generation, for the
     build's report (the store's difference gives the same when it was written as one); None on a
@@ -638,30 +693,62 @@ def _load_difference(
     vectors: np.ndarray,
     edges: pa.Table,
 ) -> dict[str, Any] | None:
-    """Write this graph into `store` as the difference from a generation the store holds (its
-    copy, in FalkorDB; in place and in one transaction, in Neo4j). None when `store.update` says
-    whole or there is no such generation; the caller loads the graph whole.
+    """Write this graph into `store` as the difference from a generation the store holds. None
+    when `store.update` says whole, or there is no such generation; the caller loads the graph
+    whole.
 
-    `auto` writes the difference only into a single-graph store, where it is what keeps readers
-    from seeing a reload. In FalkorDB, loading whole beside the published graph was as fast or
-    faster (`benchmarks.rebuild_kb_changed`, 1% of the synthetic KB removed: the difference 32.1 s,
-    of which GRAPH.COPY 8-10 s since the copy rebuilds the vector index, against 17.2 s whole)."""
-    if cfg.store.update == "whole" or (cfg.store.update == "auto" and cfg.store.backend in MULTI_GRAPH):
+    FalkorDB holds a graph per generation, and keeps the one before the published one for a
+    rollback until the next publication retires it: this build takes that graph over under its
+    own name (a RENAME, indexes kept) and writes the difference into it, so nothing is copied and
+    the store holds two graphs, not three, while it loads. Where no reader holds that generation.
+    Otherwise `auto` loads whole beside the published graph, and `difference` copies the published
+    one (GRAPH.COPY, which rebuilds the vector index). A single-graph store (Neo4j) is written in
+    place, in one transaction."""
+    if cfg.store.update == "whole":
         return None
     base = _diff_base(cfg, layout, path)
     if base is None:
         return None
     base_dir, base_key = base
+    spare = cfg.store.backend in MULTI_GRAPH and base_dir.resolve() != generations.published(layout.out)
+    if cfg.store.backend in MULTI_GRAPH and not spare and cfg.store.update == "auto":
+        return None
     diff = generation_diff(base_dir, node_table, vectors, edges)
     if diff is None:
         return None
     write_json(intent, {"mode": "difference", "base": base_dir.name})
-    if cfg.store.backend in MULTI_GRAPH:  # the base stays as it is for its readers; the copy is changed
+    if spare:
+        if not _take_spare(cfg, layout, store, path, base_dir, base_key):
+            return None
+    elif cfg.store.backend in MULTI_GRAPH:  # the published graph stays as it is for its readers; a copy is changed
         store.copy_graph(base_key)
     store.ensure_indexes(None)
     store.apply_diff(diff, nodes, vectors, cfg.store.batch_size)
     log.info("store graph written as the difference from %s: %s", base_dir.name, diff.counts)
-    return {"mode": "difference", "base": base_dir.name, "difference": diff.counts, "rows_written": diff.writes}
+    return {
+        "mode": "difference",
+        "base": base_dir.name,
+        "base_published": not spare,
+        "difference": diff.counts,
+        "rows_written": diff.writes,
+    }
+
+
+def _take_spare(cfg: BuildConfig, layout: Layout, store: GraphStore, path: Path, base_dir: Path, key: str) -> bool:
+    """Moves the store graph of `base_dir` (the generation kept for a rollback) under this build's
+    name, when no reader holds that generation; False when one does. Its load marker goes first,
+    so nothing trusts the graph once it moves; `rollback_graph` loads it again if it is ever
+    published after all."""
+    from sagegraph.runlock import retiring
+
+    with retiring(base_dir) as free:
+        if not free:
+            log.info("generation %s is still read: loading the new graph whole beside it", base_dir.name)
+            return False
+        gen_fp = read_json(base_dir / "manifest.json").get("fingerprint", "")
+        loaded_place(cfg.store.backend, layout.out, path, cfg.store.graph, gen_fp)[1].unlink(missing_ok=True)
+        store.take_graph(key)
+    return True
 
 
 def _store_place(cfg: BuildConfig, layout: Layout) -> tuple[Path, str, Path, str]:
@@ -771,11 +858,38 @@ def rollback_graph(cfg: BuildConfig) -> dict[str, Any]:
         with open_store(cfg.store.backend, path, key, url=cfg.store.url) as store:
             if cfg.store.backend not in MULTI_GRAPH:
                 _restore_in_place(cfg, store, marker, previous)
+            elif load_mismatch(store, marker, manifest) is not None:
+                _reload(cfg, store, key, marker, previous)
             if (why := load_mismatch(store, marker, manifest)) is not None:
                 raise ConfigError(f"{cfg.out}: cannot roll back to {previous.name}: {why}")
     rec = generations.rollback(cfg.out)
     generations.restore_stats(cfg.out, cfg.out / generations.GRAPHS / rec["current"])
     return rec
+
+
+def _reload(cfg: BuildConfig, store: GraphStore, key: str, marker: Path, target: Path) -> None:
+    """The store graph of generation `target` loaded whole again from its files: a rebuild that
+    stopped after taking that graph over (`_take_spare`) left the generation without one."""
+    log.warning("the store holds no whole load of %s: loading it again before rolling back to it", target.name)
+    marker.unlink(missing_ok=True)
+    store.clear()
+    node_table, vectors, edges = read_generation(target)
+    counts = _load_whole(store, table_to_nodes(node_table), vectors, edges, cfg.store.batch_size)
+    store.ensure_indexes(vectors.shape[1], wait=False)
+    if any(n == ENTITY for n in node_table.column("modality").to_pylist()):
+        store.ensure_fulltext()
+    fingerprint = read_json(target / "manifest.json").get("fingerprint", "")
+    write_json(
+        marker,
+        {
+            "backend": cfg.store.backend,
+            "graph": key,
+            "fingerprint": versioned(fingerprint, "store"),
+            "graph_fingerprint": fingerprint,
+            **counts,
+            "mode": "full",
+        },
+    )
 
 
 def _restore_in_place(cfg: BuildConfig, store: GraphStore, marker: Path, target: Path) -> None:

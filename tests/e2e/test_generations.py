@@ -61,10 +61,12 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
 
     _write(docs, _docs(13))
     third = run_all(cfg)
-    # one document more than the published graph: the store graph is a copy of the published one
-    # with the difference written, and holds exactly the new generation's nodes and edges
-    assert third["store"]["mode"] == "difference" and third["store"]["base"] == old_gen.name
-    assert third["store"]["difference"]["nodes_added"] > 0 and third["store"]["difference"]["nodes_removed"] == 0
+    # the generation kept for a rollback (the second, rolled back from) gives its store graph over:
+    # one document fewer than it held, written as the difference, and the store graph holds exactly
+    # the new generation's nodes and edges
+    assert third["store"]["mode"] == "difference" and third["store"]["base"] == Layout.of(second["cfg"]).graph.name
+    assert third["store"]["base_published"] is False
+    assert third["store"]["difference"]["nodes_removed"] > 0 and third["store"]["difference"]["nodes_added"] == 0
     _assert_store_holds(backend, cfg.out / "store", third["store"]["graph"], url, Layout.of(third["cfg"]).graph)
     kept = {p.name for p in (cfg.out / "graphs").iterdir() if p.is_dir()}
     assert kept == {Layout.of(third["cfg"]).graph.name, old_gen.name}  # the rolled-back-from one is retired
@@ -99,3 +101,44 @@ def test_neo4j_holds_one_graph_changed_by_difference_in_one_transaction(tmp_path
     rollback_graph(cfg)
     assert generations.published(cfg.out) == old_gen
     _assert_store_holds("neo4j", cfg.out / "store", first["store"]["graph"], None, old_gen)
+
+
+def test_a_rebuild_takes_over_the_rollback_graph_unless_it_is_read_and_a_rollback_reloads_it(tmp_path, monkeypatch):
+    """By default (`update: auto`) FalkorDB's third build writes its difference into the store graph
+    of the generation kept for a rollback, taken over under its own name (no copy, no whole load),
+    and the store then holds exactly the new graph. One a reader holds is left alone (the new graph
+    loads whole). A build that stops after taking a graph over leaves that generation without one:
+    rolling back to it loads it again, whole."""
+    from sagegraph.retrieve.graph_index import GraphIndex
+    from sagegraph.store.base import GraphStore
+
+    docs = tmp_path / "docs.jsonl"
+    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out"))
+    builds = []
+    for n in (12, 14, 13):
+        _write(docs, _docs(n))
+        builds.append(run_all(cfg))
+    first, second, third = builds
+    assert second["store"]["mode"] == "full"  # no rollback generation yet: loaded whole beside the first
+    assert third["store"]["mode"] == "difference" and third["store"]["base_published"] is False
+    assert third["store"]["base"] == Layout.of(first["cfg"]).graph.name
+    _assert_store_holds("falkordb", cfg.out / "store", third["store"]["graph"], None, Layout.of(third["cfg"]).graph)
+
+    reader = GraphIndex(cfg.out / "graphs" / Layout.of(second["cfg"]).graph.name)  # holds the rollback generation
+    _write(docs, _docs(15))
+    fourth = run_all(cfg)
+    assert fourth["store"]["mode"] == "full"
+    reader.close()
+
+    def stop(*args, **kwargs):
+        raise RuntimeError("stopped while writing the difference")
+
+    monkeypatch.setattr(GraphStore, "apply_diff", stop)
+    _write(docs, _docs(11))
+    with pytest.raises(RuntimeError):
+        run_all(cfg)  # took the rollback generation's (the third's) store graph, then stopped
+    monkeypatch.undo()
+    rollback_graph(cfg)
+    back = Layout.of(third["cfg"]).graph
+    assert generations.published(cfg.out) == back
+    _assert_store_holds("falkordb", cfg.out / "store", third["store"]["graph"], None, back)

@@ -103,3 +103,24 @@ def test_relation_hashes_are_the_same_in_another_process():
     }
     here = kb_edges.row_hashes(kb_edges.from_triples([("a", "R", "b"), ("b", "S", "c")])).tolist()
     assert runs == {f"{here}\n"}
+
+
+def test_a_change_fans_out_only_when_it_fills_more_than_a_batch_per_worker():
+    """A first build, a named Dask scheduler, or more sources to redo than one batch per worker run
+    the flow; a smaller change (relations and removals cost no text work) runs in process."""
+    from sagegraph.config import RunnerConfig
+    from sagegraph.construct.changes import ChangeSet
+    from sagegraph.flows.runtime import fans_out
+
+    runner = RunnerConfig(n_workers=2, batch_size=3)
+    small = ChangeSet(
+        added={"documents": ["a", "b"], "kb_edges": ["x"] * 50},
+        changed={"kb_nodes": ["c", "d"]},
+        removed={"documents": ["e"] * 40},
+    )
+    assert small.sources_to_redo() == 4
+    assert not fans_out(small, runner)
+    assert fans_out(ChangeSet(changed={"documents": list("abcdefg")}), runner)  # 7 > 2 x 3
+    assert fans_out(ChangeSet(added={"documents": ["a"]}, first_build=True), runner)
+    assert fans_out(None, runner)
+    assert fans_out(small, RunnerConfig(dask_address="tcp://127.0.0.1:8786"))
