@@ -10,6 +10,7 @@ fans the batches and the modality pairs out over workers, this runs them in turn
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sagegraph.config import BuildConfig
@@ -58,8 +59,11 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     clock.lap("edges")
     final = stages.finalize_edges(cfg, [p["path"] for p in pairs], ingested["kb_edges"])
     clock.lap("finalize_edges")
-    store = stages.load_store(cfg)
-    stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
+    # The store load mostly waits on the database server: the statistics are computed meanwhile.
+    with ThreadPoolExecutor(1, thread_name_prefix="graph-stats") as pool:
+        stats_run = pool.submit(stages.graph_stats, cfg, [p["stats"] for p in pairs])
+        store = stages.load_store(cfg)
+        stats = stats_run.result()
     clock.lap("load_store_and_stats")
     graph_delta = stages.graph_delta_of(cfg, store)
     published = stages.publish_graph(cfg)

@@ -325,3 +325,28 @@ def test_vector_search_waits_for_an_index_still_filling(tmp_path):
         assert s.vector_search(vecs[1234], 1)[0][0] == "n1234"
     with open_store("falkordb", tmp_path / "s", "fill") as s:  # the server rebuilds the index on start
         assert s.vector_search(vecs[17], 1)[0][0] == "n17"
+
+
+def test_stores_opened_at_once_share_one_embedded_server(tmp_path):
+    """Eight opens of one store folder at the same moment (a build's stages, readers) find one
+    server: the first starts it under the start lock, the others join it; none starts a second
+    server on the same files."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psutil
+
+    with ThreadPoolExecutor(8) as pool:
+        stores = list(pool.map(lambda i: open_store("falkordb", tmp_path, f"g{i}"), range(8)))
+    try:
+        pids = {s.db.client.pid for s in stores}
+        servers = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if any(str(tmp_path) in part for part in (p.info["cmdline"] or []))
+        ]
+        assert len(pids) == 1 and len(servers) <= 1
+        stores[0].write("CREATE (:Node {id: 'x'})")
+        assert stores[0].count_nodes() == 1 and stores[7].graphs() == ["g0"]
+    finally:
+        for s in stores:
+            s.close()
