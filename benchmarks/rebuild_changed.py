@@ -35,9 +35,10 @@ def _passages(n: int) -> list[dict]:
     return out
 
 
-def _build(cfg_path: Path) -> tuple[dict, float]:
+def _build(cfg_path: Path, flow: bool = False) -> tuple[dict, float]:
     """One `sagegraph build` as the CLI decides it: nothing when up to date, a small change in this
-    process, anything else through the Prefect flow on a Dask LocalCluster."""
+    process (unless `flow`, as `--flow`), anything else through the Prefect flow on a Dask
+    LocalCluster."""
     from sagegraph.config import load_config
     from sagegraph.construct.inprocess import build_in_process
     from sagegraph.construct.stages import resolve_corpus, up_to_date, warm_up
@@ -49,7 +50,7 @@ def _build(cfg_path: Path) -> tuple[dict, float]:
     resolved, changes = resolve_corpus(cfg)
     if changes is not None and changes.empty and (done := up_to_date(resolved)) is not None:
         result = {**done, "changes": changes.as_dict(), "ran": "nothing"}
-    elif not fans_out(changes, cfg.runner):
+    elif not flow and not fans_out(changes, cfg.runner):
         result = {**build_in_process(cfg), "ran": "in process"}
     else:
         with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (_, runner):
@@ -80,6 +81,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=300)
     ap.add_argument("--added", type=int, default=10)
     ap.add_argument("--out", default="work/bench-rebuild")
+    ap.add_argument("--flow", action="store_true", help="every build through the flow, as `sagegraph build --flow`")
     args = ap.parse_args()
     root = Path(args.out)
     if root.exists():
@@ -89,19 +91,19 @@ def main() -> None:
     living, grown = root / "living.jsonl", root / "grown.jsonl"
     living.write_text("".join(json.dumps(p) + "\n" for p in passages[: args.docs]))
     cfg = _config(root, "living", living)
-    first, first_s = _build(cfg)
+    first, first_s = _build(cfg, args.flow)
     with living.open("a", encoding="utf-8") as f:
         f.write("".join(json.dumps(p) + "\n" for p in passages[args.docs :]))
-    rebuilt, rebuilt_s = _build(cfg)
-    same, same_s = _build(cfg)
+    rebuilt, rebuilt_s = _build(cfg, args.flow)
+    same, same_s = _build(cfg, args.flow)
     shutil.copy(living, grown)
     # one passage in the middle edited: its batch (and at most the next) is redone, not every one after it
     lines = living.read_text(encoding="utf-8").splitlines()
     middle = json.loads(lines[len(lines) // 2])
     lines[len(lines) // 2] = json.dumps({**middle, "text": middle["text"] + " (edited)"})
     living.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    edited, edited_s = _build(cfg)
-    scratch, scratch_s = _build(_config(root, "scratch", grown))
+    edited, edited_s = _build(cfg, args.flow)
+    scratch, scratch_s = _build(_config(root, "scratch", grown), args.flow)
 
     def row(r: dict, s: float) -> dict:
         return {
@@ -123,6 +125,7 @@ def main() -> None:
                 "benchmark": "rebuild_changed",
                 "machine": machine(),
                 "docs": args.docs,
+                "flow": args.flow,
                 "added": args.added,
                 "first_build": row(first, first_s),
                 "rebuild_after_adding": row(rebuilt, rebuilt_s),

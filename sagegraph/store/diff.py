@@ -31,8 +31,8 @@ EDGE_KEY = ("src", "dst", "type")
 @dataclass
 class GraphDiff:
     """Node ids to delete (gone, or re-created because their row changed), indices of the new
-    graph's nodes to write, old edges to delete whose ends both stay, and new graph edges to write
-    (added, changed, or touching a re-created node)."""
+    graph's nodes to write, old edges to delete (gone, or touching a node deleted), and new graph
+    edges to write (added, changed, or touching a re-created node)."""
 
     delete_nodes: list[str] = field(default_factory=list)
     write_nodes: list[int] = field(default_factory=list)
@@ -144,7 +144,10 @@ def graph_diff(
 
     old_touch_gone = touching(old_edges, gone)
     new_touch_changed = touching(new_edges, changed)
-    dropped = np.flatnonzero(only_old & ~old_touch_gone)
+    # The edges of a node deleted or re-created go by their keys too, a bounded batch at a time,
+    # before the node: a DETACH DELETE of a batch of hubs removes their edges in one query, which
+    # exceeded the engine's per-query memory at STaRK-PRIME's size.
+    dropped = np.flatnonzero(only_old | old_touch_gone)
     rewrite = np.zeros(len(new_keys), bool)
     rewrite[new_at[differs]] = True
     rewrite[new_at[new_touch_changed[new_at]]] = True

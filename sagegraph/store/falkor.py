@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -314,12 +315,22 @@ class FalkorStore(GraphStore):
             for w in writes:
                 text = params_header({"rows": w.rows}) + w.query
                 if pending is not None:
-                    pending.result()
+                    self._written(pending)
                 pending = sender.submit(self.g.query, text)
                 count += w.count
             if pending is not None:
-                pending.result()
+                self._written(pending)
         return count
+
+    def _written(self, pending: Future) -> None:
+        """A write batch's outcome: the engine's refusal (a bound, a constraint) as a StoreError
+        naming the graph, an unreachable server as StoreUnavailable, for one line at the CLI."""
+        try:
+            pending.result()
+        except Exception as exc:
+            if _unreachable(exc):
+                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            raise StoreError(f"FalkorDB at {self.path} refused a write to {self.graph_name!r}: {exc}") from exc
 
     def edge_batches(self, table: pa.Table, batch_size: int) -> Iterator[tuple[str, CypherText, int]]:
         return edge_literal_batches(table, batch_size)

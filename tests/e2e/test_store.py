@@ -350,3 +350,16 @@ def test_stores_opened_at_once_share_one_embedded_server(tmp_path):
     finally:
         for s in stores:
             s.close()
+
+
+def test_a_write_the_engine_refuses_is_a_store_error_naming_the_graph(tmp_path):
+    """A bulk write batch the engine refuses (here a bad query; at scale, its per-query memory
+    bound) surfaces as one StoreError line, not redis's traceback."""
+    from sagegraph.errors import StoreError
+    from sagegraph.store.writes import Write
+
+    with open_store("falkordb", tmp_path, "g") as s:
+        with pytest.raises(StoreError, match="refused a write to 'g'"):
+            s.run_writes(
+                [Write("UNWIND $rows AS r CREATE (:Node {id: r.id})", [{"id": "a"}], 1), Write("NOT CYPHER", [], 0)]
+            )
