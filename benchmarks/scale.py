@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -216,20 +217,20 @@ def same_graph(a: Path, b: Path, tolerance: float = 1e-5) -> dict:
     }
 
 
-def rebuild(scale: float, work: Path, share: float, rounds: int = 2) -> list[dict]:
+def rebuild(scale: float, work: Path, share: float, rounds: int = 2) -> Iterator[dict]:
     """The size's build rebuilt `rounds` times, each after another `share` of its nodes were
     renamed: the first rebuild has no generation kept for a rollback yet, the later ones are the
     steady state of scheduled rebuilds. After the last, a build of the changed KB from nothing
     (its embedding cache copied, so only the wall of everything else and the renamed texts'
-    encoding differ) is compared with the rebuilt graph, nodes, edges and store."""
+    encoding differ) is compared with the rebuilt graph, nodes, edges and store. One line per
+    round as it ends, then the comparison's."""
     data, out, config = work / f"data-{scale:g}", work / f"prime-{scale:g}", work / f"prime-{scale:g}.yaml"
     full = json.loads((work / f"prime-{scale:g}.build.json").read_text())
-    lines = []
     for round_ in range(1, rounds + 1):
         renamed = rename_share(data, share, seed=round_)
         report, wall, peak_mb = build(config, work / f"prime-{scale:g}.rebuild-{round_}.log")
         changes = json.loads((out / "stats" / "changes.json").read_text())  # what changed and what the build redid
-        lines.append(
+        yield (
             {
                 "benchmark": "scale_rebuild",
                 "machine": machine(),
@@ -249,11 +250,14 @@ def rebuild(scale: float, work: Path, share: float, rounds: int = 2) -> list[dic
     fresh, fresh_config = work / f"prime-{scale:g}-fresh", work / f"prime-{scale:g}-fresh.yaml"
     prepare(fresh, fresh_config, scale, data, out / "cache")
     build(fresh_config, work / f"prime-{scale:g}-fresh.log")
-    lines[-1]["against_fresh_build"] = {
+    yield {
+        "benchmark": "scale_rebuild_equality",
+        "machine": machine(),
+        "scale": scale,
+        "after_round": rounds,
         **same_graph(out / "graph", fresh / "graph"),
         "same_store": same_store(out, fresh),
     }
-    return lines
 
 
 def same_store(a: Path, b: Path, page: int = 1000) -> bool:

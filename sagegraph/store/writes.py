@@ -28,9 +28,13 @@ def node_write_query(label: str, vector_literal: str | None, create: bool) -> st
 
 
 def edge_delete_query(rtype: str) -> str:
+    """Both ends found by the id index before the edge is looked for between them (FalkorDB's
+    Expand Into): matched as one pattern, the engine walked every edge of the first end and
+    filtered on the second, 21 s for 1,000 edges of a 23,628-edge hub, and a batch of them
+    exceeded its per-query memory."""
     return (
-        f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} "
-        f"{{id: row.src}})-[r:{safe_label(rtype)}]->(b:{NODE_LABEL} {{id: row.dst}}) DELETE r"
+        f"UNWIND $rows AS row MATCH (a:{NODE_LABEL} {{id: row.src}}) WITH a, row "
+        f"MATCH (b:{NODE_LABEL} {{id: row.dst}}) WITH a, b MATCH (a)-[r:{safe_label(rtype)}]->(b) DELETE r"
     )
 
 
