@@ -42,7 +42,7 @@ from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
 from sagegraph.corpus import kb_edges, load_corpus
 from sagegraph.corpus.records import Document, KBObject, Table
 from sagegraph.embed import Encoder, encode_reporting, make_encoder
-from sagegraph.errors import ConfigError, InputError
+from sagegraph.errors import ConfigError, InputError, StoreError, StoreUnavailable
 from sagegraph.model import (
     EDGE_SCHEMA,
     ENTITY,
@@ -557,7 +557,13 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     intent = marker.with_name(marker.name + ".loading")
     expected = {"nodes": len(nodes), "edges": len(edges)}
     with open_store(cfg.store.backend, Path(path), key, url=cfg.store.url) as store:
-        how = _load_difference(cfg, layout, store, path, intent, node_table, nodes, vectors, edges)
+        try:
+            how = _load_difference(cfg, layout, store, path, intent, node_table, nodes, vectors, edges)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:  # the engine refused a write of the difference (a bound): load whole
+            log.warning("store graph %s: the difference could not be written (%s); loading it whole", key, exc)
+            how = None
         counts: dict[str, int] | None = {"nodes": store.count_nodes(), "edges": store.count_edges()} if how else None
         if how and counts != expected:
             log.warning(

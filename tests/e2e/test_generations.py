@@ -142,3 +142,25 @@ def test_a_rebuild_takes_over_the_rollback_graph_unless_it_is_read_and_a_rollbac
     back = Layout.of(third["cfg"]).graph
     assert generations.published(cfg.out) == back
     _assert_store_holds("falkordb", cfg.out / "store", third["store"]["graph"], None, back)
+
+
+def test_a_difference_the_engine_refuses_loads_the_graph_whole(tmp_path, monkeypatch):
+    """A write of the difference the store refuses (FalkorDB's per-query memory bound, at scale)
+    does not stop the rebuild: the taken graph is cleared and the new one loaded whole."""
+    from sagegraph.errors import StoreError
+    from sagegraph.store.base import GraphStore
+
+    docs = tmp_path / "docs.jsonl"
+    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out"))
+    for n in (12, 14):
+        _write(docs, _docs(n))
+        run_all(cfg)
+
+    def refuse(*args, **kwargs):
+        raise StoreError("FalkorDB refused a write: Query's mem consumption exceeded capacity")
+
+    monkeypatch.setattr(GraphStore, "apply_diff", refuse)
+    _write(docs, _docs(13))
+    third = run_all(cfg)
+    assert third["store"]["mode"] == "full"
+    _assert_store_holds("falkordb", cfg.out / "store", third["store"]["graph"], None, Layout.of(third["cfg"]).graph)
