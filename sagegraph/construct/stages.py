@@ -516,7 +516,6 @@ def store_kept_open(cfg: BuildConfig) -> Iterator[None]:
         return
     import threading
 
-    from sagegraph.errors import StoreError
     from sagegraph.store import open_store
 
     path = Path(cfg.store.path or Layout.of(cfg).out / "store")
@@ -581,13 +580,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
             write_json(intent, {"mode": "full"})
             counts = _load_whole(store, nodes, vectors, edges, cfg.store.batch_size)
             how = {"mode": "full"}
-        # The vector index is declared, not awaited: both engines fill it in the background, and
-        # FalkorDB keeps no HNSW on disk anyway (it rebuilds the index, 5.7 s for OTT-QA, whenever
-        # its server loads the graph), so a build that waited would only wait for one it drops on
-        # close. Vector queries wait for it (`vector_search`).
-        store.ensure_indexes(vectors.shape[1], wait=False)
-        if any(n.modality == ENTITY for n in nodes):
-            store.ensure_fulltext()
+        _declare_indexes(store, nodes, vectors)
     assert counts is not None  # a difference applied or a full load: either counted the store
     summary = {
         "backend": cfg.store.backend,
@@ -614,6 +607,16 @@ def _load_whole(
     store.load_nodes(nodes, vectors, batch_size, create=store.count_nodes() == 0)
     store.load_edge_table(edges, batch_size, create=store.count_edges() == 0)
     return {"nodes": store.count_nodes(), "edges": store.count_edges()}
+
+
+def _declare_indexes(store: GraphStore, nodes: list[Node], vectors: np.ndarray) -> None:
+    """The vector index is declared, not awaited: both engines fill it in the background, and
+    FalkorDB keeps no HNSW on disk anyway (it rebuilds the index, 5.7 s for OTT-QA, whenever its
+    server loads the graph), so a build that waited would only wait for one it drops on close.
+    Vector queries wait for it (`vector_search`). KB entities get the full-text index."""
+    store.ensure_indexes(vectors.shape[1], wait=False)
+    if any(n.modality == ENTITY for n in nodes):
+        store.ensure_fulltext()
 
 
 def _diff_base(cfg: BuildConfig, layout: Layout, path: Path) -> tuple[Path, str] | None:
@@ -778,7 +781,6 @@ def _verified_reuse(cfg: BuildConfig, path: Path, key: str, marker: Path) -> dic
     """The marker's summary when the store opens and holds what the marker says was loaded
     (`load_mismatch`, as a reader checks it); None (and the marker removed, so the load below
     starts over) when it does not: a dead store was once reported as reused."""
-    from sagegraph.errors import StoreError
     from sagegraph.store import open_store
 
     summary = read_json(marker)
@@ -828,7 +830,6 @@ def retire_unread(cfg: BuildConfig) -> None:
 
 
 def _drop_store_graphs(cfg: BuildConfig, dirs: list[Path]) -> None:
-    from sagegraph.errors import StoreError
     from sagegraph.store import open_store
 
     layout = Layout.of(cfg)
@@ -880,10 +881,9 @@ def _reload(cfg: BuildConfig, store: GraphStore, key: str, marker: Path, target:
     marker.unlink(missing_ok=True)
     store.clear()
     node_table, vectors, edges = read_generation(target)
-    counts = _load_whole(store, table_to_nodes(node_table), vectors, edges, cfg.store.batch_size)
-    store.ensure_indexes(vectors.shape[1], wait=False)
-    if any(n == ENTITY for n in node_table.column("modality").to_pylist()):
-        store.ensure_fulltext()
+    nodes = table_to_nodes(node_table)
+    counts = _load_whole(store, nodes, vectors, edges, cfg.store.batch_size)
+    _declare_indexes(store, nodes, vectors)
     fingerprint = read_json(target / "manifest.json").get("fingerprint", "")
     write_json(
         marker,

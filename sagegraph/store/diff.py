@@ -87,11 +87,15 @@ class _EdgeCodes:
 
         return np.asarray(pc.fill_null(pc.index_in(column, value_set=self.ends), -1), dtype=np.int64)
 
-    def keys(self, table: pa.Table) -> np.ndarray:
+    def ends_of(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        return self.end_codes(table["src"]), self.end_codes(table["dst"])
+
+    def keys(self, table: pa.Table, ends: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """`ends`: the table's `ends_of`, where the caller has them already."""
         import pyarrow.compute as pc
 
         types = np.asarray(pc.index_in(table["type"], value_set=self.types), dtype=np.int64)
-        src, dst = self.end_codes(table["src"]), self.end_codes(table["dst"])
+        src, dst = ends or self.ends_of(table)
         return (src * len(self.ends) + dst) * len(self.types) + types
 
 
@@ -122,10 +126,11 @@ def graph_diff(
     removed = old.index[~old.index.isin(new.index)]
     common = new.index[in_old]
     changed = common[new.loc[common].to_numpy() != old.loc[common].to_numpy()]
-    gone = removed.union(changed)  # their edges go with them (DETACH DELETE)
+    gone = removed.union(changed)  # their edges are deleted too, before them
 
     codes = _EdgeCodes(old_edges, new_edges)
-    old_keys, new_keys = codes.keys(old_edges), codes.keys(new_edges)
+    old_ends, new_ends = codes.ends_of(old_edges), codes.ends_of(new_edges)
+    old_keys, new_keys = codes.keys(old_edges, old_ends), codes.keys(new_edges, new_ends)
     _, old_at, new_at = np.intersect1d(old_keys, new_keys, assume_unique=True, return_indices=True)
     only_old = np.ones(len(old_keys), bool)
     only_old[old_at] = False
@@ -137,13 +142,13 @@ def graph_diff(
     meta_new = pc.fill_null(new_edges["metadata"], "{}").take(pa.array(new_at))
     differs = (weight_old != weight_new) | np.asarray(pc.not_equal(meta_old, meta_new), dtype=bool)
 
-    def touching(table: pa.Table, ids: pd.Index) -> np.ndarray:
+    def touching(ends: tuple[np.ndarray, np.ndarray], ids: pd.Index) -> np.ndarray:
         these = codes.end_codes(pa.array(list(ids), pa.string()))
         these = these[these >= 0]
-        return np.isin(codes.end_codes(table["src"]), these) | np.isin(codes.end_codes(table["dst"]), these)
+        return np.isin(ends[0], these) | np.isin(ends[1], these)
 
-    old_touch_gone = touching(old_edges, gone)
-    new_touch_changed = touching(new_edges, changed)
+    old_touch_gone = touching(old_ends, gone)
+    new_touch_changed = touching(new_ends, changed)
     # The edges of a node deleted or re-created go by their keys too, a bounded batch at a time,
     # before the node: a DETACH DELETE of a batch of hubs removes their edges in one query, which
     # exceeded the engine's per-query memory at STaRK-PRIME's size.

@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -435,31 +435,27 @@ class FalkorStore(GraphStore):
     def copy_graph(self, source: str) -> None:
         """GRAPH.COPY, indexes included: the base a diff is applied to. The copy rebuilds an HNSW
         vector index (8-10 s for the 20k-node synthetic KB here, 2 s for the same graph without one)."""
-        if source == self.graph_name:
-            raise StoreError(f"cannot copy {source!r} onto itself")
-        with contextlib.suppress(Exception):  # nothing there yet
-            self.g.delete()
-        try:
-            self.db.select_graph(source).copy(self.graph_name)
-        except Exception as exc:
-            if _unreachable(exc):
-                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
-            raise StoreError(f"could not copy store graph {source!r} to {self.graph_name!r}: {exc}") from exc
-        self.g = self.db.select_graph(self.graph_name)
+        self._replace_with(source, "copy", lambda: self.db.select_graph(source).copy(self.graph_name))
 
     def take_graph(self, source: str) -> None:
         """RENAME: the graph moves under this name with its indexes, the vector index included, so
         nothing is copied or rebuilt (a GRAPH.COPY rebuilds the HNSW index)."""
+        self._replace_with(
+            source, "move", lambda: self.db.connection.execute_command("RENAME", source, self.graph_name)
+        )
+
+    def _replace_with(self, source: str, verb: str, command: Callable[[], Any]) -> None:
+        """What this store graph held dropped, then `command` makes graph `source` this one."""
         if source == self.graph_name:
-            raise StoreError(f"cannot move {source!r} onto itself")
+            raise StoreError(f"cannot {verb} {source!r} onto itself")
         with contextlib.suppress(Exception):  # nothing there yet
             self.g.delete()
         try:
-            self.db.connection.execute_command("RENAME", source, self.graph_name)
+            command()
         except Exception as exc:
             if _unreachable(exc):
                 raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
-            raise StoreError(f"could not move store graph {source!r} to {self.graph_name!r}: {exc}") from exc
+            raise StoreError(f"could not {verb} store graph {source!r} to {self.graph_name!r}: {exc}") from exc
         self.g = self.db.select_graph(self.graph_name)
 
     def drop_graph(self, name: str) -> None:
