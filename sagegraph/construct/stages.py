@@ -517,7 +517,9 @@ def store_kept_open(cfg: BuildConfig) -> Iterator[None]:
     import threading
 
     from sagegraph.store import open_store
+    from sagegraph.store.falkor import import_client
 
+    import_client()  # here, not in the thread: its first import swaps sys.path under other imports
     path = Path(cfg.store.path or Layout.of(cfg).out / "store")
     held: list[GraphStore] = []
 

