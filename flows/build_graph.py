@@ -40,14 +40,23 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
         if changes is not None and changes.empty and (done := up_to_date(cfg)) is not None:
             run_log().info("the graph, its statistics and its store are up to date: no stage runs")
             _report(cfg, changes, {})
-            return {**done, "changes": changes.as_dict(), "corpus_version": cfg.corpus_version}
+            return _adapted(cfg, {**done, "changes": changes.as_dict(), "corpus_version": cfg.corpus_version})
         with store_kept_open(cfg):
             result = _build(cfg)
         record_changes(cfg, changes, result)
         if changes is not None:
             _report(cfg, changes, result["stage_seconds"], result["work"])
             run_log().info("%s", "; ".join(f"{k}: {v}" for k, v in work_lines(result["work"])))
-        return result
+        return _adapted(cfg, result)
+
+
+def _adapted(cfg: BuildConfig, result: dict[str, Any]) -> dict[str, Any]:
+    """The build's last stage where the config asks for it (`adapt.enabled`): the generation
+    published now adapted to its KB, as `sagegraph adapt` does."""
+    from sagegraph.retrieve.kb.adaptation import adapt_after_build
+
+    adapted = adapt_after_build(cfg, report=lambda line: run_log().info("%s", line))
+    return {**result, "adapt": adapted} if adapted is not None else result
 
 
 def _report(

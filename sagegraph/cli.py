@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from sagegraph.cliargs import graph_dir as _graph_dir
 from sagegraph.cliargs import key_values as _params
@@ -71,6 +72,12 @@ def _build(args: argparse.Namespace) -> int:
                     flush=True,
                 )
                 result = build_graph.with_options(task_runner=runner)(cfg)
+    if "adapt" not in result:  # the flow adapts the graph it published; here the in-process build's
+        from sagegraph.retrieve.kb.adaptation import adapt_after_build
+
+        adapted = adapt_after_build(cfg, report=lambda line: print(line, file=sys.stderr, flush=True))
+        if adapted is not None:
+            result = {**result, "adapt": adapted}
     print(f"\ngraph (Parquet): {result['graph']}/nodes.parquet, edges.parquet, vectors/")
     store = result["store"]
     where = {
@@ -89,6 +96,8 @@ def _build(args: argparse.Namespace) -> int:
             f"published:       {p['current']} (readers switched now; `--rollback` returns to "
             f"{p['previous'] or 'nothing: the first graph'})"
         )
+    if result.get("adapt"):
+        print(f"adapted:         {_adapted_line(result['adapt'])}")
     print(f"statistics:      {result['stats']}")
     for p in result["plots"]:
         print(f"plot:            {p}")
@@ -503,6 +512,19 @@ def _adapt(args: argparse.Namespace) -> int:
     )
     print(json.dumps(out))
     return 0
+
+
+def _adapted_line(adapted: dict[str, Any]) -> str:
+    """What the build's `adapt` stage did, in one line."""
+    if adapted.get("skipped"):
+        return f"no ({adapted['skipped']})"
+    if adapted.get("already_adapted"):
+        how = "as adapted before"
+    elif adapted["reused_encoder"]:
+        how = "its encoder from a training on the same draw"
+    else:
+        how = f"trained in {adapted['train_seconds']:.0f} s"
+    return f"{adapted['encoder']} ({adapted['questions']} questions drawn from the KB, {how})"
 
 
 def _retrievers(args: argparse.Namespace) -> int:

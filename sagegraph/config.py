@@ -177,6 +177,28 @@ class StoreConfig(_Strict):
         "transaction) and loads whole otherwise; difference also copies the published FalkorDB graph when "
         "there is none to take over; whole always loads whole",
     )
+    vector_index: bool = Field(
+        False,
+        description="declare the engine's own vector index over the node embeddings, for vector queries of your own "
+        "in Cypher (sagegraph's dense retrieval reads faiss, not this index); FalkorDB rebuilds it each time its "
+        "server loads a graph, about a minute a graph for a 129k-node KB on 2 cores",
+    )
+
+
+class AdaptConfig(_Strict):
+    """`sagegraph adapt` as the last stage of a KB build."""
+
+    enabled: bool = Field(
+        False,
+        description="after a KB build publishes a generation, draw questions from the KB and tune the retrievers' "
+        "encoder to it, as `sagegraph adapt` does (no gold; about 2 minutes on 2 cores for a KB of a few thousand "
+        "nodes; a generation whose draw another generation already trained on takes its encoder)",
+    )
+    llm: Path | None = Field(
+        None,
+        description="an LLM profile (as `sagegraph adapt --llm`) whose model gives each relation type's words, one "
+        "cached call a relation; none: the relation names alone",
+    )
 
 
 class RunnerConfig(_Strict):
@@ -198,6 +220,7 @@ class BuildConfig(_Strict):
     edges: EdgeConfig = EdgeConfig()
     store: StoreConfig = StoreConfig()
     runner: RunnerConfig = RunnerConfig()
+    adapt: AdaptConfig = AdaptConfig()
     max_sources: int | None = Field(None, ge=1)
     subset: Literal["prefix", "around_questions"] = Field(
         "prefix",
@@ -315,6 +338,9 @@ def load_config(path: str | Path, **overrides) -> BuildConfig:
         setattr(cfg.corpus, key, resolve_path(base, getattr(cfg.corpus, key)))
     cfg.store.path = resolve_path(base, cfg.store.path)
     cfg.llm.cache_dir = resolve_path(base, cfg.llm.cache_dir)
+    cfg.adapt.llm = resolve_path(base, cfg.adapt.llm)
+    if cfg.adapt.llm is not None and not cfg.adapt.llm.is_file():
+        raise ConfigError(f"{path}: adapt.llm: no LLM profile at {cfg.adapt.llm}")
     return apply_overrides(cfg, **overrides)
 
 

@@ -582,7 +582,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
             write_json(intent, {"mode": "full"})
             counts = _load_whole(store, nodes, vectors, edges, cfg.store.batch_size)
             how = {"mode": "full"}
-        _declare_indexes(store, nodes, vectors)
+        _declare_indexes(cfg, store, nodes, vectors)
     assert counts is not None  # a difference applied or a full load: either counted the store
     summary = {
         "backend": cfg.store.backend,
@@ -611,12 +611,17 @@ def _load_whole(
     return {"nodes": store.count_nodes(), "edges": store.count_edges()}
 
 
-def _declare_indexes(store: GraphStore, nodes: list[Node], vectors: np.ndarray) -> None:
-    """The vector index is declared, not awaited: both engines fill it in the background, and
-    FalkorDB keeps no HNSW on disk anyway (it rebuilds the index, 5.7 s for OTT-QA, whenever its
-    server loads the graph), so a build that waited would only wait for one it drops on close.
-    Vector queries wait for it (`vector_search`). KB entities get the full-text index."""
-    store.ensure_indexes(vectors.shape[1], wait=False)
+def _declare_indexes(cfg: BuildConfig, store: GraphStore, nodes: list[Node], vectors: np.ndarray) -> None:
+    """The vector index only where `store.vector_index` asks for it: FalkorDB keeps no HNSW on
+    disk and rebuilds it whenever its server loads the graph (about a minute a graph at 129k
+    nodes), for queries sagegraph never makes. Declared, not awaited: both engines fill it in the
+    background, so a build that waited would only wait for one it drops on close; vector queries
+    wait for it (`vector_search`). KB entities get the full-text index."""
+    if cfg.store.vector_index:
+        store.ensure_indexes(vectors.shape[1], wait=False)
+    else:
+        store.ensure_indexes(None, wait=False)
+        store.drop_vector_index()  # a graph taken over from a load that declared one
     if any(n.modality == ENTITY for n in nodes):
         store.ensure_fulltext()
 
@@ -643,9 +648,9 @@ def _diff_base(cfg: BuildConfig, layout: Layout, path: Path) -> tuple[Path, str]
         gen_fp = read_json(gen / "manifest.json").get("fingerprint", "")
         key, marker = loaded_place(cfg.store.backend, layout.out, path, cfg.store.graph, gen_fp)
         held = read_json(marker) if marker.exists() else {}
-        if held.get("graph_fingerprint") == gen_fp and held.get("fingerprint") == versioned(
-            gen_fp, "store"
-        ):  # loaded by this store code
+        if held.get("graph_fingerprint") == gen_fp and held.get("fingerprint") == store_fingerprint(
+            cfg, gen_fp
+        ):  # loaded by this store code, with the index this build declares
             return gen, key
     return None
 
@@ -734,6 +739,9 @@ def _load_difference(
     elif cfg.store.backend in MULTI_GRAPH:  # the published graph stays as it is for its readers; a copy is changed
         store.copy_graph(base_key)
     store.ensure_indexes(None)
+    # Re-declared after the writes where the build asks for it: FalkorDB grows a vector index inside
+    # the write that crosses its capacity, and that growth alone exceeds the per-query memory bound.
+    store.drop_vector_index()
     store.apply_diff(diff, nodes, vectors, cfg.store.batch_size)
     log.info("store graph written as the difference from %s: %s", base_dir.name, diff.counts)
     return {
@@ -767,7 +775,14 @@ def _store_place(cfg: BuildConfig, layout: Layout) -> tuple[Path, str, Path, str
     what a build loaded there, and the fingerprint a load of this graph records in it."""
     path = Path(cfg.store.path or layout.out / "store")
     key, marker = loaded_place(cfg.store.backend, layout.out, path, cfg.store.graph, layout.cfg_fp["edges"])
-    return path, key, marker, versioned(layout.cfg_fp["edges"], "store")
+    return path, key, marker, store_fingerprint(cfg, layout.cfg_fp["edges"])
+
+
+def store_fingerprint(cfg: BuildConfig, graph_fingerprint: str) -> str:
+    """What a load of the graph with `graph_fingerprint` records: the graph, the store code, and
+    whether the engine's vector index was declared (a load made the other way is not reused)."""
+    fingerprint = versioned(graph_fingerprint, "store")
+    return content_id(fingerprint, "vector-index") if cfg.store.vector_index else fingerprint
 
 
 def _current_load(cfg: BuildConfig, path: Path, key: str, marker: Path, fp: str) -> dict[str, Any] | None:
@@ -885,14 +900,14 @@ def _reload(cfg: BuildConfig, store: GraphStore, key: str, marker: Path, target:
     node_table, vectors, edges = read_generation(target)
     nodes = table_to_nodes(node_table)
     counts = _load_whole(store, nodes, vectors, edges, cfg.store.batch_size)
-    _declare_indexes(store, nodes, vectors)
+    _declare_indexes(cfg, store, nodes, vectors)
     fingerprint = read_json(target / "manifest.json").get("fingerprint", "")
     write_json(
         marker,
         {
             "backend": cfg.store.backend,
             "graph": key,
-            "fingerprint": versioned(fingerprint, "store"),
+            "fingerprint": store_fingerprint(cfg, fingerprint),
             "graph_fingerprint": fingerprint,
             **counts,
             "mode": "full",
@@ -925,7 +940,7 @@ def _restore_in_place(cfg: BuildConfig, store: GraphStore, marker: Path, target:
         marker,
         {
             **read_json(marker),
-            "fingerprint": versioned(want, "store"),
+            "fingerprint": store_fingerprint(cfg, want),
             "graph_fingerprint": want,
             "nodes": store.count_nodes(),
             "edges": store.count_edges(),

@@ -44,6 +44,10 @@ class GraphStore(ABC):
     @abstractmethod
     def await_indexes(self, timeout_s: float = 600.0) -> None: ...
 
+    @abstractmethod
+    def drop_vector_index(self) -> None:
+        """The vector index gone, where there is one (its embeddings stay on the nodes)."""
+
     _indexes_ready = False
 
     def await_indexes_once(self) -> None:

@@ -408,6 +408,11 @@ class FalkorStore(GraphStore):
             self.await_indexes()
         self._indexes_ready = wait  # a new index may be filling: the next vector query checks again
 
+    def drop_vector_index(self) -> None:
+        if "embedding" in self._index_fields():
+            self.g.query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding)")
+        self._indexes_ready = False
+
     def await_indexes(self, timeout_s: float = 600.0) -> None:
         """Falkor answers vector queries with 'Invalid arguments' while the index is UNDER CONSTRUCTION."""
         deadline = time.monotonic() + timeout_s
@@ -433,7 +438,14 @@ class FalkorStore(GraphStore):
             f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $k, vecf32($v)) YIELD node, score "
             "RETURN node.id AS id, score"
         )
-        rows = self.g.ro_query(q, {"k": int(k), "v": [float(x) for x in vector]}).result_set
+        try:
+            rows = self.g.ro_query(q, {"k": int(k), "v": [float(x) for x in vector]}).result_set
+        except Exception as exc:
+            if "embedding" not in self._index_fields():
+                raise StoreError(
+                    f"FalkorDB graph {self.graph_name!r} has no vector index: build with `store.vector_index: true`"
+                ) from exc
+            raise
         # Falkor reports cosine distance; callers get similarity, higher is better, as from Neo4j.
         return [(r[0], 1.0 - float(r[1])) for r in rows]
 

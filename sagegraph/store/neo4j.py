@@ -111,6 +111,10 @@ class Neo4jStore(GraphStore):
                 self.await_indexes()
             self._indexes_ready = wait  # a new index may be filling: the next vector query checks again
 
+    def drop_vector_index(self) -> None:
+        self.write(f"DROP INDEX {VECTOR_INDEX} IF EXISTS")
+        self._indexes_ready = False
+
     def await_indexes(self, timeout_s: float = 600.0) -> None:
         self.write(f"CALL db.awaitIndexes({int(timeout_s)})")
 

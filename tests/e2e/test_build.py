@@ -8,6 +8,7 @@ import pytest
 
 from sagegraph.config import load_config
 from sagegraph.construct import stages as build_stages
+from sagegraph.errors import StoreError
 from sagegraph.model import read_edges, read_nodes
 from tests.fake_openai import FakeOpenAI, completion
 from tests.fixtures import run_all, write_config
@@ -163,4 +164,6 @@ def test_store_load_completes_a_load_cut_short(built, tmp_path):
         assert (
             s.read("MATCH (n:Node) WITH n.id AS id, count(*) AS c WHERE c > 1 RETURN count(id) AS dup")[0]["dup"] == 0
         )
-        assert s.vector_search(vectors[3], 1)[0][0] == nodes[3].id  # the index declared by the load is usable
+        assert s._index_fields() == {"id"}  # no vector index unless `store.vector_index` asks for one
+        with pytest.raises(StoreError, match="store.vector_index"):
+            s.vector_search(vectors[3], 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from sagegraph.config import load_config
@@ -30,6 +31,7 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     store = {
         "backend": backend,
         "update": "difference",
+        "vector_index": True,
         **({"url": url, "graph": f"gen-{tmp_path.name}"} if url else {}),
     }
     cfg = load_config(
@@ -68,6 +70,11 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     assert third["store"]["base_published"] is False
     assert third["store"]["difference"]["nodes_removed"] > 0 and third["store"]["difference"]["nodes_added"] == 0
     _assert_store_holds(backend, cfg.out / "store", third["store"]["graph"], url, Layout.of(third["cfg"]).graph)
+    with open_store(backend, cfg.out / "store", third["store"]["graph"], url=url) as s:
+        # dropped before the difference was written (FalkorDB grows the index inside the write that
+        # crosses its capacity, past the per-query memory bound), declared again after it
+        assert "embedding" in s._index_fields()
+        assert s.vector_search(np.load(Layout.of(third["cfg"]).graph / "vectors" / "content.npy")[0], 1)
     kept = {p.name for p in (cfg.out / "graphs").iterdir() if p.is_dir()}
     assert kept == {Layout.of(third["cfg"]).graph.name, old_gen.name}  # the rolled-back-from one is retired
     with open_store(backend, cfg.out / "store", third["store"]["graph"], url=url) as s:

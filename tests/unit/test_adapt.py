@@ -4,6 +4,7 @@ among the wrong ones, and nothing of a question file is read on the way."""
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,6 +127,69 @@ def test_adapting_a_graph_reads_no_question_file_and_writes_its_draw_beside_the_
     # the same draw again keeps the encoder trained on it
     again = adapt_graph(family.dir, AdaptSettings())
     assert again["reused_encoder"] and again["draw"] == report["draw"]
+
+
+def _fake_training(monkeypatch) -> list[int]:
+    """Training replaced by a record of it (sentence-transformers is exercised elsewhere)."""
+    import sagegraph.retrieve.kb.adaptation as adaptation
+
+    runs: list[int] = []
+
+    def fake_train(labels, out, **kw):
+        runs.append(len(labels))
+        out.mkdir(parents=True, exist_ok=True)  # the real one replaces a folder whole
+        (out / "modules.json").write_text("[]")
+        (out / "selector_training.json").write_text(json.dumps({"seconds": 0.0, **kw["note"]}))
+        return {"seconds": 0.0}
+
+    monkeypatch.setattr(adaptation, "train_selector_encoder", fake_train)
+    return runs
+
+
+def test_a_generation_whose_draw_another_generation_trained_on_takes_its_encoder(tmp_path, monkeypatch):
+    """A rebuild the draw does not see (same KB questions) copies the sibling generation's encoder
+    instead of training again; a different draw trains."""
+    import shutil
+
+    from sagegraph.retrieve.kb.adaptation import AdaptSettings, adapt_graph
+
+    runs = _fake_training(monkeypatch)
+    first = build_mini(tmp_path / "graphs" / "aaaa", family_records()).dir
+    adapt_graph(first, AdaptSettings())
+    second = tmp_path / "graphs" / "bbbb"
+    shutil.copytree(first, second, ignore=shutil.ignore_patterns("adapt"))
+    carried = adapt_graph(second, AdaptSettings())
+    assert runs == [runs[0]] and carried["reused_encoder"]
+    assert (second / "adapt" / "selector-encoder" / "modules.json").exists()
+    other = adapt_graph(second, AdaptSettings(sample=SampleSettings(seed=1)))
+    assert len(runs) == 2 and not other["reused_encoder"]
+
+
+def test_a_kb_build_adapts_what_it_publishes_when_its_config_asks(kb_dir, tmp_path, monkeypatch):
+    """`adapt.enabled`: `sagegraph.build` adapts the published generation; a build that finds the
+    graph up to date finds it adapted; a KB with nothing to draw is built and published anyway."""
+    import sagegraph
+
+    runs = _fake_training(monkeypatch)
+
+    def config(name: str, kb: Path) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        corpus = {"kind": "kb", "path": str(kb)}
+        path.write_text(json.dumps({"name": name, "corpus": corpus, "adapt": {"enabled": True}}))
+        return path
+
+    report = sagegraph.build(config("papers", kb_dir), out=tmp_path / "out")
+    generation = (tmp_path / "out" / "graph").resolve()
+    assert report["adapt"]["questions"] > 0 and runs == [report["adapt"]["questions"]]
+    assert (generation / "adapt" / "selector-encoder" / "modules.json").exists()
+    again = sagegraph.build(config("papers", kb_dir), out=tmp_path / "out")
+    assert again["up_to_date"] and again["adapt"]["already_adapted"] and len(runs) == 1
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "nodes.jsonl").write_text(json.dumps({"id": "x1", "type": "Thing", "fields": {"name": "Alone"}}) + "\n")
+    (lone / "edges.jsonl").write_text("")
+    skipped = sagegraph.build(config("lone", lone), out=tmp_path / "lone-out")
+    assert "nothing to adapt to" in skipped["adapt"]["skipped"] and skipped["published"]["current"]
 
 
 def test_a_kb_with_nothing_to_draw_says_so(tmp_path):

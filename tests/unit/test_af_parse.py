@@ -73,18 +73,13 @@ def test_an_anonymous_middle_node_is_one_symbol_for_both_hops():
     assert q.target_type == "Person" and [s.var for s in q.constants] == ["d"]
 
 
-def test_a_return_of_a_variable_the_match_never_binds_takes_the_far_end_of_the_pattern():
-    """`RETURN y.name` with no `y` in the MATCH: the answer is where the walk from the named node
-    stops (the unpinned end farthest from it), counted; with two such ends, none is guessed."""
+def test_a_return_of_a_variable_the_match_never_binds_is_not_a_query():
+    """`RETURN y.name` with no `y` in the MATCH is counted and left to the fallback: guessing the
+    pattern's far end as the answer lost on every development KB where it applied (GeoNames dev
+    0.367 -> 0.350 Hit@1, PathQuestion dev unchanged)."""
     q = parse_cypher(
         "MATCH (p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie)-[:PRODUCED_BY]->(s:Studio) RETURN y.name",
         TYPES,
         RELS,
     )
-    assert q.target == "s" and q.counters["return_rebound"] == 1 and q.counters["no_single_return"] == 0
-    forked = parse_cypher(
-        "MATCH (a:Award)<-[:WON]-(p:Person {name: 'Ana Silva'})-[:DIRECTED]->(m:Movie) RETURN y.name", TYPES, RELS
-    )
-    assert forked.target is None and forked.counters["no_single_return"] == 1
-    unpinned = parse_cypher("MATCH (p:Person)-[:DIRECTED]->(m:Movie) RETURN y", TYPES, RELS)
-    assert unpinned.target is None and unpinned.counters["return_rebound"] == 0
+    assert q.target is None and q.counters["no_single_return"] == 1 and q.counters["parsed"] == 0

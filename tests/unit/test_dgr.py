@@ -576,6 +576,27 @@ def test_chain_reach_ranks_chains_beyond_the_walk(g, tmp_path):
     )  # two films: not walked on
 
 
+def test_no_agent_answers_by_the_chain_fallback_from_the_named_nodes_without_a_model_call(g, tmp_path):
+    """`n_agents: 0`: the chains from the node the question names, ranked as the fallback ranks an
+    agent's, and no request reaches the endpoint; settings under which it could answer nothing are
+    refused."""
+    from pydantic import ValidationError
+
+    from sagegraph.retrieve.dgr.retriever import DGRRetriever
+
+    studio = row(g, "s1")
+    q = "Which studio produced the films Ana Silva directed?"
+    requests = []
+    with FakeOpenAI(lambda body: (requests.append(body), (200, _calls(("finish", {}))))[1]) as server:
+        res = open_resources(g, _llm(server, tmp_path))
+        alone = get_retriever("dgr", res, n_agents=0, chain_reach=2).search(q, 5)
+    assert requests == [] and alone.idx[0] == studio and alone.usage["calls"] == 0
+    assert alone.trace["agents"][0]["fallback_from"] == "chain" and set(alone.found_by) == {"fallback"}
+    for bad in ({"chain_reach": 0}, {"reach_named": False}, {"fallback": "last"}, {"link": False}):
+        with pytest.raises(ValidationError, match="n_agents 0"):
+            DGRRetriever.Params(n_agents=0, **bad)
+
+
 def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(g, tmp_path, monkeypatch):
     """With `chain_order`, a chain of two relations from the named start loses how much better the
     same relations read in the other order laid outward from the name: 'the films directed by Ana

@@ -560,7 +560,7 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
     import sys
 
     from sagegraph.errors import ConfigError
-    from sagegraph.retrieve.kb.chain_encoder import _publish, train_selector_encoder
+    from sagegraph.retrieve.kb.chain_encoder import publish_folder, train_selector_encoder
     from sagegraph.runlock import DirectoryLocked
 
     out = tmp_path / "enc"
@@ -572,7 +572,7 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
 
         return write
 
-    _publish(out, weights("one"))
+    publish_folder(out, weights("one"))
     assert (out / "model.bin").read_text() == "one"
 
     def killed(folder):
@@ -580,10 +580,10 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
         raise KeyboardInterrupt  # killed while saving
 
     with pytest.raises(KeyboardInterrupt):
-        _publish(out, killed)
+        publish_folder(out, killed)
     assert (out / "model.bin").read_text() == "one" and (out / "modules.json").read_text() == "one"
     assert (tmp_path / ".enc.new").exists()  # the killed run's folder
-    _publish(out, weights("three"))
+    publish_folder(out, weights("three"))
     assert (out / "model.bin").read_text() == "three" and sorted(p.name for p in tmp_path.iterdir()) == ["enc"]
     holder = subprocess.Popen(
         [

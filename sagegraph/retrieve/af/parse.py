@@ -11,7 +11,6 @@ single RETURN yields no graph strand (the caller falls back to vector search), a
 from __future__ import annotations
 
 import re
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,7 +99,6 @@ def parse_cypher(reply: str, node_types: set[str], rel_types: set[str]) -> Parse
     counters = {
         "parsed": 0,
         "no_single_return": 0,
-        "return_rebound": 0,
         "unknown_type": 0,
         "unknown_relation": 0,
         "forbidden_syntax": 0,
@@ -162,45 +160,13 @@ def parse_cypher(reply: str, node_types: set[str], rel_types: set[str]) -> Parse
     for var, prop, items in _IN.findall(text):
         values = [_literal(v) for v in re.findall(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?", items)]
         symbol(var, None).conditions.append(Condition(prop, "in", values))
-    target = returns[0] if len(set(returns)) == 1 else None
-    if target is not None and target not in symbols:
-        target = far_end(symbols, triplets)  # `RETURN y.name` with `y` bound nowhere in the MATCH
-        counters["return_rebound"] = int(target is not None)
-    if target is None:
+    if len(set(returns)) != 1 or returns[0] not in symbols:
         counters["no_single_return"] = 1
         return ParsedQuery(None, symbols, triplets, counters)
     if not triplets:
         counters["no_triplet"] = 1
     counters["parsed"] = 1
-    return ParsedQuery(target, symbols, triplets, counters)
-
-
-def far_end(symbols: dict[str, Symbol], triplets: list[Triplet]) -> str | None:
-    """The answer of a query whose RETURN names a variable its MATCH never binds: the one end of its
-    pattern (a variable in a single relation, with no condition) farthest from the nodes the
-    query pins by a condition, which is where the question's walk stops; None where no end is
-    alone in being farthest, or nothing is pinned to measure from."""
-    neighbours: dict[str, set[str]] = {}
-    for t in triplets:
-        neighbours.setdefault(t.head, set()).add(t.tail)
-        neighbours.setdefault(t.tail, set()).add(t.head)
-    pinned = [v for v, s in symbols.items() if s.conditions and v in neighbours]
-    if not pinned:
-        return None
-    distance = dict.fromkeys(pinned, 0)
-    queue = deque(pinned)  # breadth first from every pinned node at once
-    while queue:
-        v = queue.popleft()
-        for n in neighbours[v]:
-            if n not in distance:
-                distance[n] = distance[v] + 1
-                queue.append(n)
-    ends = [v for v, near in neighbours.items() if len(near) == 1 and not symbols[v].conditions and v in distance]
-    if not ends:
-        return None
-    farthest = max(distance[v] for v in ends)
-    best = [v for v in ends if distance[v] == farthest]
-    return best[0] if len(best) == 1 else None
+    return ParsedQuery(returns[0], symbols, triplets, counters)
 
 
 _RETURN_ID = re.compile(r"RETURN\s+(?:DISTINCT\s+)?(\w+)\.id(?:\s+AS\s+\w+)?", re.I)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sagegraph.retrieve.base import GroupedParams, ParamGroup
 from sagegraph.retrieve.kb.unnamed import UNNAMED_HELP, Unnamed
@@ -58,7 +58,13 @@ class AgentParams(ParamGroup):
     """How many agents run, how each is prompted and when it stops."""
 
     t_max: int = Field(20, ge=1, le=100, description="steps (LLM calls) per agent")
-    n_agents: int = Field(3, ge=1, le=16, description="agents per question, fused by votes")
+    n_agents: int = Field(
+        3,
+        ge=0,
+        le=16,
+        description="agents per question, fused by votes; 0: no agent and no model call, the chain fallback alone "
+        "from the nodes the question names",
+    )
     mode: ModeSetting = Field("auto", description="function calling, JSON actions, or probe the endpoint once")
     temperature: float = Field(
         0.7, ge=0.0, le=2.0, description="agents' sampling temperature (n agents need > 0 to differ)"
@@ -157,3 +163,16 @@ class DGRParams(GroupedParams):
     agent: AgentParams = Field(default_factory=AgentParams)
     tools: ToolParams = Field(default_factory=ToolParams)
     answer: FallbackParams = Field(default_factory=FallbackParams)
+
+    @model_validator(mode="after")
+    def _chain_fallback_without_agents(self) -> DGRParams:
+        """Without agents the answer is what the chain fallback reads from the named nodes alone."""
+        answer = self.answer
+        if self.agent.n_agents == 0 and not (
+            self.agent.link and answer.fallback == "chain" and answer.chain_reach and answer.reach_named
+        ):
+            raise ValueError(
+                "n_agents 0 answers by the chain fallback from the named nodes alone: it needs link true, "
+                "fallback chain, chain_reach 1-3 and reach_named true"
+            )
+        return self

@@ -61,6 +61,7 @@ from sagegraph.retrieve.dgr.tools import (
     NEIGHBOUR_MATCH,
     NEIGHBOURS,
     GraphTools,
+    ToolOutput,
 )
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.kb.chain_encoder import adapted_inputs, keyed_prompt, tuned_encoder
@@ -331,7 +332,10 @@ class DGRRetriever(Retriever[DGRParams]):
 
     def _search(self, query: str, k: int) -> Retrieval:
         setting = self.params.agent.mode
-        mode: Mode = detect_mode(self.res.llm) if setting == "auto" else setting
+        if self.params.agent.n_agents == 0:  # no agent asks the model anything
+            mode: Mode = "json"
+        else:
+            mode = detect_mode(self.res.llm) if setting == "auto" else setting
         with usage_scope() as usage:
             r = self._run(query, k, mode)
         r.usage = usage.as_dict()
@@ -364,8 +368,10 @@ class DGRRetriever(Retriever[DGRParams]):
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
         # usage scope.
-        workers = max(1, min(n_agents, self.res.llm.cfg.concurrency))
-        if workers == 1:
+        workers = max(1, min(n_agents, self.res.llm.cfg.concurrency)) if n_agents else 1
+        if n_agents == 0:
+            runs = [self._chains_alone(query, start)]
+        elif workers == 1:
             runs = [one(a) for a in range(n_agents)]
         else:
             contexts = [contextvars.copy_context() for _ in range(n_agents)]  # taken here, in the query's thread
@@ -394,6 +400,16 @@ class DGRRetriever(Retriever[DGRParams]):
         if unnamed:
             trace["unnamed"] = unnamed
         return Retrieval(rows, scores, found_by, trace)
+
+    def _chains_alone(self, query: str, start: ToolOutput | None) -> AgentRun:
+        """(`n_agents: 0`) What an agent that walked nowhere would answer: the KB's chains from the
+        nodes the question names, ranked as the chain fallback ranks them; no model call. It
+        measures what DGR's agents add over their own fallback."""
+        run = AgentRun(agent=0, sample=0, stop="finish")
+        run.linked = len(start.shown) if start is not None else 0
+        run.answer = self.rank_chains(query, run, start.shown if start is not None else None)
+        run.fallback_from = "chain"
+        return run
 
     def _answer_unnamed(self, query: str, runs: list[AgentRun], k: int) -> dict[str, Any]:
         """(`unnamed`) For a question that names no node, the agents that added nothing answer with

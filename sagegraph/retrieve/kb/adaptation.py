@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sagegraph.config import LLMConfig
+from sagegraph.config import BuildConfig, LLMConfig, load_llm_config
 from sagegraph.errors import ConfigError, LLMError, ReplyRejected, SageGraphError
 from sagegraph.llm import LLMClient, parse_json_reply
 from sagegraph.retrieve.graph_index import GraphIndex
@@ -34,13 +35,18 @@ from sagegraph.retrieve.kb.adapt import (
     sample_questions,
     vocabulary_messages,
 )
-from sagegraph.retrieve.kb.chain_encoder import RECORD, adapted_path, train_selector_encoder
+from sagegraph.retrieve.kb.chain_encoder import RECORD, adapted_path, publish_folder, train_selector_encoder
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.resources import llm_cache_path
 from sagegraph.runfiles import write_jsonl_whole, write_text_whole
+from sagegraph.runlock import hold
 
 QUESTIONS = "questions.jsonl"
 REPORT = "adapt.json"
+
+
+class NothingToAdapt(ConfigError):
+    """The KB has no question to draw (no named node with a short chain to a few nodes)."""
 
 
 class TrainSettings(BaseModel):
@@ -145,10 +151,15 @@ def _adapt(
     questions = sample_questions(view, settings.sample, vocabulary)
     drawn_s = time.perf_counter() - t0
     if not questions:
-        raise ConfigError(f"{graph.dir}: the KB has no named node with a chain to a few nodes: nothing to adapt to")
+        raise NothingToAdapt(f"{graph.dir}: the KB has no named node with a chain to a few nodes: nothing to adapt to")
     write_jsonl_whole(folder / QUESTIONS, (q.record() for q in questions))
     digest = draw_digest(questions, settings)
     trained = _trained_on(encoder)
+    carried = None if trained == digest else _trained_elsewhere(graph.dir, digest)
+    if carried is not None:  # another generation of this KB drew the same questions: its encoder is this one's
+        with hold(encoder, "train-selector", owned=False):  # as training takes it: one writer a folder
+            publish_folder(encoder, lambda folder: shutil.copytree(carried, folder, dirs_exist_ok=True))
+        trained = digest
     if trained == digest:
         training: dict[str, Any] = json.loads((encoder / RECORD).read_text())
         reused = True
@@ -181,6 +192,33 @@ def _adapt(
     }
     write_text_whole(folder / REPORT, json.dumps(out, indent=1))
     return out
+
+
+def _trained_elsewhere(graph_dir: Path, digest: str) -> Path | None:
+    """The adapted encoder of another generation of the same build trained on this very draw: a
+    rebuild whose change the draw never met (no start, chain or answer it touched) keeps its
+    encoder instead of training again."""
+    for other in sorted(graph_dir.parent.iterdir()):
+        if other != graph_dir and other.is_dir() and _trained_on(adapted_path(other)) == digest:
+            return adapted_path(other)
+    return None
+
+
+def adapt_after_build(cfg: BuildConfig, report: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+    """A build's `adapt` stage (`adapt.enabled`): the published generation of a KB graph adapted
+    with the default settings where it has no adaptation yet (its report otherwise); None where
+    the build does not ask for it or built no KB."""
+    if not cfg.adapt.enabled or cfg.corpus.kind != "kb":
+        return None
+    graph_dir = (cfg.out / "graph").resolve()
+    done = adapted_path(graph_dir).parent / REPORT
+    if done.exists():
+        return {**json.loads(done.read_text()), "already_adapted": True}
+    llm = load_llm_config(cfg.adapt.llm) if cfg.adapt.llm is not None else None
+    try:
+        return adapt_graph(graph_dir, AdaptSettings(), llm, report)
+    except NothingToAdapt as exc:  # the graph is built and published all the same; the retrievers read it unadapted
+        return {"skipped": str(exc)}
 
 
 def _trained_on(encoder: Path) -> str | None:

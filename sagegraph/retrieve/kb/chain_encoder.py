@@ -83,7 +83,7 @@ def train_selector_encoder(
     """Tune `base` (default: the graph encoder all-MiniLM-L6-v2) and save it under `out` as a
     sentence-transformers directory that `selector_encoder` (the retriever param) loads; with
     `mine_with` (a tuned encoder), on the negatives that encoder reads closest. The encoder appears
-    under `out` whole or not at all (see `_publish`), and a folder that holds something other than
+    under `out` whole or not at all (see `publish_folder`), and a folder that holds something other than
     an encoder is refused before any training is paid for. One run at a time writes `out` (the
     project's directory lock, as builds and sweeps hold theirs): a second is refused at once.
     `note` joins the training record (what the labels were drawn from)."""
@@ -161,7 +161,7 @@ def _train(
         model.save(str(folder))
         (folder / RECORD).write_text(json.dumps(info, indent=1))
 
-    _publish(out, write)
+    publish_folder(out, write)
     return info
 
 
@@ -172,7 +172,7 @@ def _check_destination(out: Path) -> None:
         )
 
 
-def _publish(out: Path, write: Callable[[Path], Any]) -> None:
+def publish_folder(out: Path, write: Callable[[Path], Any]) -> None:
     """Write into a folder beside `out`, then rename it into place, the previous encoder moved
     aside first: a run killed while saving leaves the old encoder and that folder (cleared by the
     next run, which holds the lock), and a reader sees the old weights or the new ones, never a mix
