@@ -591,6 +591,9 @@ def test_no_agent_answers_by_the_chain_fallback_from_the_named_nodes_without_a_m
         res = open_resources(g, _llm(server, tmp_path))
         alone = get_retriever("dgr", res, n_agents=0, chain_reach=2).search(q, 5)
     assert requests == [] and alone.idx[0] == studio and alone.usage["calls"] == 0
+    without_model = get_retriever("dgr", open_resources(g, None), n_agents=0, chain_reach=2).search(q, 5)
+    assert list(without_model.idx) == list(alone.idx)
+    assert not DGRRetriever.needs_llm(DGRRetriever.Params(n_agents=0)) and DGRRetriever.needs_llm(DGRRetriever.Params())
     assert alone.trace["agents"][0]["fallback_from"] == "chain" and set(alone.found_by) == {"fallback"}
     for bad in ({"chain_reach": 0}, {"reach_named": False}, {"fallback": "last"}, {"link": False}):
         with pytest.raises(ValidationError, match="n_agents 0"):

@@ -185,6 +185,10 @@ class DGRRetriever(Retriever[DGRParams]):
     shared_axes = ()  # none of the sweep's shared axes (alpha, k_prime) means anything here
 
     @classmethod
+    def needs_llm(cls, params: DGRParams) -> bool:
+        return params.agent.n_agents > 0  # the chain fallback alone asks the model nothing
+
+    @classmethod
     def run_report(cls, run_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
         from sagegraph.retrieve.dgr.diagnostics import run_report
 
