@@ -181,7 +181,7 @@ class StoreConfig(_Strict):
         False,
         description="declare the engine's own vector index over the node embeddings, for vector queries of your own "
         "in Cypher (sagegraph's dense retrieval reads faiss, not this index); FalkorDB rebuilds it each time its "
-        "server loads a graph, about a minute a graph for a 129k-node KB on 2 cores",
+        "server loads a graph",
     )
 
 
@@ -191,8 +191,8 @@ class AdaptConfig(_Strict):
     enabled: bool = Field(
         False,
         description="after a KB build publishes a generation, draw questions from the KB and tune the retrievers' "
-        "encoder to it, as `sagegraph adapt` does (no gold; about 2 minutes on 2 cores for a KB of a few thousand "
-        "nodes; a generation whose draw another generation already trained on takes its encoder)",
+        "encoder to it, as `sagegraph adapt` does (no gold; a generation whose draw another generation already "
+        "trained on takes its encoder)",
     )
     llm: Path | None = Field(
         None,

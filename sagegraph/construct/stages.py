@@ -613,10 +613,10 @@ def _load_whole(
 
 def _declare_indexes(cfg: BuildConfig, store: GraphStore, nodes: list[Node], vectors: np.ndarray) -> None:
     """The vector index only where `store.vector_index` asks for it: FalkorDB keeps no HNSW on
-    disk and rebuilds it whenever its server loads the graph (about a minute a graph at 129k
-    nodes), for queries sagegraph never makes. Declared, not awaited: both engines fill it in the
-    background, so a build that waited would only wait for one it drops on close; vector queries
-    wait for it (`vector_search`). KB entities get the full-text index."""
+    disk and rebuilds it whenever its server loads the graph, for queries sagegraph never makes.
+    Declared, not awaited: both engines fill it in the background, so a build that waited would
+    only wait for one it drops on close; vector queries wait for it (`vector_search`). KB entities
+    get the full-text index."""
     if cfg.store.vector_index:
         store.ensure_indexes(vectors.shape[1], wait=False)
     else:
