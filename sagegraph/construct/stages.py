@@ -617,11 +617,10 @@ def _declare_indexes(cfg: BuildConfig, store: GraphStore, nodes: list[Node], vec
     Declared, not awaited: both engines fill it in the background, so a build that waited would
     only wait for one it drops on close; vector queries wait for it (`vector_search`). KB entities
     get the full-text index."""
-    if cfg.store.vector_index:
+    if cfg.store.vector_index:  # the id index is there: both loads declare it before writing
         store.ensure_indexes(vectors.shape[1], wait=False)
     else:
-        store.ensure_indexes(None, wait=False)
-        store.drop_vector_index()  # a graph taken over from a load that declared one
+        store.drop_vector_index()  # one a single-graph store (Neo4j) kept through a whole reload
     if any(n.modality == ENTITY for n in nodes):
         store.ensure_fulltext()
 

@@ -330,14 +330,18 @@ class FalkorStore(GraphStore):
                 self._written(pending)
         return count
 
+    def _raise_if_unreachable(self, exc: Exception) -> None:
+        """A failure that means the server is gone, as StoreUnavailable: the run stops with one line."""
+        if _unreachable(exc):
+            raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+
     def _written(self, pending: Future) -> None:
         """A write batch's outcome: the engine's refusal (a bound, a constraint) as a StoreError
         naming the graph, an unreachable server as StoreUnavailable, for one line at the CLI."""
         try:
             pending.result()
         except Exception as exc:
-            if _unreachable(exc):
-                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            self._raise_if_unreachable(exc)
             raise StoreError(f"FalkorDB at {self.path} refused a write to {self.graph_name!r}: {exc}") from exc
 
     def edge_batches(self, table: pa.Table, batch_size: int) -> Iterator[tuple[str, CypherText, int]]:
@@ -367,8 +371,7 @@ class FalkorStore(GraphStore):
                     "under this reader); "
                     "rerun to read the graph published now"
                 ) from exc
-            if _unreachable(exc):
-                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            self._raise_if_unreachable(exc)
             if any(bound in str(exc) for bound in ("timed out", "mem consumption")):
                 raise QueryStopped(f"read query failed: {exc}") from exc
             raise StoreError(f"read query failed: {exc}") from exc
@@ -381,8 +384,7 @@ class FalkorStore(GraphStore):
         except Exception as exc:
             if "empty key" in str(exc):
                 return
-            if _unreachable(exc):
-                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            self._raise_if_unreachable(exc)
             if "mem consumption" in str(exc):  # a constant folded while planning (`range(1, 10000000)`)
                 raise QueryStopped(f"read query failed: {exc}") from exc
             raise CypherInvalid(str(exc).strip()) from exc
@@ -473,8 +475,7 @@ class FalkorStore(GraphStore):
         try:
             command()
         except Exception as exc:
-            if _unreachable(exc):
-                raise StoreUnavailable(f"FalkorDB at {self.path} cannot be reached: {exc}") from exc
+            self._raise_if_unreachable(exc)
             raise StoreError(f"could not {verb} store graph {source!r} to {self.graph_name!r}: {exc}") from exc
         self.g = self.db.select_graph(self.graph_name)
 

@@ -372,10 +372,9 @@ class DGRRetriever(Retriever[DGRParams]):
         # Agents run side by side up to the client's concurrency (a serial local server runs them in
         # turn, which also keeps its prefix cache on one history); each thread carries the query's
         # usage scope.
-        workers = max(1, min(n_agents, self.res.llm.cfg.concurrency)) if n_agents else 1
         if n_agents == 0:
             runs = [self._chains_alone(query, start)]
-        elif workers == 1:
+        elif (workers := min(n_agents, self.res.llm.cfg.concurrency)) <= 1:
             runs = [one(a) for a in range(n_agents)]
         else:
             contexts = [contextvars.copy_context() for _ in range(n_agents)]  # taken here, in the query's thread
