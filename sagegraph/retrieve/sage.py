@@ -94,6 +94,11 @@ class SageRetriever(Retriever[SageParams]):
         return seed.prompt_for(seed_params)
 
     @classmethod
+    def graph_inputs(cls, graph, params: SageParams) -> str:
+        seed, seed_params = cls._seed(params)
+        return seed.graph_inputs(graph, seed_params)
+
+    @classmethod
     def prepare(cls, graph, params: SageParams) -> list[str]:
         seed, seed_params = cls._seed(params)
         return seed.prepare(graph, seed_params)

@@ -12,6 +12,7 @@ import pytest
 from sagegraph.retrieve.kb.adapt import (
     SampleSettings,
     chain_frames,
+    distinct_vocabulary,
     name_collisions,
     sample_questions,
     words,
@@ -237,6 +238,27 @@ def test_the_model_names_each_relation_in_words_once_and_a_reply_with_none_is_co
     assert all(q.phrase not in q.negatives for q in drawn)
 
 
+def test_a_word_that_names_two_relations_teaches_neither():
+    """A word given for two relations, or that is another relation's stored name, is dropped from
+    every relation that was given it (and reported); the rest keep their order."""
+    said = {
+        "capital": ["city", "seat of government"],
+        "time_zone": ["city", "clock"],
+        "continent": ["country", "landmass"],
+        "country": ["nation", "state"],
+    }
+    kept, dropped = distinct_vocabulary(said, ["capital", "time_zone", "continent", "country", "currency"])
+    assert kept == {
+        "capital": ["seat of government"],
+        "time_zone": ["clock"],
+        "continent": ["landmass"],
+        "country": ["nation", "state"],
+    }
+    assert sorted(dropped) == ["capital: city", "continent: country", "time_zone: city"]
+    kept, _ = distinct_vocabulary({"a": ["currency"]}, ["a", "currency"])  # a relation with no words still has a name
+    assert kept == {"a": []}
+
+
 def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_reruns_it(family):
     """`selector_encoder: adapted` is keyed by name (the encoder is not known before the graph is)
     and stamped into each run's inputs by its training record: a graph adapted again sets the
@@ -270,6 +292,8 @@ def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_rerun
     assert paper.retriever_class.prompt_for(paper.validated()) == "graphraft-4"
     default = EvalConfig("graphraft", 20, {})  # GraphRAFT's default reads the adaptation
     assert default.retriever_class.graph_inputs(family, default.validated()) == cls.graph_inputs(family, params) != ""
+    around = EvalConfig("sage", 10, {"seed_retriever": "graphraft", "k_prime": 10})  # SAGE reads what its seeds read
+    assert around.retriever_class.graph_inputs(family, around.validated()) == cls.graph_inputs(family, params)
     assert inputs_stamp(family, []) == inputs_stamp(family, [], "")  # stamps made before stay valid
 
 

@@ -170,6 +170,23 @@ def read_vocabulary(reply: dict[str, Any], relation: str) -> list[str]:
     return out[:VOCABULARY_WORDS]
 
 
+def distinct_vocabulary(
+    vocabulary: dict[str, list[str]], relations: list[str]
+) -> tuple[dict[str, list[str]], list[str]]:
+    """Each relation's words less those that name another relation too: a word the model gave for
+    two relations, or another relation's own stored name. A frame that says it would teach the
+    encoder that the word means one relation when the KB has two it could mean, so it is dropped
+    (and reported); the relation keeps its stored name and its other words."""
+    own_names = {words(relation): relation for relation in relations}
+    given = Counter(word for said in vocabulary.values() for word in set(said))
+    kept: dict[str, list[str]] = {}
+    dropped: list[str] = []
+    for relation, said in vocabulary.items():
+        kept[relation] = [word for word in said if given[word] == 1 and own_names.get(word, relation) == relation]
+        dropped.extend(f"{relation}: {word}" for word in said if word not in kept[relation])
+    return kept, dropped
+
+
 def _is_round_trip(hops: tuple[HopKey, ...]) -> bool:
     """A chain that walks an edge straight back (X's parent's child) asks nothing a question asks."""
     return any(a[0] == b[0] and a[1] != b[1] for a, b in zip(hops, hops[1:]))

@@ -31,6 +31,7 @@ from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.kb.adapt import (
     KBQuestion,
     SampleSettings,
+    distinct_vocabulary,
     read_vocabulary,
     sample_questions,
     vocabulary_messages,
@@ -73,7 +74,8 @@ def relation_vocabulary(
 ) -> tuple[dict[str, list[str]], dict[str, Any]]:
     """The words people use for each relation type of the KB, one cached, counted call each (shown
     the relation with the types it most often links). A reply with no usable word is not cached and
-    its relation keeps its stored name alone (counted); a fault of the endpoint stops the run."""
+    its relation keeps its stored name alone (counted); a word that names two relations is dropped
+    (`distinct_vocabulary`); a fault of the endpoint stops the run."""
     links: dict[str, tuple[str, str]] = {}
     for head, relation, tail, _ in view.patterns:  # most frequent first
         links.setdefault(relation, (head, tail))
@@ -95,6 +97,7 @@ def relation_vocabulary(
             traces.append({"qid": f"vocabulary:{relation}", "events": [{**event, "cached": reply.cached}]})
         except (ValueError, ReplyRejected):
             unusable += 1
+    said, ambiguous = distinct_vocabulary(said, list(links))
     if report:
         report(f"vocabulary: {len(said):,}/{len(links):,} relations, {time.perf_counter() - t0:.0f} s")
     stats = {
@@ -106,6 +109,7 @@ def relation_vocabulary(
         "seconds": round(time.perf_counter() - t0, 1),
         "model": client.cfg.model,
         "words": said,
+        "ambiguous_words_dropped": ambiguous,
         "traces": traces,
     }
     return said, stats
