@@ -53,10 +53,9 @@ def build_graph(cfg: BuildConfig) -> dict[str, Any]:
 def _adapted(cfg: BuildConfig, result: dict[str, Any]) -> dict[str, Any]:
     """The build's last stage where the config asks for it (`adapt.enabled`): the generation
     published now adapted to its KB, as `sagegraph adapt` does."""
-    from sagegraph.retrieve.kb.adaptation import adapt_after_build
+    from sagegraph.retrieve.kb.adaptation import with_adaptation
 
-    adapted = adapt_after_build(cfg, report=lambda line: run_log().info("%s", line))
-    return {**result, "adapt": adapted} if adapted is not None else result
+    return with_adaptation(cfg, result, report=lambda line: run_log().info("%s", line))
 
 
 def _report(

@@ -125,12 +125,12 @@ def build(config: str | Path, out: str | Path | None = None, max_sources: int | 
     reads it."""
     from sagegraph.config import load_config
     from sagegraph.construct.inprocess import build_in_process
-    from sagegraph.retrieve.kb.adaptation import adapt_after_build
+    from sagegraph.retrieve.kb.adaptation import with_adaptation
+    from sagegraph.runlock import hold
 
     cfg = load_config(config, out=Path(out) if out is not None else None, max_sources=max_sources)
-    report = build_in_process(cfg)
-    adapted = adapt_after_build(cfg)  # where the config asks for it (`adapt.enabled`)
-    return {**report, "adapt": adapted} if adapted is not None else report
+    with hold(cfg.out, "build"):  # the adaptation (`adapt.enabled`) under the build's lock, as the flow's
+        return with_adaptation(cfg, build_in_process(cfg))
 
 
 def open(path: str | Path, llm: LLMConfig | str | Path | None = None) -> Graph:

@@ -45,25 +45,29 @@ def _build(args: argparse.Namespace) -> int:
     from sagegraph.construct.stages import warm_up
     from sagegraph.flows.build_graph import build_graph
     from sagegraph.flows.runtime import fans_out, flow_runtime
+    from sagegraph.retrieve.kb.adaptation import with_adaptation
     from sagegraph.runlock import hold
 
     # A second build into this out dir refuses here, before a server starts, naming this one.
     with hold(cfg.out, "build"):
         if generations.record(cfg.out) != last_published:  # another build published meanwhile: compare with it
             resolved, changes = resolve_corpus(cfg)
+        # The flow adapts the generation it publishes (`adapt.enabled`); the other two ways do it here.
+        adapted = functools.partial(with_adaptation, cfg, report=lambda line: print(line, file=sys.stderr, flush=True))
         result = up_to_date(resolved) if changes is not None and changes.empty else None
         if result is not None:  # nothing to redo: no server, no workers (a scheduled rebuild of an unchanged corpus)
             print(
                 f"sagegraph: {cfg.out}: the graph, its statistics and its store are up to date; nothing to build",
                 flush=True,
             )
+            result = adapted(result)
         elif not args.flow and not fans_out(changes, cfg.runner):
             print(
                 f"sagegraph: rebuilding {cfg.name} into {cfg.out} in this process (a small change: no Prefect "
                 "server or Dask workers; --flow runs it as a flow)",
                 flush=True,
             )
-            result = build_in_process(cfg, resolved=(resolved, changes))
+            result = adapted(build_in_process(cfg, resolved=(resolved, changes)))
         else:
             with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
                 print(
@@ -72,12 +76,6 @@ def _build(args: argparse.Namespace) -> int:
                     flush=True,
                 )
                 result = build_graph.with_options(task_runner=runner)(cfg)
-    if "adapt" not in result:  # the flow adapts the graph it published; here the in-process build's
-        from sagegraph.retrieve.kb.adaptation import adapt_after_build
-
-        adapted = adapt_after_build(cfg, report=lambda line: print(line, file=sys.stderr, flush=True))
-        if adapted is not None:
-            result = {**result, "adapt": adapted}
     print(f"\ngraph (Parquet): {result['graph']}/nodes.parquet, edges.parquet, vectors/")
     store = result["store"]
     where = {

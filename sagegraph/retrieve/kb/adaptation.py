@@ -225,6 +225,16 @@ def adapt_after_build(cfg: BuildConfig, report: Callable[[str], None] | None = N
         return {"skipped": str(exc)}
 
 
+def with_adaptation(
+    cfg: BuildConfig, result: dict[str, Any], report: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """A build's report with its `adapt` stage's (`adapt_after_build`) where the config asks for
+    one. Callers run it under the build's lock, as the stages before it, so no other build
+    publishes or retires the generation while it is adapted."""
+    adapted = adapt_after_build(cfg, report)
+    return {**result, "adapt": adapted} if adapted is not None else result
+
+
 def _trained_on(encoder: Path) -> str | None:
     record = encoder / RECORD
     if not record.exists():
