@@ -152,7 +152,7 @@ def prepare(out: Path, config: Path, scale: float, data: Path, cache: Path | Non
     )
 
 
-def run(scale: float, work: Path, cache: Path | None) -> dict:
+def run(scale: float, work: Path, cache: Path | None, latency: bool = True) -> dict:
     data = work / f"data-{scale:g}"
     kb = write_kb(data, scale)
     out, config = work / f"prime-{scale:g}", work / f"prime-{scale:g}.yaml"
@@ -176,7 +176,7 @@ def run(scale: float, work: Path, cache: Path | None) -> dict:
             for name, seconds in stages.items()
         },
         "outside_stages_s": round(wall - report["seconds"], 1),
-        **query_latency(out, data / "questions.jsonl"),
+        **(query_latency(out, data / "questions.jsonl") if latency else {}),
     }
 
 
@@ -367,6 +367,7 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=2, help="rebuilds in a row, each after another such change")
     parser.add_argument("--latency", action="store_true", help="only measure query latency again on each size's build")
+    parser.add_argument("--no-latency", action="store_true", help="build only: no query latency after each build")
     args = parser.parse_args()
     scales = [float(s) for s in args.scales.split(",")]
     if args.latency:
@@ -392,7 +393,7 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     lines = []
     for scale in (float(s) for s in args.scales.split(",")):
-        line = run(scale, args.work, args.cache)
+        line = run(scale, args.work, args.cache, latency=not args.no_latency)
         (args.work / f"prime-{scale:g}.build.json").write_text(json.dumps(line))
         print(json.dumps(line), flush=True)
         lines.append(line)

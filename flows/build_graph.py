@@ -4,6 +4,7 @@ each batch moving through the three on its own) -> assemble -> edges (fanned out
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from prefect import flow, unmapped
@@ -13,6 +14,8 @@ from sagegraph.config import BuildConfig
 from sagegraph.construct.changes import ChangeSet, work_lines
 from sagegraph.construct.report import StageClock, build_report, record_changes
 from sagegraph.construct.stages import (
+    corpus_read_once,
+    graph_changes,
     graph_delta_of,
     modalities_of,
     preflight,
@@ -30,10 +33,11 @@ from sagegraph.tasks.console import run_log
 
 @flow(name="build_graph", log_prints=True)
 def build_graph(cfg: BuildConfig) -> dict[str, Any]:
-    with hold(cfg.out, "build"):  # the CLI holds it already; a scheduled deployment run takes it here
+    # The CLI holds the lock already; a scheduled deployment run takes it here.
+    with hold(cfg.out, "build"), corpus_read_once():
         # Under the lock: which corpus state to build is read from what the last build left; then
         # its inputs are checked (deployments and sweeps start here, not in the CLI).
-        cfg, changes = resolve_corpus(cfg)
+        cfg, changes = resolve_corpus(cfg, keep_read=True)
         preflight(cfg)
         if changes is not None:
             run_log().info("%s", changes.line())
@@ -111,12 +115,15 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     clock.lap("edges")
     fin = build_tasks.finalize_edges(cfg, pair_results, ing["kb_edges"])
     clock.lap("finalize_edges")
-    # The store load mostly waits on the database server: statistics run beside it on a worker.
+    # The store load mostly waits on the database server: statistics run beside it on a worker,
+    # and the change against the published graph here.
     store_run = build_tasks.load_store.submit(cfg)
     stats_run = build_tasks.graph_stats.submit(cfg, pair_results)
-    store, stats = store_run.result(), stats_run.result()
+    with ThreadPoolExecutor(1, thread_name_prefix="graph-changes") as pool:
+        changes_run = pool.submit(graph_changes, cfg)
+        store, stats = store_run.result(), stats_run.result()
+        graph_delta = graph_delta_of(store, changes_run.result())
     clock.lap("load_store_and_stats")
-    graph_delta = graph_delta_of(cfg, store)
     # Only now, with the graph and its store load complete, do readers switch to it.
     published = publish_graph(cfg)
     run_log().info("published %s (previous: %s)", published["current"], published.get("previous"))

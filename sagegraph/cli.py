@@ -36,22 +36,21 @@ def _build(args: argparse.Namespace) -> int:
     # The corpus read and compared with the last build's, and the LLM key checked, before a server
     # and workers start (the flow resolves again under its lock).
     last_published = generations.record(cfg.out)
-    resolved, changes = resolve_corpus(cfg)
+    resolved, changes = resolve_corpus(cfg, keep_read=True)
     preflight(resolved)  # the key wanted by the corpus state that will be built, not the first one's
     if changes is not None:
         print(f"sagegraph: {changes.line()}", flush=True)
 
     from sagegraph.construct.inprocess import build_in_process
-    from sagegraph.construct.stages import warm_up
-    from sagegraph.flows.build_graph import build_graph
+    from sagegraph.construct.stages import corpus_read_once, warm_up
     from sagegraph.flows.runtime import fans_out, flow_runtime
     from sagegraph.retrieve.kb.adaptation import with_adaptation
     from sagegraph.runlock import hold
 
     # A second build into this out dir refuses here, before a server starts, naming this one.
-    with hold(cfg.out, "build"):
+    with hold(cfg.out, "build"), corpus_read_once():
         if generations.record(cfg.out) != last_published:  # another build published meanwhile: compare with it
-            resolved, changes = resolve_corpus(cfg)
+            resolved, changes = resolve_corpus(cfg, keep_read=True)
         # The flow adapts the generation it publishes (`adapt.enabled`); the other two ways do it here.
         adapted = functools.partial(with_adaptation, cfg, report=lambda line: print(line, file=sys.stderr, flush=True))
         result = up_to_date(resolved) if changes is not None and changes.empty else None
@@ -69,6 +68,8 @@ def _build(args: argparse.Namespace) -> int:
             )
             result = adapted(build_in_process(cfg, resolved=(resolved, changes)))
         else:
+            from sagegraph.flows.build_graph import build_graph  # Prefect's import (~1.5 s): only where a flow runs
+
             with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
                 print(
                     f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in "

@@ -11,6 +11,7 @@ import glob
 import hashlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from sagegraph.progress import ticker
 from sagegraph.sqlite_store import SQLiteFile
 
 MINILM = "all-MiniLM-L6-v2"
+_MODEL_LOAD = threading.RLock()  # module-level: an encoder is pickled to Dask workers, a lock cannot be
 
 
 class Encoder(Protocol):
@@ -111,6 +113,10 @@ class SentenceTransformerEncoder:
 
     @property
     def model(self):
+        with _MODEL_LOAD:  # one load, where a warm-up thread and a stage ask at once
+            return self._loaded()
+
+    def _loaded(self):
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer

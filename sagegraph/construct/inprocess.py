@@ -25,8 +25,8 @@ def build_in_process(cfg: BuildConfig, resolved: tuple[BuildConfig, ChangeSet | 
     report: the published graph, its counts, the store load, the change set, what was redone and
     the seconds per stage. `resolved`: what `stages.resolve_corpus` gave a caller that holds the
     build lock already (the CLI), so the corpus is not read again."""
-    with hold(cfg.out, "build"):
-        cfg, changes = resolved or stages.resolve_corpus(cfg)
+    with hold(cfg.out, "build"), stages.corpus_read_once():
+        cfg, changes = resolved or stages.resolve_corpus(cfg, keep_read=True)
         stages.preflight(cfg)
         if changes is not None and changes.empty and (done := stages.up_to_date(cfg)) is not None:
             return {
@@ -36,7 +36,8 @@ def build_in_process(cfg: BuildConfig, resolved: tuple[BuildConfig, ChangeSet | 
                 "changes": changes.as_dict(),
                 "corpus_version": cfg.corpus_version,
             }
-        with stages.store_kept_open(cfg):
+        encodes = changes is None or changes.first_build or changes.sources_to_redo() > 0
+        with stages.store_kept_open(cfg), stages.encoder_warmed(cfg, encodes):
             result = _build(cfg)
         record_changes(cfg, changes, result)
         result["up_to_date"] = False
@@ -59,13 +60,15 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     clock.lap("edges")
     final = stages.finalize_edges(cfg, [p["path"] for p in pairs], ingested["kb_edges"])
     clock.lap("finalize_edges")
-    # The store load mostly waits on the database server: the statistics are computed meanwhile.
+    # The store load mostly waits on the database server: the statistics and the change against
+    # the published graph are computed meanwhile.
     with ThreadPoolExecutor(1, thread_name_prefix="graph-stats") as pool:
         stats_run = pool.submit(stages.graph_stats, cfg, [p["stats"] for p in pairs])
+        changes_run = pool.submit(stages.graph_changes, cfg)
         store = stages.load_store(cfg)
         stats = stats_run.result()
+        graph_delta = stages.graph_delta_of(store, changes_run.result())
     clock.lap("load_store_and_stats")
-    graph_delta = stages.graph_delta_of(cfg, store)
     published = stages.publish_graph(cfg)
     clock.lap("publish")
     return build_report(

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_np
 from sagegraph.construct.batches import batch_name, content_spans, target_size
 from sagegraph.construct.changes import (
     ChangeSet,
+    Fingerprints,
     corpus_fingerprints,
     diff,
     digest,
@@ -39,8 +43,9 @@ from sagegraph.construct.edge_records import extra_for, pair_edge_table
 from sagegraph.construct.fields import FIELDS, entity_set, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
 from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
+from sagegraph.construct.reuse import Reused, combine_arrays, combine_tables, match_rows, retired_batches
 from sagegraph.corpus import kb_edges, load_corpus
-from sagegraph.corpus.records import Document, KBObject, Table
+from sagegraph.corpus.records import Corpus, Document, KBObject, Table
 from sagegraph.embed import Encoder, encode_reporting, make_encoder
 from sagegraph.errors import ConfigError, InputError, StoreError, StoreUnavailable
 from sagegraph.model import (
@@ -62,29 +67,51 @@ from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_marker, lo
 
 log = logging.getLogger("sagegraph.construct")
 _ENCODERS: dict[tuple, Encoder] = {}
+_ENCODERS_MADE = threading.Lock()
 
 
 def get_encoder(cfg: BuildConfig) -> Encoder:
     """One encoder per process (and per Dask worker): the model loads once, not once per batch."""
     layout = Layout.of(cfg)
     key = (cfg.embedding.model, cfg.embedding.device, cfg.embedding.precision, str(layout.cache))
-    if key not in _ENCODERS:
-        threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
-        if threads:
-            import torch
+    with _ENCODERS_MADE:  # a warm-up thread (`encoder_warmed`) may ask at the same moment
+        if key not in _ENCODERS:
+            _ENCODERS[key] = _new_encoder(cfg, layout)
+        return _ENCODERS[key]
 
-            torch.set_num_threads(int(threads))
-        cache = layout.cache / "embeddings.sqlite" if cfg.embedding.cache else None
-        _ENCODERS[key] = make_encoder(
-            cfg.embedding.model, cfg.embedding.device, cfg.embedding.batch_size, cache, cfg.embedding.precision
-        )
-    return _ENCODERS[key]
+
+def _new_encoder(cfg: BuildConfig, layout: Layout) -> Encoder:
+    threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    cache = layout.cache / "embeddings.sqlite" if cfg.embedding.cache else None
+    return make_encoder(
+        cfg.embedding.model, cfg.embedding.device, cfg.embedding.batch_size, cache, cfg.embedding.precision
+    )
 
 
 def warm_up(cfg: BuildConfig) -> int:
     """Load this process's encoder now. A Dask worker runs this while the API server starts, so its
     first batch does not wait ~6 s for imports and the model. Returns the embedding width."""
     return get_encoder(cfg).dim
+
+
+@contextlib.contextmanager
+def encoder_warmed(cfg: BuildConfig, needed: bool) -> Iterator[None]:
+    """The encoder loaded on a thread of its own while the stages before the first encode run
+    (ingest, the batches found finished): torch and the model take ~5-10 s to import and load, a
+    fixed cost that dominated a small rebuild. A stage that encodes first waits for it (the
+    encoder's own lock). `needed`: whether the build will encode at all."""
+    if not needed:
+        yield
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="encoder-warm-up") as pool:
+        warming = pool.submit(warm_up, cfg)
+        yield
+        with contextlib.suppress(Exception):  # a load that failed fails again, with its error, where it is used
+            warming.result()
 
 
 def _encode_seconds(enc: Encoder) -> float:
@@ -136,11 +163,12 @@ def _previous_sources(cfg: BuildConfig) -> Path | None:
     return Layout.of(cfg.model_copy(update={"corpus_version": version})).stage_path("sources")
 
 
-def resolve_corpus(cfg: BuildConfig) -> tuple[BuildConfig, ChangeSet | None]:
+def resolve_corpus(cfg: BuildConfig, keep_read: bool = False) -> tuple[BuildConfig, ChangeSet | None]:
     """The config with `corpus_version` set from the corpus as it is now, and what changed since
     the graph last built in cfg.out. Reads (and so validates) the whole corpus: a bad record stops
     the build here, with its file and line, before anything is written. With the corpus files gone,
-    a finished ingest of the last build still builds (None: nothing to compare)."""
+    a finished ingest of the last build still builds (None: nothing to compare). `keep_read`: the
+    corpus read is kept for this process's `ingest` of the build that follows."""
     from sagegraph.corpus.load import check_corpus
 
     previous_dir = _previous_sources(cfg)
@@ -164,7 +192,31 @@ def resolve_corpus(cfg: BuildConfig) -> tuple[BuildConfig, ChangeSet | None]:
     first_read = ingested_fingerprints(Layout.of(first).stage_path("sources"))
     version = "" if first_read is None or first_read.same_as(now) else digest(now)
     before = ingested_fingerprints(previous_dir) if previous_dir is not None else None
-    return cfg.model_copy(update={"corpus_version": version}), diff(before, now)
+    resolved = cfg.model_copy(update={"corpus_version": version})
+    _READ.clear()
+    if keep_read:
+        _READ[_read_key(resolved)] = (corpus, now)
+    return resolved, diff(before, now)
+
+
+# The corpus `resolve_corpus` read last, for the `ingest` of the same build in this process: the
+# state it fingerprinted is the state ingested, and a large KB is not parsed twice (about 10 s at
+# STaRK-PRIME's size). One entry; `ingest` takes it, and a build that ends without one releases it.
+_READ: dict[str, tuple[Corpus, Fingerprints]] = {}
+
+
+def _read_key(cfg: BuildConfig) -> str:
+    return f"{cfg.corpus.model_dump_json()}|{cfg.max_sources}|{cfg.subset}|{cfg.corpus_version}"
+
+
+@contextlib.contextmanager
+def corpus_read_once() -> Iterator[None]:
+    """Around a build that resolves with `keep_read`: the corpus kept for its ingest is released
+    when the build ends, ingested or not (an up-to-date graph, a failure)."""
+    try:
+        yield
+    finally:
+        _READ.clear()
 
 
 def up_to_date(cfg: BuildConfig) -> dict[str, Any] | None:
@@ -206,12 +258,14 @@ def up_to_date(cfg: BuildConfig) -> dict[str, Any] | None:
 
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
     """Load and validate the corpus, then split it into source batches for the fan-out."""
+    read = _READ.pop(_read_key(cfg), None)
+    _READ.clear()
     d = Layout.of(cfg).stage_dir("sources")
     manifest = d / "manifest.json"
     if manifest.exists():
         return {**read_json(manifest), "resumed": True}
     t0 = time.perf_counter()
-    corpus = load_corpus(cfg.corpus, cfg.max_sources, cfg.subset)
+    corpus = read[0] if read else load_corpus(cfg.corpus, cfg.max_sources, cfg.subset)
     if len(corpus) == 0:
         raise ValueError(f"corpus {cfg.corpus.kind} at {cfg.corpus.path} has no usable sources")
     items: list[tuple[str, Any]] = (
@@ -219,7 +273,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
         + [("documents", x) for x in corpus.documents]
         + [("kb_nodes", k) for k in corpus.kb_nodes]
     )
-    fingerprints = corpus_fingerprints(corpus)
+    fingerprints = read[1] if read else corpus_fingerprints(corpus)
     keys = [f"{kind}:{rec.id}={fingerprints.records[f'{kind}:{rec.id}']}" for kind, rec in items]
     batches = []
     for start, end in content_spans(keys, target_size(len(items), cfg.runner.batch_size)):
@@ -313,7 +367,11 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
         usage = read_json(usage_path) if usage_path.exists() else {}
         return {"path": str(out), "resumed": True, "seconds": 0.0, "llm": usage}
     t0 = time.perf_counter()
-    nodes = read_nodes(Path(chunks_path))
+    inputs = pq.read_table(chunks_path)
+    # An LLM's fallback row is made again (its call retried), never kept: only heuristic rows are reused.
+    metadata_of = functools.partial(batch_file, layout.stage_path("metadata"))
+    reused = _reusable(cfg, inputs, "chunks", metadata_of) if cfg.metadata.mode == "heuristic" else None
+    nodes = table_to_nodes(inputs.take(pa.array(reused.fresh)) if reused else inputs)
     client = llm_client(cfg) if cfg.metadata.mode == "llm" else None
     tick = ticker(f"metadata {Path(chunks_path).stem}", len(nodes), "nodes", report) if client else None
     metas, fallbacks = extract_metadata(
@@ -328,36 +386,70 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
         n.metadata = {**m, **keep}
     usage = {**(client.usage.as_dict() if client else {}), "fallbacks": fallbacks}
     write_json(usage_path, usage)
-    write_parquet(nodes_to_table(nodes), out)
-    return {"path": str(out), "nodes": len(nodes), "resumed": False, "seconds": time.perf_counter() - t0, "llm": usage}
+    table = nodes_to_table(nodes)
+    if reused:
+        table = combine_tables(reused, lambda name: pq.read_table(metadata_of(name)), table)
+    write_parquet(table, out)
+    return {
+        "path": str(out),
+        "nodes": table.num_rows,
+        "reused": reused.count() if reused else 0,
+        "resumed": False,
+        "seconds": time.perf_counter() - t0,
+        "llm": usage,
+    }
 
 
 # ---- 4. embed ---------------------------------------------------------------------------------
 
 
 def embed_batch(cfg: BuildConfig, metadata_path: str, report: Callable[[str], None] | None = None) -> dict[str, Any]:
-    out = Layout.of(cfg).stage_dir("vectors") / (Path(metadata_path).stem + ".npz")
+    vectors_dir = Layout.of(cfg).stage_dir("vectors")
+    out = vectors_dir / (Path(metadata_path).stem + ".npz")
     if out.exists():
         return {"path": str(out), "resumed": True, "seconds": 0.0, "encode_seconds": 0.0}
     t0 = time.perf_counter()
-    nodes = read_nodes(Path(metadata_path))
+    inputs = pq.read_table(metadata_path)
+
+    def vectors_of(name: str) -> Path:
+        return vectors_dir / f"{name}.npz"
+
+    reused = _reusable(cfg, inputs, "metadata", vectors_of)
+    nodes = table_to_nodes(inputs.take(pa.array(reused.fresh)) if reused else inputs)
     enc = get_encoder(cfg)
     e0, n0 = _encode_seconds(enc), _encoded(enc)
     texts = [field_texts(n) for n in nodes]
     # One encode call over all fields: duplicates (a title shared by a table's segments) hit the cache.
     flat = [t[f] for t in texts for f in FIELDS]
     encode = encode_reporting(enc.encode, report, f"embed {Path(metadata_path).stem}", getattr(enc, "batch_size", 64))
-    vecs = encode(flat) if flat else np.zeros((0, enc.dim), np.float32)
-    arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
+    if reused:
+        vecs = encode(flat) if flat else np.zeros((0, 0), np.float32)
+        arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
+        arrays = combine_arrays(reused, lambda name: dict(np.load(vectors_of(name))), arrays, FIELDS)
+    else:
+        vecs = encode(flat) if flat else np.zeros((0, enc.dim), np.float32)
+        arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
     save_npz(out, **arrays)
     return {
         "path": str(out),
-        "nodes": len(nodes),
+        "nodes": inputs.num_rows,
+        "reused": reused.count() if reused else 0,
         "resumed": False,
         "seconds": time.perf_counter() - t0,
         "encode_seconds": _encode_seconds(enc) - e0,
         "encoded": _encoded(enc) - n0,
     }
+
+
+def _reusable(cfg: BuildConfig, inputs: pa.Table, input_stage: str, output: Callable[[str], Path]) -> Reused | None:
+    """Rows of a batch's input that a batch of the previous build had, this build has not, and
+    whose output is there (`construct.reuse`); None where there are none."""
+    layout = Layout.of(cfg)
+    retired = retired_batches(layout, _previous_sources(cfg))
+    if not retired:
+        return None
+    reused = match_rows(inputs, retired, layout.stage_path(input_stage), output)
+    return reused if reused.count() else None
 
 
 # ---- 5. assemble ------------------------------------------------------------------------------
@@ -554,12 +646,11 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
         return reused
     t0 = time.perf_counter()
     node_table, vectors, edges = read_generation(layout.graph)
-    nodes = table_to_nodes(node_table)
     intent = marker.with_name(marker.name + ".loading")
-    expected = {"nodes": len(nodes), "edges": len(edges)}
+    expected = {"nodes": node_table.num_rows, "edges": len(edges)}
     with open_store(cfg.store.backend, Path(path), key, url=cfg.store.url) as store:
         try:
-            how = _load_difference(cfg, layout, store, path, intent, node_table, nodes, vectors, edges)
+            how = _load_difference(cfg, layout, store, path, intent, node_table, vectors, edges)
         except StoreUnavailable:
             raise
         except StoreError as exc:  # the engine refused a write of the difference (a bound): load whole
@@ -580,9 +671,9 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
             ):  # another graph (or a half-applied difference) is here: replace it, do not mix
                 store.clear()
             write_json(intent, {"mode": "full"})
-            counts = _load_whole(store, nodes, vectors, edges, cfg.store.batch_size)
+            counts = _load_whole(store, table_to_nodes(node_table), vectors, edges, cfg.store.batch_size)
             how = {"mode": "full"}
-        _declare_indexes(cfg, store, nodes, vectors)
+        _declare_indexes(cfg, store, node_table, vectors)
     assert counts is not None  # a difference applied or a full load: either counted the store
     summary = {
         "backend": cfg.store.backend,
@@ -611,7 +702,7 @@ def _load_whole(
     return {"nodes": store.count_nodes(), "edges": store.count_edges()}
 
 
-def _declare_indexes(cfg: BuildConfig, store: GraphStore, nodes: list[Node], vectors: np.ndarray) -> None:
+def _declare_indexes(cfg: BuildConfig, store: GraphStore, nodes: pa.Table, vectors: np.ndarray) -> None:
     """The vector index only where `store.vector_index` asks for it: FalkorDB keeps no HNSW on
     disk and rebuilds it whenever its server loads the graph, for queries sagegraph never makes.
     Declared, not awaited: both engines fill it in the background, so a build that waited would
@@ -621,7 +712,7 @@ def _declare_indexes(cfg: BuildConfig, store: GraphStore, nodes: list[Node], vec
         store.ensure_indexes(vectors.shape[1], wait=False)
     else:
         store.drop_vector_index()  # one a single-graph store (Neo4j) kept through a whole reload
-    if any(n.modality == ENTITY for n in nodes):
+    if ENTITY in set(nodes.column("modality").unique().to_pylist()):
         store.ensure_fulltext()
 
 
@@ -676,13 +767,14 @@ def generation_diff(base: Path, nodes: pa.Table, vectors: np.ndarray, edges: pa.
     return graph_diff(old_nodes, old_vectors, old_edges, nodes, vectors, edges)
 
 
-def graph_delta_of(cfg: BuildConfig, store: dict[str, Any]) -> dict[str, int] | None:
+def graph_delta_of(store: dict[str, Any], against_published: dict[str, int] | None) -> dict[str, int] | None:
     """The graph's change against the published generation, for the build's report: the store's
     own difference when it was written from the published graph (one written from the rollback
-    generation's graph spans two builds' changes), else computed from the two generations."""
+    generation's graph spans two builds' changes), else `graph_changes`, which a build computes
+    while the store loads."""
     if store.get("mode") == "difference" and store.get("base_published"):
         return store.get("difference")
-    return graph_changes(cfg)
+    return against_published
 
 
 def graph_changes(cfg: BuildConfig) -> dict[str, int] | None:
@@ -704,7 +796,6 @@ def _load_difference(
     path: Path,
     intent: Path,
     node_table: pa.Table,
-    nodes: list[Node],
     vectors: np.ndarray,
     edges: pa.Table,
 ) -> dict[str, Any] | None:
@@ -741,7 +832,7 @@ def _load_difference(
     # Re-declared after the writes where the build asks for it: FalkorDB grows a vector index inside
     # the write that crosses its capacity, and that growth alone exceeds the per-query memory bound.
     store.drop_vector_index()
-    store.apply_diff(diff, nodes, vectors, cfg.store.batch_size)
+    _apply_diff(store, diff, node_table, vectors, cfg.store.batch_size)
     log.info("store graph written as the difference from %s: %s", base_dir.name, diff.counts)
     return {
         "mode": "difference",
@@ -750,6 +841,18 @@ def _load_difference(
         "difference": diff.counts,
         "rows_written": diff.writes,
     }
+
+
+def _apply_diff(store: GraphStore, diff: GraphDiff, node_table: pa.Table, vectors: np.ndarray, batch_size: int) -> None:
+    """`store.apply_diff` with only the nodes it writes made into `Node`s: a small change to a
+    large graph then never turns every row into a Python object."""
+    rows = sorted({*diff.write_nodes, *diff.update_nodes})
+    at = {row: k for k, row in enumerate(rows)}
+    written = table_to_nodes(node_table.take(pa.array(rows, pa.int64())))
+    renumbered = dataclasses.replace(
+        diff, write_nodes=[at[i] for i in diff.write_nodes], update_nodes=[at[i] for i in diff.update_nodes]
+    )
+    store.apply_diff(renumbered, written, np.asarray(vectors)[rows], batch_size)
 
 
 def _take_spare(cfg: BuildConfig, layout: Layout, store: GraphStore, path: Path, base_dir: Path, key: str) -> bool:
@@ -897,9 +1000,8 @@ def _reload(cfg: BuildConfig, store: GraphStore, key: str, marker: Path, target:
     marker.unlink(missing_ok=True)
     store.clear()
     node_table, vectors, edges = read_generation(target)
-    nodes = table_to_nodes(node_table)
-    counts = _load_whole(store, nodes, vectors, edges, cfg.store.batch_size)
-    _declare_indexes(cfg, store, nodes, vectors)
+    counts = _load_whole(store, table_to_nodes(node_table), vectors, edges, cfg.store.batch_size)
+    _declare_indexes(cfg, store, node_table, vectors)
     fingerprint = read_json(target / "manifest.json").get("fingerprint", "")
     write_json(
         marker,
@@ -928,13 +1030,12 @@ def _restore_in_place(cfg: BuildConfig, store: GraphStore, marker: Path, target:
             f"{cfg.out}: cannot roll back to {target.name}: the store holds no graph this build knows ({marker.name})"
         )
     node_table, vectors, edges = read_generation(target)
-    nodes = table_to_nodes(node_table)
     diff = generation_diff(current, node_table, vectors, edges)
     if diff is None:
         raise ConfigError(
             f"{cfg.out}: cannot roll back to {target.name} in place (its edges repeat a key); rebuild instead"
         )
-    store.apply_diff(diff, nodes, vectors, cfg.store.batch_size)
+    _apply_diff(store, diff, node_table, vectors, cfg.store.batch_size)
     write_json(
         marker,
         {
@@ -971,6 +1072,8 @@ __all__ = [
     "resolve_corpus",
     "up_to_date",
     "graph_changes",
+    "corpus_read_once",
+    "encoder_warmed",
 ]
 
 

@@ -17,7 +17,14 @@ from sagegraph.store.diff import GraphDiff, edge_key_batches
 from sagegraph.store.mapping import NODE_LABEL, node_label, node_row, safe_label
 from sagegraph.store.readonly import assert_read_only, guard_untrusted
 from sagegraph.store.schema import GraphSchema, introspect_schema
-from sagegraph.store.writes import Write, batched, edge_delete_query, edge_write_query, node_write_query
+from sagegraph.store.writes import (
+    Write,
+    batched,
+    edge_delete_query,
+    edge_write_query,
+    node_update_query,
+    node_write_query,
+)
 
 
 class GraphStore(ABC):
@@ -126,6 +133,10 @@ class GraphStore(ABC):
             yield Write(f"UNWIND $rows AS id MATCH (n:{NODE_LABEL} {{id: id}}) DETACH DELETE n", part, len(part))
         keep = diff.write_nodes
         yield from self.node_writes([nodes[i] for i in keep], vectors[keep], batch_size, create=False)
+        query = node_update_query(self.vector_literal)
+        for part in batched(diff.update_nodes, batch_size):
+            updated = [node_row(nodes[i], e) for i, e in zip(part, self.vector_params(vectors[part]))]
+            yield Write(query, [{**row, "props": {**row["props"], "id": row["id"]}} for row in updated], len(part))
         yield from (
             Write(edge_write_query(rtype, False), rows, n)
             for rtype, rows, n in self.edge_batches(diff.write_edges, batch_size)

@@ -10,10 +10,11 @@ then see the old graph or the new one, never a half state. The same idea as an i
 indexer's "upsert what changed, delete what went" (LlamaIndex's docstore hashes, graphrag's
 update runs), keyed here by content so that the result is exactly the graph a full load gives.
 
-A node whose stored row differs in anything (label, a property, its vector) is deleted and created
-again rather than patched: a patch would have to remove the properties and labels it no longer
-has, and re-creating it is what makes the result equal a full load by construction. The edges of
-such a node go with it and are written again.
+A node whose stored row differs but whose labels stay (an edited text, a renamed KB object) has
+its properties replaced in place (`SET n = ...`, which drops the ones it no longer has), so its
+edges stay where they are: re-creating it would delete and write again every edge it has, tens
+of thousands for a hub. A node whose labels change (its modality or KB type) is deleted and
+created again, its edges with it: Cypher cannot remove a label it does not name.
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ EDGE_KEY = ("src", "dst", "type")
 
 @dataclass
 class GraphDiff:
-    """Node ids to delete (gone, or re-created because their row changed), indices of the new
-    graph's nodes to write, old edges to delete (gone, or touching a node deleted), and new graph
-    edges to write (added, changed, or touching a re-created node)."""
+    """Node ids to delete (gone, or re-created because their labels changed), indices of the new
+    graph's nodes to write, indices of those whose properties are replaced in place (changed,
+    same labels), old edges to delete (gone, or touching a node deleted), and new graph edges to
+    write (added, changed, or touching a re-created node)."""
 
     delete_nodes: list[str] = field(default_factory=list)
     write_nodes: list[int] = field(default_factory=list)
+    update_nodes: list[int] = field(default_factory=list)
     delete_edges: pa.Table | None = None
     write_edges: pa.Table | None = None
     counts: dict[str, int] = field(default_factory=dict)
@@ -46,6 +49,7 @@ class GraphDiff:
         return (
             len(self.delete_nodes)
             + len(self.write_nodes)
+            + len(self.update_nodes)
             + (len(self.delete_edges) if self.delete_edges is not None else 0)
             + (len(self.write_edges) if self.write_edges is not None else 0)
         )
@@ -126,7 +130,8 @@ def graph_diff(
     removed = old.index[~old.index.isin(new.index)]
     common = new.index[in_old]
     changed = common[new.loc[common].to_numpy() != old.loc[common].to_numpy()]
-    gone = removed.union(changed)  # their edges are deleted too, before them
+    relabelled = changed[_labels(new_nodes, changed) != _labels(old_nodes, changed)]
+    gone = removed.union(relabelled)  # their edges are deleted too, before them
 
     codes = _EdgeCodes(old_edges, new_edges)
     old_ends, new_ends = codes.ends_of(old_edges), codes.ends_of(new_edges)
@@ -148,7 +153,7 @@ def graph_diff(
         return np.isin(ends[0], these) | np.isin(ends[1], these)
 
     old_touch_gone = touching(old_ends, gone)
-    new_touch_changed = touching(new_ends, changed)
+    new_touch_changed = touching(new_ends, relabelled)
     # The edges of a node deleted or re-created go by their keys too, a bounded batch at a time,
     # before the node: a DETACH DELETE of a batch of hubs removes their edges in one query, which
     # exceeded the engine's per-query memory at STaRK-PRIME's size.
@@ -159,8 +164,9 @@ def graph_diff(
     rows = np.flatnonzero(only_new | rewrite)
     position = pd.Series(np.arange(len(new)), index=new.index)
     return GraphDiff(
-        delete_nodes=[*removed, *changed],
-        write_nodes=sorted(position.loc[added.union(changed)].tolist()),
+        delete_nodes=[*removed, *relabelled],
+        write_nodes=sorted(position.loc[added.union(relabelled)].tolist()),
+        update_nodes=sorted(position.loc[changed.difference(relabelled)].tolist()),
         delete_edges=old_edges.select(list(EDGE_KEY)).take(pa.array(dropped, pa.int64())),
         write_edges=new_edges.take(pa.array(rows, pa.int64())),
         counts={
@@ -172,6 +178,16 @@ def graph_diff(
             "edges_removed": int(only_old.sum()),
         },
     )
+
+
+def _labels(nodes: pa.Table, ids) -> np.ndarray:
+    """The `modality` and `type` of nodes `ids`, one string each: what a node's store labels are
+    made of (`store.mapping.node_label`)."""
+    import pandas as pd
+
+    frame = nodes.select(["id", "modality", "type"]).to_pandas().set_index("id")
+    picked = frame.loc[pd.Index(ids)]
+    return (picked["modality"].astype(str) + "\x1f" + picked["type"].fillna("").astype(str)).to_numpy()
 
 
 def edge_key_batches(table: pa.Table, batch_size: int) -> Iterator[tuple[str, list[dict[str, str]]]]:

@@ -27,6 +27,13 @@ def node_write_query(label: str, vector_literal: str | None, create: bool) -> st
     return f"UNWIND $rows AS row MERGE (n:{NODE_LABEL} {{id: row.id}}) SET n:{label}, n += row.props{set_vec}"
 
 
+def node_update_query(vector_literal: str | None) -> str:
+    """A node's properties replaced whole (`SET n =` drops the ones not in the map; the map holds
+    its id), its labels and edges left as they are."""
+    set_vec = f" SET n.embedding = {vector_literal}" if vector_literal else ""
+    return f"UNWIND $rows AS row MATCH (n:{NODE_LABEL} {{id: row.id}}) SET n = row.props{set_vec}"
+
+
 def edge_delete_query(rtype: str) -> str:
     """Both ends found by the id index before the edge is looked for between them (FalkorDB's
     Expand Into): matched as one pattern, the engine walked every edge of the first end and

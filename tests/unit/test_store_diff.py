@@ -73,16 +73,17 @@ def test_diff_counts_what_changed():
         "edges_changed": 1,
         "edges_removed": 2,
     }
-    assert sorted(d.delete_nodes) == ["c", "d", "k"]  # gone, or re-created because their row changed
-    assert sorted(d.write_nodes) == [2, 3, 4]  # c, e, k in the new graph's order
+    assert sorted(d.delete_nodes) == ["d", "k"]  # gone, or re-created because their labels changed
+    assert d.write_nodes == [3, 4]  # e, k in the new graph's order
+    assert d.update_nodes == [2]  # c: its text changed, its labels did not; its edges stay
     # added (e-a, c-a), changed (b-c) and unchanged but touching a re-created node (k-a); a-b stays as it is
     written = sorted(zip(d.write_edges.column("src").to_pylist(), d.write_edges.column("dst").to_pylist()))
     assert written == [("b", "c"), ("c", "a"), ("e", "a"), ("k", "a")]
     # every old edge of a node deleted or re-created goes by its key, a bounded batch at a time,
-    # before the node (b-c, k-a: re-created ends; c-d, d-a: gone); a-b stays
+    # before the node (k-a: a re-created end; c-d, d-a: gone); a-b and b-c (its weight written in place) stay
     deleted = sorted(zip(d.delete_edges.column("src").to_pylist(), d.delete_edges.column("dst").to_pylist()))
-    assert deleted == [("b", "c"), ("c", "d"), ("d", "a"), ("k", "a")]
-    assert d.writes == 3 + 3 + 4 + 4
+    assert deleted == [("c", "d"), ("d", "a"), ("k", "a")]
+    assert d.writes == 2 + 2 + 1 + 3 + 4
 
 
 def test_diff_of_a_graph_with_itself_is_empty():
