@@ -121,7 +121,7 @@ def combine_tables(reused: Reused, theirs: Callable[[str], pa.Table], fresh: pa.
     parts, offset = [], {}
     start = 0
     for at in used:
-        table = theirs(reused.names[at])
+        table = theirs(reused.names[at]).cast(fresh.schema)  # the same columns; schema metadata may differ
         offset[at] = start
         start += table.num_rows
         parts.append(table)

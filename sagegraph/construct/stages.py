@@ -674,6 +674,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
             counts = _load_whole(store, table_to_nodes(node_table), vectors, edges, cfg.store.batch_size)
             how = {"mode": "full"}
         _declare_indexes(cfg, store, node_table, vectors)
+        compacted = store.compact()  # the next start reads a snapshot, not this load's queries
     assert counts is not None  # a difference applied or a full load: either counted the store
     summary = {
         "backend": cfg.store.backend,
@@ -683,6 +684,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
         "graph_fingerprint": layout.cfg_fp["edges"],
         **counts,
         **how,
+        "compact_seconds": round(compacted, 2),
         "seconds": time.perf_counter() - t0,
     }
     write_json(marker, summary)

@@ -255,6 +255,22 @@ def test_falkor_close_stops_the_server_without_a_snapshot_and_keeps_the_data(tmp
         assert again.count_nodes() == 4 and again.count_edges() == 3
 
 
+def test_compact_folds_the_writes_into_the_snapshot_the_next_start_reads(tmp_path):
+    """After `compact` the append-only file's incremental part is empty and its base an RDB image:
+    a restart reads a snapshot of every graph instead of replaying the queries that wrote them."""
+    nodes, vecs, edges = _graph()
+    with open_store("falkordb", tmp_path / "st", "g") as s:
+        s.load_nodes(nodes, vecs, create=True)
+        s.load_edges(edges, create=True)
+        assert s.compact() >= 0.0
+        assert s.db.client.info("persistence")["aof_last_bgrewrite_status"] == "ok"
+    logs = tmp_path / "st" / "appendonlydir"
+    assert [f.stat().st_size for f in logs.glob("*.incr.aof")] == [0]
+    assert [f.name.endswith(".base.rdb") for f in logs.glob("*.base.*")] == [True]
+    with open_store("falkordb", tmp_path / "st", "g") as again:
+        assert again.count_nodes() == 4 and again.count_edges() == 3
+
+
 def test_an_embedded_server_that_never_answers_is_stopped_and_started_again(tmp_path, monkeypatch):
     """A server hung while loading its store (seen once: FalkorDB stopped after reading its AOF's
     base file) holds its socket open and never answers. Here a process that accepts on a socket
