@@ -390,14 +390,7 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
     if reused:
         table = combine_tables(reused, lambda name: pq.read_table(metadata_of(name)), table)
     write_parquet(table, out)
-    return {
-        "path": str(out),
-        "nodes": table.num_rows,
-        "reused": reused.count() if reused else 0,
-        "resumed": False,
-        "seconds": time.perf_counter() - t0,
-        "llm": usage,
-    }
+    return _made(out, table.num_rows, reused, t0, llm=usage)
 
 
 # ---- 4. embed ---------------------------------------------------------------------------------
@@ -430,14 +423,18 @@ def embed_batch(cfg: BuildConfig, metadata_path: str, report: Callable[[str], No
         vecs = encode(flat) if flat else np.zeros((0, enc.dim), np.float32)
         arrays = {f: vecs[k :: len(FIELDS)] for k, f in enumerate(FIELDS)}
     save_npz(out, **arrays)
+    return _made(out, inputs.num_rows, reused, t0, encode_seconds=_encode_seconds(enc) - e0, encoded=_encoded(enc) - n0)
+
+
+def _made(out: Path, rows: int, reused: Reused | None, started: float, **extra: Any) -> dict[str, Any]:
+    """A batch stage's summary of a batch it made (its rows, how many it took from the build before)."""
     return {
         "path": str(out),
-        "nodes": inputs.num_rows,
+        "nodes": rows,
         "reused": reused.count() if reused else 0,
         "resumed": False,
-        "seconds": time.perf_counter() - t0,
-        "encode_seconds": _encode_seconds(enc) - e0,
-        "encoded": _encoded(enc) - n0,
+        "seconds": time.perf_counter() - started,
+        **extra,
     }
 
 
