@@ -109,6 +109,22 @@ def unique_edges(table: pa.Table) -> bool:
     return not bool((keys[1:] == keys[:-1]).any())
 
 
+def _common_keys(old_keys: np.ndarray, new_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(old rows, new rows) of the edge keys both graphs hold, or None where either graph repeats
+    a key. One sort per side serves both the check and the match (binary search of the new keys
+    in the old ones): `np.intersect1d` sorted both again, together, on top of the checks."""
+    old_order = np.argsort(old_keys)
+    old_sorted = old_keys[old_order]
+    new_sorted = np.sort(new_keys)
+    if (old_sorted[1:] == old_sorted[:-1]).any() or (new_sorted[1:] == new_sorted[:-1]).any():
+        return None
+    if len(old_sorted) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    at = np.minimum(np.searchsorted(old_sorted, new_keys), len(old_sorted) - 1)
+    new_at = np.flatnonzero(old_sorted[at] == new_keys)
+    return old_order[at[new_at]], new_at
+
+
 def graph_diff(
     old_nodes: pa.Table,
     old_vectors: np.ndarray,
@@ -116,10 +132,10 @@ def graph_diff(
     new_nodes: pa.Table,
     new_vectors: np.ndarray,
     new_edges: pa.Table,
-) -> GraphDiff:
+) -> GraphDiff | None:
     """The difference from the old generation to the new one (their nodes.parquet tables, vectors
-    in the same order, edges.parquet tables, each edge key once: `unique_edges`). Pure: reads
-    nothing, writes nothing."""
+    in the same order, edges.parquet tables); None where either holds an edge key twice (a
+    difference keyed by edges cannot stand for it). Pure: reads nothing, writes nothing."""
     import pandas as pd
     import pyarrow.compute as pc
 
@@ -136,7 +152,10 @@ def graph_diff(
     codes = _EdgeCodes(old_edges, new_edges)
     old_ends, new_ends = codes.ends_of(old_edges), codes.ends_of(new_edges)
     old_keys, new_keys = codes.keys(old_edges, old_ends), codes.keys(new_edges, new_ends)
-    _, old_at, new_at = np.intersect1d(old_keys, new_keys, assume_unique=True, return_indices=True)
+    matched = _common_keys(old_keys, new_keys)
+    if matched is None:
+        return None
+    old_at, new_at = matched
     only_old = np.ones(len(old_keys), bool)
     only_old[old_at] = False
     only_new = np.ones(len(new_keys), bool)

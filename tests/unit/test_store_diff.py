@@ -94,6 +94,17 @@ def test_diff_of_a_graph_with_itself_is_empty():
 def test_repeated_edge_key_is_detected():
     _, _, edges = _old()
     assert unique_edges(edges_to_table(edges)) and not unique_edges(edges_to_table(edges + edges[:1]))
+    nodes, vecs, _ = _old()
+    twice = edges_to_table(edges + edges[:1])
+    assert graph_diff(nodes_to_table(nodes), vecs, edges_to_table(edges), nodes_to_table(nodes), vecs, twice) is None
+    assert graph_diff(nodes_to_table(nodes), vecs, twice, nodes_to_table(nodes), vecs, edges_to_table(edges)) is None
+
+
+def test_diff_from_an_empty_graph_writes_everything():
+    nodes, vecs, edges = _new()
+    empty = _diff(([], np.zeros((0, 4), np.float32), []), (nodes, vecs, edges))
+    assert empty.write_nodes == list(range(len(nodes))) and len(empty.write_edges) == len(edges)
+    assert empty.counts["edges_added"] == len(edges) and not empty.delete_nodes
 
 
 def _dump(store) -> tuple[list, list]:
