@@ -3,8 +3,8 @@ made again.
 
 Batches are cut by content (`construct.batches`), so an edit redoes only the batches it touches;
 but 1% of a large KB's objects renamed at random touch nearly every batch, and a batch redone
-whole turned every one of its rows into Python objects, described and looked up in the
-embedding cache again: at STaRK-PRIME's size that was most of a rebuild. The metadata and the
+whole would turn every one of its rows into Python objects, describe them and look them up in
+the embedding cache again, work that grows with the KB, not with the change. The metadata and the
 vectors of a node are each a function of one input row (its chunk row; its described row), so a
 row whose input is the same as a row of a batch the previous build had, and this build has not,
 takes that batch's output row. Only the other rows are made. The output is the same, row for

@@ -101,9 +101,9 @@ def warm_up(cfg: BuildConfig) -> int:
 @contextlib.contextmanager
 def encoder_warmed(cfg: BuildConfig, needed: bool) -> Iterator[None]:
     """The encoder loaded on a thread of its own while the stages before the first encode run
-    (ingest, the batches found finished): torch and the model take ~5-10 s to import and load, a
-    fixed cost that dominated a small rebuild. A stage that encodes first waits for it (the
-    encoder's own lock). `needed`: whether the build will encode at all."""
+    (ingest, the batches found finished): importing torch and loading the model is a fixed cost
+    of seconds, as large as a small rebuild's own work. A stage that encodes first waits for it
+    (the encoder's own lock). `needed`: whether the build will encode at all."""
     if not needed:
         yield
         return
@@ -200,8 +200,8 @@ def resolve_corpus(cfg: BuildConfig, keep_read: bool = False) -> tuple[BuildConf
 
 
 # The corpus `resolve_corpus` read last, for the `ingest` of the same build in this process: the
-# state it fingerprinted is the state ingested, and a large KB is not parsed twice (about 10 s at
-# STaRK-PRIME's size). One entry; `ingest` takes it, and a build that ends without one releases it.
+# state it fingerprinted is the state ingested, and a large KB (millions of relations) is not
+# parsed twice. One entry; `ingest` takes it, and a build that ends without one releases it.
 _READ: dict[str, tuple[Corpus, Fingerprints]] = {}
 
 

@@ -112,7 +112,7 @@ def unique_edges(table: pa.Table) -> bool:
 def _common_keys(old_keys: np.ndarray, new_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(old rows, new rows) of the edge keys both graphs hold, or None where either graph repeats
     a key. One sort per side serves both the check and the match (binary search of the new keys
-    in the old ones): `np.intersect1d` sorted both again, together, on top of the checks."""
+    in the old ones), where `np.intersect1d` would sort both again, together."""
     old_order = np.argsort(old_keys)
     old_sorted = old_keys[old_order]
     new_sorted = np.sort(new_keys)
