@@ -58,8 +58,10 @@ def write_kb(data: Path, scale: float) -> dict:
     return {"nodes": lines["nodes"], "relations": lines["edges"]}
 
 
-def build(config: Path, log: Path) -> tuple[dict, float, float]:
-    """The build's report, its wall seconds and the peak RSS (MiB) of all its processes together."""
+def build(config: Path, log: Path) -> tuple[dict, float, dict[str, int]]:
+    """The build's report, its wall seconds and the peak memory (MiB) of all its processes
+    together, the store server's included: the sum of their resident sets, and of their
+    proportional set sizes (`PeakMemory`)."""
     with log.open("w") as out:
         started = time.perf_counter()
         process = subprocess.Popen(
@@ -75,7 +77,8 @@ def build(config: Path, log: Path) -> tuple[dict, float, float]:
     done = subprocess.CompletedProcess(process.args, process.returncode, stdout)
     if done.returncode != 0:
         raise SystemExit(f"build of {config} failed ({done.returncode}); see {log}")
-    return json.loads(done.stdout.strip().splitlines()[-1]), wall, peak.peak_mb
+    memory = {"peak_rss_mb": round(peak.peak_mb), "peak_pss_mb": round(peak.peak_pss_mb)}
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall, memory
 
 
 def hub_questions(graph: Path) -> list[str]:
@@ -157,7 +160,7 @@ def run(scale: float, work: Path, cache: Path | None, latency: bool = True) -> d
     kb = write_kb(data, scale)
     out, config = work / f"prime-{scale:g}", work / f"prime-{scale:g}.yaml"
     prepare(out, config, scale, data, cache)
-    report, wall, peak_mb = build(config, work / f"prime-{scale:g}.log")
+    report, wall, memory = build(config, work / f"prime-{scale:g}.log")
     stages = report["stage_seconds"]
     rows = {"ingest": kb["nodes"] + kb["relations"], "chunk_metadata_embed": kb["nodes"], "edges": kb["nodes"]}
     rows.update(finalize_edges=report["edges"], load_store_and_stats=report["edges"])
@@ -168,7 +171,8 @@ def run(scale: float, work: Path, cache: Path | None, latency: bool = True) -> d
         **kb,
         "graph_edges": report["edges"],
         "build_wall_s": round(wall, 1),
-        "build_peak_rss_mb": round(peak_mb),
+        "build_peak_rss_mb": memory["peak_rss_mb"],
+        "build_peak_pss_mb": memory["peak_pss_mb"],
         "encode_seconds": round(report["encode_seconds"], 1),
         "cache_copied": cache is not None,
         "stages": {
@@ -231,7 +235,7 @@ def rebuild(scale: float, work: Path, share: float, rounds: int = 2) -> Iterator
     full = json.loads((work / f"prime-{scale:g}.build.json").read_text())
     for round_ in range(1, rounds + 1):
         renamed = rename_share(data, share, seed=round_)
-        report, wall, peak_mb = build(config, work / f"prime-{scale:g}.rebuild-{round_}.log")
+        report, wall, memory = build(config, work / f"prime-{scale:g}.rebuild-{round_}.log")
         changes = json.loads((out / "stats" / "changes.json").read_text())  # what changed and what the build redid
         yield (
             {
@@ -243,7 +247,8 @@ def rebuild(scale: float, work: Path, share: float, rounds: int = 2) -> Iterator
                 "rebuild_wall_s": round(wall, 1),
                 "full_build_wall_s": full["build_wall_s"],
                 "ratio": round(wall / full["build_wall_s"], 3),
-                "rebuild_peak_rss_mb": round(peak_mb),
+                "rebuild_peak_rss_mb": memory["peak_rss_mb"],
+                "rebuild_peak_pss_mb": memory["peak_pss_mb"],
                 "stage_seconds": report["stage_seconds"],
                 "outside_stages_s": round(wall - report["seconds"], 1),
                 "changes": changes.get("counts"),
@@ -345,8 +350,12 @@ def plot(lines: list[dict], path: Path) -> None:
         time_axis.plot(relations, [line[key] / 60 for line in lines], "o-", label=label)
     time_axis.set(xlabel="KB relations (millions)", ylabel="minutes", title="build time")
     time_axis.legend()
-    memory_axis.plot(relations, [line["build_peak_rss_mb"] / 1024 for line in lines], "o-")
-    memory_axis.set(xlabel="KB relations (millions)", ylabel="GiB", title="peak RSS, all processes")
+    sums = (("build_peak_rss_mb", "resident sets summed"), ("build_peak_pss_mb", "proportional sets summed"))
+    for key, label in sums:
+        if all(key in line for line in lines):
+            memory_axis.plot(relations, [line[key] / 1024 for line in lines], "o-", label=label)
+    memory_axis.set(xlabel="KB relations (millions)", ylabel="GiB", title="peak memory, all processes")
+    memory_axis.legend()
     figure.suptitle(
         f"PRIME-shaped KB on {lines[0]['machine']['cores']} cores ({lines[0]['machine']['cpu']})", fontsize=9
     )

@@ -48,6 +48,7 @@ from sagegraph.corpus import kb_edges, load_corpus
 from sagegraph.corpus.records import Corpus, Document, KBObject, Table
 from sagegraph.embed import Encoder, encode_reporting, make_encoder
 from sagegraph.errors import ConfigError, InputError, StoreError, StoreUnavailable
+from sagegraph.memory import releasing
 from sagegraph.model import (
     EDGE_SCHEMA,
     ENTITY,
@@ -256,6 +257,7 @@ def up_to_date(cfg: BuildConfig) -> dict[str, Any] | None:
     }
 
 
+@releasing
 def ingest(cfg: BuildConfig) -> dict[str, Any]:
     """Load and validate the corpus, then split it into source batches for the fan-out."""
     read = _READ.pop(_read_key(cfg), None)
@@ -452,6 +454,7 @@ def _reusable(cfg: BuildConfig, inputs: pa.Table, input_stage: str, output: Call
 # ---- 5. assemble ------------------------------------------------------------------------------
 
 
+@releasing
 def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str]) -> dict[str, Any]:
     """Concatenate batches into graph/nodes.parquet and graph/vectors/<field>.npy (row-aligned)."""
     layout = Layout.of(cfg)
@@ -505,6 +508,7 @@ def modalities_of(counts: dict[str, int]) -> set[str]:
     return {m for key, m in made_by.items() if counts.get(key)}
 
 
+@releasing
 def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str], nodes_dir: Path | None = None) -> dict[str, Any]:
     """One modality pair's similarity edges, over the nodes in nodes_dir (an edge variant's: its
     base build's graph) or this build's graph."""
@@ -537,6 +541,7 @@ def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str], nodes_dir: Path | No
     }
 
 
+@releasing
 def finalize_edges(
     cfg: BuildConfig, pair_paths: list[str], kb_edges_path: str, graph_dir: Path | None = None
 ) -> dict[str, Any]:
@@ -626,6 +631,7 @@ def store_kept_open(cfg: BuildConfig) -> Iterator[None]:
             store.close()
 
 
+@releasing
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
     """Load the graph into the configured store, beside the graph readers use now (a FalkorDB graph
     per build generation: `store_key`); a repeated load of the same graph is skipped. When the
@@ -668,7 +674,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
             ):  # another graph (or a half-applied difference) is here: replace it, do not mix
                 store.clear()
             write_json(intent, {"mode": "full"})
-            counts = _load_whole(store, table_to_nodes(node_table), vectors, edges, cfg.store.batch_size)
+            counts = _load_whole(store, node_table, vectors, edges, cfg.store.batch_size)
             how = {"mode": "full"}
         _declare_indexes(cfg, store, node_table, vectors)
         compacted = store.compact()  # the next start reads a snapshot, not this load's queries
@@ -689,14 +695,23 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
     return {**summary, "resumed": False}
 
 
+# Rows of nodes.parquet made into `Node`s at a time by a whole load: the Python objects of a
+# STaRK-PRIME-sized graph's nodes at once took hundreds of MB beside the tables.
+NODE_SPAN = 20_000
+
+
 def _load_whole(
-    store: GraphStore, nodes: list[Node], vectors: np.ndarray, edges: pa.Table, batch_size: int
+    store: GraphStore, node_table: pa.Table, vectors: np.ndarray, edges: pa.Table, batch_size: int
 ) -> dict[str, int]:
-    """The graph written whole into `store`'s graph; the counts the store holds then."""
+    """The graph written whole into `store`'s graph, a span of nodes at a time; the counts the
+    store holds then."""
     store.ensure_indexes(None)
     # An empty graph gets CREATE, which skips MERGE's lookup per row; one left half-loaded by a
     # crashed full load is completed by MERGE, so nothing is doubled.
-    store.load_nodes(nodes, vectors, batch_size, create=store.count_nodes() == 0)
+    create = store.count_nodes() == 0
+    for start in range(0, node_table.num_rows, NODE_SPAN):
+        span = table_to_nodes(node_table.slice(start, NODE_SPAN))
+        store.load_nodes(span, vectors[start : start + len(span)], batch_size, create=create)
     store.load_edge_table(edges, batch_size, create=store.count_edges() == 0)
     return {"nodes": store.count_nodes(), "edges": store.count_edges()}
 
@@ -999,7 +1014,7 @@ def _reload(cfg: BuildConfig, store: GraphStore, key: str, marker: Path, target:
     marker.unlink(missing_ok=True)
     store.clear()
     node_table, vectors, edges = read_generation(target)
-    counts = _load_whole(store, table_to_nodes(node_table), vectors, edges, cfg.store.batch_size)
+    counts = _load_whole(store, node_table, vectors, edges, cfg.store.batch_size)
     _declare_indexes(cfg, store, node_table, vectors)
     fingerprint = read_json(target / "manifest.json").get("fingerprint", "")
     write_json(
@@ -1079,6 +1094,7 @@ __all__ = [
 # ---- 9. statistics ----------------------------------------------------------------------------
 
 
+@releasing
 def graph_stats(cfg: BuildConfig, pair_stats: list[str], graph_dir: Path | None = None) -> dict[str, Any]:
     """Statistics JSON + plots into <out>/stats (an edge variant's: beside its graph dir)."""
     from sagegraph.construct.stats import compute_stats, plot_stats

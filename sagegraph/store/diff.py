@@ -19,7 +19,6 @@ created again, its edges with it: Cypher cannot remove a label it does not name.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -62,16 +61,33 @@ class GraphDiff:
 def node_digests(nodes: pa.Table, vectors: np.ndarray) -> np.ndarray:
     """A 64-bit digest per node of everything the store holds for it: its nodes.parquet row (the
     store row and labels are a function of it, under one store code version) and its vector.
-    pandas hashes the columns in C (`hash_pandas_object`): hashing each row's JSON in Python took
-    most of a diff's time."""
+    pandas hashes the columns in C (`hash_pandas_object`), the vectors are hashed as arrays
+    (`vector_digests`): hashing each row in Python took most of a diff's time."""
     import pandas as pd
 
     rows = pd.util.hash_pandas_object(nodes.to_pandas(), index=False).to_numpy()
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    vecs = np.frombuffer(
-        b"".join(hashlib.blake2b(v.tobytes(), digest_size=8).digest() for v in vectors), dtype=np.uint64
-    )
-    return rows * np.uint64(0x9E3779B97F4A7C15) ^ vecs
+    return rows * np.uint64(0x9E3779B97F4A7C15) ^ vector_digests(vectors)
+
+
+def vector_digests(vectors: np.ndarray, rows_at_once: int = 8192) -> np.ndarray:
+    """A 64-bit digest per vector of its exact float32 bits: a polynomial over its 32-bit words
+    modulo 2**64 (each term an odd multiple, so changing any one word changes the digest), then
+    mixed by splitmix64's finaliser. Computed a bounded block of rows at a time."""
+    if len(vectors) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    words = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(vectors), -1).view(np.uint32)
+    powers = np.cumprod(np.full(words.shape[1], 0x100000001B3, dtype=np.uint64), dtype=np.uint64)
+    digests = np.empty(len(words), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for start in range(0, len(words), rows_at_once):
+            block = words[start : start + rows_at_once].astype(np.uint64)
+            digests[start : start + rows_at_once] = (block * powers).sum(axis=1, dtype=np.uint64)
+        digests ^= digests >> np.uint64(30)
+        digests *= np.uint64(0xBF58476D1CE4E5B9)
+        digests ^= digests >> np.uint64(27)
+        digests *= np.uint64(0x94D049BB133111EB)
+        digests ^= digests >> np.uint64(31)
+    return digests
 
 
 class _EdgeCodes:
@@ -109,20 +125,30 @@ def unique_edges(table: pa.Table) -> bool:
     return not bool((keys[1:] == keys[:-1]).any())
 
 
+def _sorted_with_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(keys sorted, the row of each): where key and row fit in 63 bits together, one plain sort
+    of `key << row_bits | row`, several times faster than `np.argsort` on millions of keys."""
+    row_bits = max(1, int(len(keys)).bit_length())
+    if len(keys) and keys.min() >= 0 and int(keys.max()).bit_length() + row_bits <= 63:
+        packed = np.sort((keys << row_bits) | np.arange(len(keys), dtype=np.int64))
+        return packed >> row_bits, packed & ((1 << row_bits) - 1)
+    order = np.argsort(keys)
+    return keys[order], order
+
+
 def _common_keys(old_keys: np.ndarray, new_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(old rows, new rows) of the edge keys both graphs hold, or None where either graph repeats
-    a key. One sort per side serves both the check and the match (binary search of the new keys
-    in the old ones), where `np.intersect1d` would sort both again, together."""
-    old_order = np.argsort(old_keys)
-    old_sorted = old_keys[old_order]
-    new_sorted = np.sort(new_keys)
+    a key. One sort per side serves both the check and the match (a binary search of the sorted
+    new keys in the sorted old ones, in order, so it reads memory in order too), where
+    `np.intersect1d` would sort both again, together."""
+    (old_sorted, old_order), (new_sorted, new_order) = _sorted_with_order(old_keys), _sorted_with_order(new_keys)
     if (old_sorted[1:] == old_sorted[:-1]).any() or (new_sorted[1:] == new_sorted[:-1]).any():
         return None
     if len(old_sorted) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    at = np.minimum(np.searchsorted(old_sorted, new_keys), len(old_sorted) - 1)
-    new_at = np.flatnonzero(old_sorted[at] == new_keys)
-    return old_order[at[new_at]], new_at
+    at = np.minimum(np.searchsorted(old_sorted, new_sorted), len(old_sorted) - 1)
+    hit = old_sorted[at] == new_sorted
+    return old_order[at[hit]], new_order[hit]
 
 
 def graph_diff(
@@ -136,18 +162,21 @@ def graph_diff(
     """The difference from the old generation to the new one (their nodes.parquet tables, vectors
     in the same order, edges.parquet tables); None where either holds an edge key twice (a
     difference keyed by edges cannot stand for it). Pure: reads nothing, writes nothing."""
-    import pandas as pd
     import pyarrow.compute as pc
 
-    old = pd.Series(node_digests(old_nodes, old_vectors), index=old_nodes.column("id").to_pylist())
-    new = pd.Series(node_digests(new_nodes, new_vectors), index=new_nodes.column("id").to_pylist())
-    in_old = new.index.isin(old.index)
-    added = new.index[~in_old]
-    removed = old.index[~old.index.isin(new.index)]
-    common = new.index[in_old]
-    changed = common[new.loc[common].to_numpy() != old.loc[common].to_numpy()]
-    relabelled = changed[_labels(new_nodes, changed) != _labels(old_nodes, changed)]
-    gone = removed.union(relabelled)  # their edges are deleted too, before them
+    old_ids, new_ids = old_nodes.column("id"), new_nodes.column("id")
+    old_row_of = pc.index_in(new_ids, value_set=old_ids)  # per new node, its row in the old graph
+    in_old = np.asarray(pc.is_valid(old_row_of), dtype=bool)
+    old_rows = np.asarray(pc.fill_null(old_row_of, 0), dtype=np.int64)
+    added = np.flatnonzero(~in_old)
+    removed = np.flatnonzero(~np.asarray(pc.is_in(old_ids, value_set=new_ids), dtype=bool))
+    common = np.flatnonzero(in_old)
+    old_digests, new_digests = node_digests(old_nodes, old_vectors), node_digests(new_nodes, new_vectors)
+    changed = common[new_digests[common] != old_digests[old_rows[common]]]
+    relabelled = changed[~_same_labels(old_nodes, old_rows[changed], new_nodes, changed)]
+    gone_ids = pa.concat_arrays(
+        [_taken(old_ids, removed), _taken(new_ids, relabelled)]
+    )  # their edges are deleted too, before them
 
     codes = _EdgeCodes(old_edges, new_edges)
     old_ends, new_ends = codes.ends_of(old_edges), codes.ends_of(new_edges)
@@ -166,13 +195,13 @@ def graph_diff(
     meta_new = pc.fill_null(new_edges["metadata"], "{}").take(pa.array(new_at))
     differs = (weight_old != weight_new) | np.asarray(pc.not_equal(meta_old, meta_new), dtype=bool)
 
-    def touching(ends: tuple[np.ndarray, np.ndarray], ids: pd.Index) -> np.ndarray:
-        these = codes.end_codes(pa.array(list(ids), pa.string()))
+    def touching(ends: tuple[np.ndarray, np.ndarray], ids: pa.Array) -> np.ndarray:
+        these = codes.end_codes(ids)
         these = these[these >= 0]
         return np.isin(ends[0], these) | np.isin(ends[1], these)
 
-    old_touch_gone = touching(old_ends, gone)
-    new_touch_changed = touching(new_ends, relabelled)
+    old_touch_gone = touching(old_ends, gone_ids)
+    new_touch_changed = touching(new_ends, _taken(new_ids, relabelled))
     # The edges of a node deleted or re-created go by their keys too, a bounded batch at a time,
     # before the node: a DETACH DELETE of a batch of hubs removes their edges in one query, which
     # exceeded the engine's per-query memory at STaRK-PRIME's size.
@@ -181,11 +210,10 @@ def graph_diff(
     rewrite[new_at[differs]] = True
     rewrite[new_at[new_touch_changed[new_at]]] = True
     rows = np.flatnonzero(only_new | rewrite)
-    position = pd.Series(np.arange(len(new)), index=new.index)
     return GraphDiff(
-        delete_nodes=[*removed, *relabelled],
-        write_nodes=sorted(position.loc[added.union(relabelled)].tolist()),
-        update_nodes=sorted(position.loc[changed.difference(relabelled)].tolist()),
+        delete_nodes=gone_ids.to_pylist(),
+        write_nodes=np.union1d(added, relabelled).tolist(),
+        update_nodes=np.setdiff1d(changed, relabelled).tolist(),
         delete_edges=old_edges.select(list(EDGE_KEY)).take(pa.array(dropped, pa.int64())),
         write_edges=new_edges.take(pa.array(rows, pa.int64())),
         counts={
@@ -199,14 +227,22 @@ def graph_diff(
     )
 
 
-def _labels(nodes: pa.Table, ids) -> np.ndarray:
-    """The `modality` and `type` of nodes `ids`, one string each: what a node's store labels are
-    made of (`store.mapping.node_label`)."""
-    import pandas as pd
+def _taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """`column`'s values at `rows`, as one array."""
+    return column.take(pa.array(rows, pa.int64())).combine_chunks()
 
-    frame = nodes.select(["id", "modality", "type"]).to_pandas().set_index("id")
-    picked = frame.loc[pd.Index(ids)]
-    return (picked["modality"].astype(str) + "\x1f" + picked["type"].fillna("").astype(str)).to_numpy()
+
+def _same_labels(old_nodes: pa.Table, old_rows: np.ndarray, new_nodes: pa.Table, new_rows: np.ndarray) -> np.ndarray:
+    """Per pair of rows, whether the old and the new node have the same `modality` and `type`:
+    what a node's store labels are made of (`store.mapping.node_label`)."""
+    import pyarrow.compute as pc
+
+    same = np.ones(len(new_rows), dtype=bool)
+    for name in ("modality", "type"):
+        before = pc.fill_null(_taken(old_nodes.column(name), old_rows), "")
+        after = pc.fill_null(_taken(new_nodes.column(name), new_rows), "")
+        same &= np.asarray(pc.equal(before, after), dtype=bool)
+    return same
 
 
 def edge_key_batches(table: pa.Table, batch_size: int) -> Iterator[tuple[str, list[dict[str, str]]]]:

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from sagegraph.config import load_config
 from sagegraph.construct.changes import SHOWN, Fingerprints, diff, digest, record_fingerprints
@@ -124,3 +125,17 @@ def test_a_change_fans_out_only_when_it_fills_more_than_a_batch_per_worker():
     assert fans_out(ChangeSet(added={"documents": ["a"]}, first_build=True), runner)
     assert fans_out(None, runner)
     assert fans_out(small, RunnerConfig(dask_address="tcp://127.0.0.1:8786"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_multiset_difference_takes_out_one_per_occurrence(seed):
+    from collections import Counter
+
+    from sagegraph.construct.changes import multiset_difference
+
+    rng = np.random.default_rng(seed)
+    a = np.sort(rng.integers(0, 30, int(rng.integers(0, 60))).astype(np.uint64))
+    b = np.sort(rng.integers(0, 30, int(rng.integers(0, 60))).astype(np.uint64))
+    for left, right in ((a, b), (b, a), (a, a), (a, a[:0]), (a[:0], b)):
+        expected = sorted((Counter(left.tolist()) - Counter(right.tolist())).elements())
+        assert multiset_difference(left, right).tolist() == expected

@@ -115,3 +115,27 @@ def test_falkor_bulk_edges_refuse_missing_ends_and_bad_weights():
         edge_literals(pa.table({**good, "src": ["a", None]}))
     with pytest.raises(StoreError, match="finite"):
         edge_literals(pa.table({**good, "weight": pa.array([1.0, float("nan")], pa.float32())}))
+
+
+def test_falkor_edge_batches_made_a_span_at_a_time_equal_those_made_at_once(monkeypatch):
+    """The literals of a large graph's edges are made a bounded span of rows at a time: the batches
+    sent, their types, order and text, are those of one span over the whole table."""
+    import pyarrow as pa
+
+    from sagegraph.store import falkor
+
+    rows = 23
+    table = pa.table(
+        {
+            "src": [f"s{k}" for k in range(rows)],
+            "dst": [f"d{k % 5}" for k in range(rows)],
+            "type": [("A", "B", "C")[k % 3] for k in range(rows)],
+            "weight": pa.array([k / 7 for k in range(rows)], pa.float32()),
+            "metadata": [None if k % 4 else '{"k": 1}' for k in range(rows)],
+        }
+    )
+    whole = list(falkor.edge_literal_batches(table, batch_size=2))
+    monkeypatch.setattr(falkor, "EDGE_SPAN", 3)
+    spanned = list(falkor.edge_literal_batches(table, batch_size=2))
+    assert [(t, str(text), n) for t, text, n in spanned] == [(t, str(text), n) for t, text, n in whole]
+    assert sum(n for _, _, n in spanned) == rows and [t for t, _, _ in spanned][:1] == ["A"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sagegraph.model import DOC_CHUNK, ENTITY, Edge, Node, edges_to_table, nodes_to_table
-from sagegraph.store.diff import graph_diff, unique_edges
+from sagegraph.store.diff import graph_diff, unique_edges, vector_digests
 
 BACKENDS = ["falkordb", "falkordb-server"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
 
@@ -105,6 +105,76 @@ def test_diff_from_an_empty_graph_writes_everything():
     empty = _diff(([], np.zeros((0, 4), np.float32), []), (nodes, vecs, edges))
     assert empty.write_nodes == list(range(len(nodes))) and len(empty.write_edges) == len(edges)
     assert empty.counts["edges_added"] == len(edges) and not empty.delete_nodes
+
+
+def test_vector_digest_changes_with_any_one_bit():
+    vectors = np.random.default_rng(0).standard_normal((50, 384)).astype(np.float32)
+    digests = vector_digests(vectors)
+    assert len(set(digests.tolist())) == 50 and (vector_digests(vectors.copy()) == digests).all()
+    for row, column in [(0, 0), (7, 383), (49, 191)]:
+        edited = vectors.copy()
+        edited.view(np.uint32)[row, column] ^= 1  # the lowest bit of one float
+        changed = vector_digests(edited) != digests
+        assert changed[row] and changed.sum() == 1
+    assert len(vector_digests(np.zeros((0, 4), np.float32))) == 0
+
+
+def _reference_diff(old, new) -> dict:
+    """What graph_diff must find, by Python sets and dicts over the same graphs."""
+    (old_nodes, old_vectors, old_edges), (new_nodes, new_vectors, new_edges) = old, new
+    before = {n.id: (n, old_vectors[k].tobytes()) for k, n in enumerate(old_nodes)}
+    after = {n.id: (n, new_vectors[k].tobytes()) for k, n in enumerate(new_nodes)}
+    changed = {i for i in after.keys() & before.keys() if after[i] != before[i]}
+    labels = lambda node: (node.modality, node.type)  # noqa: E731
+    relabelled = {i for i in changed if labels(after[i][0]) != labels(before[i][0])}
+    gone = (before.keys() - after.keys()) | relabelled
+    old_keyed = {(e.src, e.dst, e.type): e for e in old_edges}
+    new_keyed = {(e.src, e.dst, e.type): e for e in new_edges}
+    position = {n.id: k for k, n in enumerate(new_nodes)}
+    return {
+        "delete_nodes": gone,
+        "write_nodes": sorted(position[i] for i in (after.keys() - before.keys()) | relabelled),
+        "update_nodes": sorted(position[i] for i in changed - relabelled),
+        "delete_edges": {k for k in old_keyed if k not in new_keyed or k[0] in gone or k[1] in gone},
+        "write_edges": {
+            k
+            for k, e in new_keyed.items()
+            if k not in old_keyed
+            or (e.weight, e.metadata) != (old_keyed[k].weight, old_keyed[k].metadata)
+            or k[0] in relabelled
+            or k[1] in relabelled
+        },
+    }
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_diff_equals_a_reference_on_random_graphs(seed):
+    rng = np.random.default_rng(seed)
+    ids = [f"n{k}" for k in range(60)]
+
+    def graph(kept: list[str], renamed: set[str], retyped: set[str], weights: dict):
+        nodes = [
+            _node(i, f"text {i}" + (" renamed" if i in renamed else ""), ENTITY, "B" if i in retyped else "A")
+            for i in kept
+        ]
+        vectors = np.stack([np.full(4, int(i[1:]), np.float32) + (0.5 if i in renamed else 0) for i in kept])
+        edges = [Edge(s, d, t, w, {}) for (s, d, t), w in weights.items() if s in kept and d in kept]
+        return nodes, vectors, edges
+
+    pairs = {(str(rng.choice(ids)), str(rng.choice(ids)), str(rng.choice(["R", "S"]))) for _ in range(300)}
+    weights = {key: float(rng.integers(1, 4)) for key in pairs}
+    old = graph(ids[:50], set(), set(), weights)
+    new_weights = {key: (w + 1 if rng.random() < 0.1 else w) for key, w in weights.items() if rng.random() < 0.9}
+    renamed = {i for i in ids if rng.random() < 0.1}
+    retyped = {i for i in ids if rng.random() < 0.05}
+    kept = [i for i in ids if rng.random() < 0.9]
+    new = graph(kept, renamed, retyped, new_weights)
+    expected, found = _reference_diff(old, new), _diff(old, new)
+    key_set = lambda table: set(zip(*(table.column(c).to_pylist() for c in ("src", "dst", "type"))))  # noqa: E731
+    assert set(found.delete_nodes) == expected["delete_nodes"]
+    assert found.write_nodes == expected["write_nodes"] and found.update_nodes == expected["update_nodes"]
+    assert key_set(found.delete_edges) == expected["delete_edges"]
+    assert key_set(found.write_edges) == expected["write_edges"]
 
 
 def _dump(store) -> tuple[list, list]:
