@@ -63,7 +63,7 @@ from sagegraph.model import (
 from sagegraph.progress import ticker
 from sagegraph.runfiles import replaced, write_text_whole
 from sagegraph.store.base import GraphStore
-from sagegraph.store.diff import GraphDiff
+from sagegraph.store.diff import DICTIONARY_COLUMNS, GraphDiff, decoded
 from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_marker, loaded_place
 
 log = logging.getLogger("sagegraph.construct")
@@ -712,7 +712,7 @@ def _load_whole(
     for start in range(0, node_table.num_rows, NODE_SPAN):
         span = table_to_nodes(node_table.slice(start, NODE_SPAN))
         store.load_nodes(span, vectors[start : start + len(span)], batch_size, create=create)
-    store.load_edge_table(edges, batch_size, create=store.count_edges() == 0)
+    store.load_edge_table(decoded(edges), batch_size, create=store.count_edges() == 0)
     return {"nodes": store.count_nodes(), "edges": store.count_edges()}
 
 
@@ -760,12 +760,13 @@ def _diff_base(cfg: BuildConfig, layout: Layout, path: Path) -> tuple[Path, str]
 
 
 def read_generation(gen: Path) -> tuple[pa.Table, np.ndarray, pa.Table]:
-    """A generation's nodes.parquet table, content vectors (row-aligned) and edges.parquet table:
-    what a store holds of it."""
+    """A generation's nodes.parquet table, content vectors (row-aligned) and edges.parquet table
+    (its string columns dictionary-encoded: `store.diff.DICTIONARY_COLUMNS`): what a store holds
+    of it."""
     return (
         pq.read_table(gen / "nodes.parquet"),
         np.load(gen / "vectors" / "content.npy"),
-        pq.read_table(gen / "edges.parquet"),
+        pq.read_table(gen / "edges.parquet", read_dictionary=list(DICTIONARY_COLUMNS)),
     )
 
 

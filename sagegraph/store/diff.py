@@ -90,33 +90,82 @@ def vector_digests(vectors: np.ndarray, rows_at_once: int = 8192) -> np.ndarray:
     return digests
 
 
+# The string columns of edges.parquet read as dictionaries (`read_generation`): a few hundred
+# thousand distinct ends and types, and metadata texts, behind millions of rows. Reading them so
+# took a seventh of the time of reading them as strings, and a diff codes the distinct values only.
+DICTIONARY_COLUMNS = ("src", "dst", "type", "metadata")
+
+
+def _value_chunks(column: pa.ChunkedArray | pa.Array) -> list[pa.Array]:
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    return [chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk for chunk in chunks]
+
+
+class _ValueCodes:
+    """The values of string columns (plain or dictionary-encoded) as their int64 positions among
+    every value the columns hold (Arrow's `index_in`, in C++; for a dictionary, of its distinct
+    values only), so equal codes are equal strings; -1 for a null or a value not among them."""
+
+    def __init__(self, *columns: pa.ChunkedArray | pa.Array):
+        import pyarrow.compute as pc
+
+        chunks = [chunk.cast(pa.string()) for column in columns for chunk in _value_chunks(column)]
+        self.values = pc.unique(pa.chunked_array(chunks, type=pa.string())).drop_null()
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def of(self, column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        import pyarrow.compute as pc
+
+        def codes(values: pa.Array) -> np.ndarray:
+            found = pc.index_in(values.cast(pa.string()), value_set=self.values, skip_nulls=True)
+            return np.asarray(pc.fill_null(found, -1), dtype=np.int64)
+
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        if not chunks or not pa.types.is_dictionary(column.type):
+            return np.concatenate([codes(chunk) for chunk in chunks]) if chunks else np.zeros(0, np.int64)
+        if isinstance(column, pa.ChunkedArray):
+            chunks = column.unify_dictionaries().chunks  # one dictionary for every chunk: coded once
+        at = codes(chunks[0].dictionary)
+        parts = []
+        for chunk in chunks:
+            indices = chunk.indices
+            part = at[np.asarray(indices.fill_null(0), dtype=np.int64)] if len(at) else np.full(len(chunk), -1)
+            if indices.null_count:
+                part[np.asarray(indices.is_null(), dtype=bool)] = -1
+            parts.append(part)
+        return np.concatenate(parts)
+
+
 class _EdgeCodes:
     """Edges of two graphs as one int64 key each: the (src, dst, type) strings replaced by their
-    positions among every end and every type the two graphs hold (Arrow's `index_in`, in C++), so
-    the key is exact and equal keys are equal edges. Comparing 6.5M edge keys as three string
-    columns in a pandas merge took most of a diff's time."""
+    positions among every end and every type the two graphs hold (`_ValueCodes`), so the key is
+    exact and equal keys are equal edges. Comparing 6.5M edge keys as three string columns in a
+    pandas merge took most of a diff's time."""
 
     def __init__(self, *tables: pa.Table):
-        import pyarrow.compute as pc
-
-        self.ends = pc.unique(pa.chunked_array([c for t in tables for name in ("src", "dst") for c in t[name].chunks]))
-        self.types = pc.unique(pa.chunked_array([c for t in tables for c in t["type"].chunks]))
+        self.ends = _ValueCodes(*(t[name] for t in tables for name in ("src", "dst")))
+        self.types = _ValueCodes(*(t["type"] for t in tables))
 
     def end_codes(self, column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-        import pyarrow.compute as pc
-
-        return np.asarray(pc.fill_null(pc.index_in(column, value_set=self.ends), -1), dtype=np.int64)
+        return self.ends.of(column)
 
     def ends_of(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         return self.end_codes(table["src"]), self.end_codes(table["dst"])
 
     def keys(self, table: pa.Table, ends: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """`ends`: the table's `ends_of`, where the caller has them already."""
-        import pyarrow.compute as pc
-
-        types = np.asarray(pc.index_in(table["type"], value_set=self.types), dtype=np.int64)
         src, dst = ends or self.ends_of(table)
-        return (src * len(self.ends) + dst) * len(self.types) + types
+        return (src * len(self.ends) + dst) * len(self.types) + self.types.of(table["type"])
+
+
+def decoded(table: pa.Table) -> pa.Table:
+    """`table` with its dictionary-encoded columns as plain values: what a store's writes read."""
+    for at, column in enumerate(table.columns):
+        if pa.types.is_dictionary(column.type):
+            table = table.set_column(at, table.field(at).name, column.cast(column.type.value_type))
+    return table
 
 
 def unique_edges(table: pa.Table) -> bool:
@@ -191,9 +240,13 @@ def graph_diff(
     only_new[new_at] = False
     weight_old = old_edges["weight"].to_numpy().astype(np.float64)[old_at]
     weight_new = new_edges["weight"].to_numpy().astype(np.float64)[new_at]
-    meta_old = pc.fill_null(old_edges["metadata"], "{}").take(pa.array(old_at))
-    meta_new = pc.fill_null(new_edges["metadata"], "{}").take(pa.array(new_at))
-    differs = (weight_old != weight_new) | np.asarray(pc.not_equal(meta_old, meta_new), dtype=bool)
+    metadata = _ValueCodes(old_edges["metadata"], new_edges["metadata"], pa.array(["{}"]))
+    empty = metadata.of(pa.array(["{}"]))[0]  # no metadata reads as "{}"
+    meta_old, meta_new = (
+        np.where(codes < 0, empty, codes)
+        for codes in (metadata.of(old_edges["metadata"])[old_at], metadata.of(new_edges["metadata"])[new_at])
+    )
+    differs = (weight_old != weight_new) | (meta_old != meta_new)
 
     def touching(ends: tuple[np.ndarray, np.ndarray], ids: pa.Array) -> np.ndarray:
         these = codes.end_codes(ids)
@@ -214,8 +267,8 @@ def graph_diff(
         delete_nodes=gone_ids.to_pylist(),
         write_nodes=np.union1d(added, relabelled).tolist(),
         update_nodes=np.setdiff1d(changed, relabelled).tolist(),
-        delete_edges=old_edges.select(list(EDGE_KEY)).take(pa.array(dropped, pa.int64())),
-        write_edges=new_edges.take(pa.array(rows, pa.int64())),
+        delete_edges=decoded(old_edges.select(list(EDGE_KEY)).take(pa.array(dropped, pa.int64()))),
+        write_edges=decoded(new_edges.take(pa.array(rows, pa.int64()))),
         counts={
             "nodes_added": len(added),
             "nodes_removed": len(removed),

@@ -4,10 +4,12 @@ graph: every node (labels, properties, vector) and every edge (type, weight, met
 import os
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from sagegraph.model import DOC_CHUNK, ENTITY, Edge, Node, edges_to_table, nodes_to_table
-from sagegraph.store.diff import graph_diff, unique_edges, vector_digests
+from sagegraph.store.diff import DICTIONARY_COLUMNS, graph_diff, unique_edges, vector_digests
 
 BACKENDS = ["falkordb", "falkordb-server"] + (["neo4j"] if os.environ.get("NEO4J_URI") else [])
 
@@ -58,9 +60,25 @@ def _new():
     return nodes, vecs, edges
 
 
-def _diff(old, new):
+def _diff(old, new, as_read: bool = False):
     (on, ov, oe), (nn, nv, ne) = old, new
-    return graph_diff(nodes_to_table(on), ov, edges_to_table(oe), nodes_to_table(nn), nv, edges_to_table(ne))
+    edges = _as_read if as_read else edges_to_table
+    return graph_diff(nodes_to_table(on), ov, edges(oe), nodes_to_table(nn), nv, edges(ne))
+
+
+def _as_read(edges: list[Edge]) -> pa.Table:
+    """edges.parquet as `read_generation` reads it: string columns dictionary-encoded, in row
+    groups that each have a dictionary of their own."""
+    table = edges_to_table(edges)
+    half = len(table) // 2
+    parts = [table.slice(0, half), table.slice(half)]
+    encoded = []
+    for part in parts:
+        for name in DICTIONARY_COLUMNS:
+            at = part.schema.get_field_index(name)
+            part = part.set_column(at, name, pc.dictionary_encode(part.column(name)))
+        encoded.append(part)
+    return pa.concat_tables(encoded)
 
 
 def test_diff_counts_what_changed():
@@ -147,29 +165,36 @@ def _reference_diff(old, new) -> dict:
     }
 
 
+@pytest.mark.parametrize("as_read", [False, True])
 @pytest.mark.parametrize("seed", range(5))
-def test_diff_equals_a_reference_on_random_graphs(seed):
+def test_diff_equals_a_reference_on_random_graphs(seed, as_read):
     rng = np.random.default_rng(seed)
     ids = [f"n{k}" for k in range(60)]
 
-    def graph(kept: list[str], renamed: set[str], retyped: set[str], weights: dict):
+    def graph(kept: list[str], renamed: set[str], retyped: set[str], weights: dict, noted: frozenset = frozenset()):
         nodes = [
             _node(i, f"text {i}" + (" renamed" if i in renamed else ""), ENTITY, "B" if i in retyped else "A")
             for i in kept
         ]
         vectors = np.stack([np.full(4, int(i[1:]), np.float32) + (0.5 if i in renamed else 0) for i in kept])
-        edges = [Edge(s, d, t, w, {}) for (s, d, t), w in weights.items() if s in kept and d in kept]
+        edges = [
+            Edge(s, d, t, w, {"note": 1} if (s, d, t) in noted else {})
+            for (s, d, t), w in weights.items()
+            if s in kept and d in kept
+        ]
         return nodes, vectors, edges
 
     pairs = {(str(rng.choice(ids)), str(rng.choice(ids)), str(rng.choice(["R", "S"]))) for _ in range(300)}
     weights = {key: float(rng.integers(1, 4)) for key in pairs}
-    old = graph(ids[:50], set(), set(), weights)
+    noted = frozenset(key for key in pairs if rng.random() < 0.1)
+    old = graph(ids[:50], set(), set(), weights, noted)
     new_weights = {key: (w + 1 if rng.random() < 0.1 else w) for key, w in weights.items() if rng.random() < 0.9}
     renamed = {i for i in ids if rng.random() < 0.1}
     retyped = {i for i in ids if rng.random() < 0.05}
     kept = [i for i in ids if rng.random() < 0.9]
-    new = graph(kept, renamed, retyped, new_weights)
-    expected, found = _reference_diff(old, new), _diff(old, new)
+    new = graph(kept, renamed, retyped, new_weights, frozenset(key for key in pairs if rng.random() < 0.1))
+    expected, found = _reference_diff(old, new), _diff(old, new, as_read)
+    assert found.counts["edges_changed"] and found.counts["nodes_changed"] and found.counts["nodes_removed"]
     key_set = lambda table: set(zip(*(table.column(c).to_pylist() for c in ("src", "dst", "type"))))  # noqa: E731
     assert set(found.delete_nodes) == expected["delete_nodes"]
     assert found.write_nodes == expected["write_nodes"] and found.update_nodes == expected["update_nodes"]
@@ -203,3 +228,15 @@ def _load(store, graph):
     store.ensure_indexes(None)
     store.load_nodes(nodes, vecs, batch_size=2)
     store.load_edge_table(edges_to_table(edges), batch_size=2)
+
+
+@pytest.mark.parametrize("as_read", [False, True])
+def test_an_edge_without_metadata_equals_one_with_empty_metadata(as_read):
+    nodes, vecs, edges = _old()
+    plain = (_as_read if as_read else edges_to_table)(edges)
+    at = plain.schema.get_field_index("metadata")
+    unset = pa.array([None if row == "{}" else row for row in plain.column("metadata").to_pylist()], pa.string())
+    without = plain.set_column(at, "metadata", pc.dictionary_encode(unset) if as_read else unset)
+    table = nodes_to_table(nodes)
+    assert graph_diff(table, vecs, plain, table, vecs, without).empty
+    assert graph_diff(table, vecs, without, table, vecs, plain).empty
