@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import glob
 import json
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -38,15 +38,40 @@ def replaced(path: Path, suffix: str = "") -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+# The hidden temporaries found in each directory the first time this process wrote a file there,
+# by the file they were for: a directory is listed once per process, not once per write (a build
+# writes a file per batch per stage into directories of thousands).
+_TEMPORARIES: dict[Path, dict[str, list[str]]] = {}
+_TEMPORARIES_LISTED = threading.Lock()
+_TEMPORARY_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)-\d+\.tmp")
+
+
 def clear_dead_temporaries(path: Path) -> None:
     """Remove the hidden temporaries `replaced` left beside `path` for writers killed before their
     rename: never read, and as large as the file (a killed build's vectors). A running writer's,
-    this process's included, are left to it; so is a name not ours."""
-    prefix = f".{Path(path).name}."
-    for f in Path(path).parent.glob(f"{glob.escape(prefix)}*.tmp*"):
-        pid = f.name[len(prefix) :].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not running(int(pid)):
-            f.unlink(missing_ok=True)
+    this process's included, are left to it; so is a name not ours. The ones there when this
+    process first wrote into the directory are judged; a writer killed later leaves its own to
+    the next process."""
+    path = Path(path)
+    with _TEMPORARIES_LISTED:
+        if path.parent not in _TEMPORARIES:
+            _TEMPORARIES[path.parent] = _hidden_temporaries(path.parent)
+        found = _TEMPORARIES[path.parent].pop(path.name, [])
+    for name in found:
+        match = _TEMPORARY_NAME.match(name)
+        pid = int(match["pid"]) if match else 0
+        if pid and pid != os.getpid() and not running(pid):
+            (path.parent / name).unlink(missing_ok=True)
+
+
+def _hidden_temporaries(directory: Path) -> dict[str, list[str]]:
+    """The names in `directory` that `replaced` gives its temporaries, by the file each was for."""
+    found: dict[str, list[str]] = {}
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") and (match := _TEMPORARY_NAME.match(entry.name)):
+                found.setdefault(match["target"], []).append(entry.name)
+    return found
 
 
 def write_text_whole(path: Path, text: str) -> Path:

@@ -64,10 +64,12 @@ def between(table: pa.Table, ids: Iterable[str]) -> pa.Table:
 
 def row_hashes(table: pa.Table) -> np.ndarray:
     """One stable 64-bit hash per relation (the same in every process and run): what change
-    detection compares, a multiset, since a repeated relation is a second relation."""
+    detection compares, a multiset, since a repeated relation is a second relation. The columns
+    go to pandas as categoricals, whose hash is the hash of their values computed once per
+    distinct value (a KB's millions of relations name a few hundred thousand nodes)."""
     import pandas as pd
 
-    frame = table.select(list(COLUMNS)).to_pandas()
+    frame = table.select(list(COLUMNS)).to_pandas(strings_to_categorical=True)
     return pd.util.hash_pandas_object(frame, index=False).to_numpy(np.uint64)
 
 

@@ -139,3 +139,14 @@ def test_multiset_difference_takes_out_one_per_occurrence(seed):
     for left, right in ((a, b), (b, a), (a, a), (a, a[:0]), (a[:0], b)):
         expected = sorted((Counter(left.tolist()) - Counter(right.tolist())).elements())
         assert multiset_difference(left, right).tolist() == expected
+
+
+def test_relation_hashes_are_the_hashes_of_their_values():
+    """Hashed through categoricals, a relation's hash is still the hash of its three strings: the
+    fingerprints an ingest wrote before stay comparable."""
+    import pandas as pd
+
+    triples = [("a", "R", "b"), ("b", "S", "c"), ("a", "R", "b"), ("ünï", "R", "c")]
+    plain = pd.DataFrame([{"src": s, "type": t, "dst": d} for s, t, d in triples], dtype=object)
+    expected = pd.util.hash_pandas_object(plain, index=False, categorize=False).to_numpy(np.uint64)
+    assert kb_edges.row_hashes(kb_edges.from_triples(triples)).tolist() == expected.tolist()

@@ -471,3 +471,16 @@ def test_finished_configurations_reach_mlflow_before_a_later_one_fails_and_the_p
     assert again.parent_id == tracker.parent_id and client.get_run(again.parent_id).info.status == "RUNNING"
     assert again.log_as_finished([lambda: done], runs) == done
     assert len(client.search_runs([again.experiment_id], "tags.mlflow.parentRunId != ''")) == 2
+
+
+def test_a_directory_is_listed_for_dead_temporaries_once_per_process(tmp_path, monkeypatch):
+    from sagegraph import runfiles
+
+    listed = []
+    listing = runfiles._hidden_temporaries
+    monkeypatch.setattr(
+        runfiles, "_hidden_temporaries", lambda directory: listed.append(directory) or listing(directory)
+    )
+    for k in range(50):  # a stage's batch files
+        write_text_whole(tmp_path / f"batch-{k}.json", "{}")
+    assert listed == [tmp_path] and len(list(tmp_path.iterdir())) == 50
