@@ -205,3 +205,21 @@ def test_no_question_raises_out_of_an_llm_retriever_whatever_the_model_replies(s
         finally:
             res.close()
     assert len(server.requests) > len(CONFIGS) * len(qs)  # every configuration asked, and was answered badly
+
+
+def test_a_whole_load_into_a_graph_holding_rows_no_marker_accounts_for_replaces_them(kb_built):
+    """The out dir made anew beside a store that kept its graphs: a store graph under this build's
+    name may hold rows of a load the new out dir knows nothing of (a difference half-applied
+    there). A whole load then ends with exactly this graph, not the two mixed."""
+    from sagegraph.construct import stages as build_stages
+    from sagegraph.store import open_store
+
+    first = build_stages.load_store(kb_built)
+    key, marker = _loaded(kb_built.out, kb_built.store.graph)
+    with open_store("falkordb", kb_built.out / "store", key) as s:
+        s.write("CREATE (:Node {id: 'left-behind', modality: 'entity'})")
+    marker.unlink()
+    again = build_stages.load_store(kb_built)
+    assert (again["nodes"], again["edges"]) == (first["nodes"], first["edges"]) and again["mode"] == "full"
+    with open_store("falkordb", kb_built.out / "store", key) as s:
+        assert s.read("MATCH (n {id: 'left-behind'}) RETURN count(n) AS c")[0]["c"] == 0
