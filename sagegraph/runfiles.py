@@ -41,7 +41,7 @@ def replaced(path: Path, suffix: str = "") -> Iterator[Path]:
 # The hidden temporaries found in each directory the first time this process wrote a file there,
 # by the file they were for: a directory is listed once per process, not once per write (a build
 # writes a file per batch per stage into directories of thousands).
-_TEMPORARIES: dict[Path, dict[str, list[str]]] = {}
+_TEMPORARIES: dict[Path, dict[str, list[tuple[str, int]]]] = {}
 _TEMPORARIES_LISTED = threading.Lock()
 _TEMPORARY_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)-\d+\.tmp")
 
@@ -57,20 +57,19 @@ def clear_dead_temporaries(path: Path) -> None:
         if path.parent not in _TEMPORARIES:
             _TEMPORARIES[path.parent] = _hidden_temporaries(path.parent)
         found = _TEMPORARIES[path.parent].pop(path.name, [])
-    for name in found:
-        match = _TEMPORARY_NAME.match(name)
-        pid = int(match["pid"]) if match else 0
+    for name, pid in found:
         if pid and pid != os.getpid() and not running(pid):
             (path.parent / name).unlink(missing_ok=True)
 
 
-def _hidden_temporaries(directory: Path) -> dict[str, list[str]]:
-    """The names in `directory` that `replaced` gives its temporaries, by the file each was for."""
-    found: dict[str, list[str]] = {}
+def _hidden_temporaries(directory: Path) -> dict[str, list[tuple[str, int]]]:
+    """(name, writer's pid) of the temporaries `replaced` left in `directory`, by the file each
+    was for."""
+    found: dict[str, list[tuple[str, int]]] = {}
     with contextlib.suppress(OSError), os.scandir(directory) as entries:
         for entry in entries:
             if entry.name.startswith(".") and (match := _TEMPORARY_NAME.match(entry.name)):
-                found.setdefault(match["target"], []).append(entry.name)
+                found.setdefault(match["target"], []).append((entry.name, int(match["pid"])))
     return found
 
 
