@@ -268,7 +268,7 @@ def rebuild(scale: float, work: Path, share: float, rounds: int = 2) -> Iterator
     }
 
 
-def same_store(a: Path, b: Path, page: int = 1000) -> bool:
+def same_store(a: Path, b: Path, page: int = 1000, graph: str = "sagegraph") -> bool:
     """The two builds' published store graphs hold the same node ids and (src, type, dst) edges,
     read a page of nodes at a time (the engine bounds one query's memory)."""
     from sagegraph.store import open_store
@@ -277,7 +277,7 @@ def same_store(a: Path, b: Path, page: int = 1000) -> bool:
     held = []
     for out in (a, b):
         manifest = json.loads((out / "graph" / "manifest.json").read_text())
-        key, _ = loaded_place("falkordb", out, out / "store", "sagegraph", manifest["fingerprint"])
+        key, _ = loaded_place("falkordb", out, out / "store", graph, manifest["fingerprint"])
         with open_store("falkordb", out / "store", key) as store:
             total = store.count_nodes()
             nodes, edges = [], []

@@ -35,10 +35,12 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+@functools.cache
 def _no_gpu_device_nodes() -> bool:
     """Linux exposes NVIDIA (/dev/nvidia*) and ROCm (/dev/kfd) GPUs as device nodes: without any,
     CUDA cannot be available, and we need not import torch (1.2 s) in a process that never encodes,
-    such as a flow's driver working out its stage layout."""
+    such as a flow's driver working out its stage layout. Asked once a process: a build asks for
+    every batch it fingerprints (0.6 s of a 1x PRIME-shaped rebuild), and no GPU appears mid-run."""
     return sys.platform.startswith("linux") and not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/kfd")
 
 
@@ -308,11 +310,20 @@ class CachedEncoder:
             for k, t in zip(keys, texts):
                 first_text.setdefault(k, t)
             vecs = self.inner.encode([first_text[k] for k in missing])
+            # The first vector stored for a text is the one every caller uses: two workers that
+            # encode the same text at once in different batches get vectors that differ in the
+            # last bits (batch shapes change the kernels' rounding), and a graph whose rows kept
+            # their own would differ from one built again from this cache.
             with db:
                 db.executemany(
-                    "INSERT OR REPLACE INTO emb VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(missing, vecs)]
+                    "INSERT OR IGNORE INTO emb VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(missing, vecs)]
                 )
             found.update(zip(missing, vecs))
+            for i in range(0, len(missing), 500):
+                part = missing[i : i + 500]
+                q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
+                for key, blob in db.execute(q, part):
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)

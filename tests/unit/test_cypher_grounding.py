@@ -189,6 +189,17 @@ def test_a_returned_property_that_is_a_relationship_is_followed_to_its_end():
     assert out.endswith("RETURN grounded_answer.name AS id")
 
 
+def test_a_returned_variable_no_pattern_binds_is_the_querys_one_node_taken_on_to_the_target():
+    """`MATCH (f:Film {name: 'Dhoom'}) RETURN y.name` (the model's own variable, bound nowhere)
+    parses to nothing; with one node in the query it is that node, then extended as the topic is."""
+    out, repairs = ground_query("MATCH (f:Film {name: 'Dhoom'}) RETURN y.name AS y", SCHEMA, target="Language")
+    assert out.endswith("MATCH (f)-[:in_language]->(grounded_answer:Language) RETURN grounded_answer.id AS y")
+    assert [r.kind for r in repairs] == ["return_rebound", "return_id", "return_extended"]
+    # two nodes: which one was meant is not known, so the query is left as written
+    two = "MATCH (f:Film {name: 'Dhoom'})-[:in_language]->(l:Language) RETURN y.name AS y"
+    assert "return_rebound" not in [r.kind for r in ground_query(two, SCHEMA, target="Language")[1]]
+
+
 def test_undirected_is_the_second_try_of_a_query_that_found_nothing():
     from sagegraph.retrieve.kb.grounding import undirected
 

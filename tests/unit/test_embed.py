@@ -55,6 +55,33 @@ def test_fp32_and_bf16_vectors_never_share_cache_entries(tmp_path):
     assert again.hits == len(TEXTS) and again.inner.encoded == 0
 
 
+class _Rounding:
+    """An encoder whose vectors for a text differ in the last bits from another's (as two batch
+    shapes round differently); `meanwhile` runs while it encodes, as a second worker would."""
+
+    name = "fake"
+    dim = 2
+
+    def __init__(self, offset: float, meanwhile=None):
+        self.offset, self.meanwhile = offset, meanwhile
+
+    def encode(self, texts):
+        if self.meanwhile is not None:
+            self.meanwhile()
+        return np.array([[1.0, self.offset] for _ in texts], dtype=np.float32)
+
+
+def test_two_workers_encoding_one_text_at_once_both_use_the_first_vector_stored(tmp_path):
+    """Worker B misses the cache, and while it encodes, worker A stores its own vector for the same
+    text: B's rows take A's, so a graph rebuilt from the cache is the graph the workers made."""
+    path = tmp_path / "emb.sqlite"
+    first = CachedEncoder(_Rounding(1e-4), path)
+    second = CachedEncoder(_Rounding(2e-4, meanwhile=lambda: first.encode(["shared text"])), path)
+    got = second.encode(["shared text", "own text"])
+    assert got[0].tolist() == first.encode(["shared text"])[0].tolist() == np.float32([1.0, 1e-4]).tolist()
+    assert got[1].tolist() == np.float32([1.0, 2e-4]).tolist()  # its own where it stored first
+
+
 @pytest.mark.parametrize("stage", ["chunks", "vectors", "edges"])
 def test_changing_precision_reruns_the_stages_that_encode(tmp_path, stage):
     from sagegraph.config import load_config

@@ -37,6 +37,7 @@ GROUND_KINDS = (
     "name_key",
     "property_mapped",
     "return_id",
+    "return_rebound",
     "return_extended",
     "return_retargeted",
     "return_path_end",
@@ -770,6 +771,15 @@ def _ground_return(
     if k + 2 >= len(code) or tokens[code[k + 1]].text != "." or tokens[code[k]].kind not in ("name", "quoted"):
         return
     var, prop = tokens[code[k]].value, tokens[code[k + 2]].value
+    bound = {n.var for n in nodes if n.var}
+    if var not in bound and len(bound) == 1:
+        # RETURN of a variable no pattern binds while the query binds only one: what the model
+        # wrote it about (`MATCH (p:Person {name: 'X'}) RETURN y.name`), so the rules below take
+        # it from there (to the plan's target where that is another label)
+        (only,) = bound
+        out[code[k]] = Token("name", only, only)
+        rw.repairs.append(Repair("return_rebound", f"RETURN {var} (bound nowhere) -> {only}, the query's one node"))
+        var = only
     label = labels.get(var)
     itself = prop.lower() in ("id", *NAME_FIELDS)  # the node, by its id or its name
     if return_ids and prop.lower() in NAME_FIELDS:
