@@ -96,7 +96,10 @@ def pair_edge_table(
     result: PairResult, ids: Sequence[str], E: sp.csr_matrix, entity_names: Sequence[str], extra: Extra | None = None
 ) -> pa.Table:
     """Kept pairs of one PairResult as rows of EDGE_SCHEMA; the type is the passing signal with the
-    largest margin over its threshold, in units of that signal's spread."""
+    largest margin over its threshold, in units of that signal's spread. An edge's metadata holds
+    only what the pair itself decides (its signal values, which passed, what the two share), not
+    that margin: the threshold and spread are corpus-wide, so a margin stored on every edge would
+    change on nearly every edge with any change to the corpus, and a rebuild would rewrite them all."""
     keep = result.keep
     if not keep.any():
         return EDGE_SCHEMA.empty_table()
@@ -122,7 +125,6 @@ def pair_edge_table(
         "signals": json_objects({s: numbers(vals[:, k], 4) for k, s in enumerate(signals)}),
         "passed": passed_json.take(pa.array(pattern)),
         "shared_entities": json_lists(offsets, shared_names(entity_names, cols[pos])),
-        "confidence": numbers(margin[rows, best], 3),
     }
     if extra is not None:
         fields.update(

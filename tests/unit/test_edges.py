@@ -122,7 +122,7 @@ def test_edge_table_matches_a_per_edge_reference():
         assert e.type == "SIMILAR_" + res.signals[best].upper() and e.weight == pytest.approx(v[best])
         assert e.metadata["passed"] == passed and e.metadata["shared_entities"] == shared
         assert e.metadata["signals"] == {s: pytest.approx(float(v[k]), abs=1e-4) for k, s in enumerate(res.signals)}
-        assert e.metadata["confidence"] == pytest.approx(margins[best], abs=2e-3)
+        assert "confidence" not in e.metadata  # corpus-wide: it would change on every edge with any change
     assert any(e.metadata["shared_entities"] for e in edges)
 
 
