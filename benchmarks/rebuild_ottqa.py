@@ -24,8 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks.machine import machine
-from benchmarks.scale import ROOT, build, same_graph, same_store
-from sagegraph.ownership import mark
+from benchmarks.scale import ROOT, build, fresh_folder, same_graph, same_store
 
 RESULTS = ROOT / "benchmarks" / "results" / "rebuild_ottqa.jsonl"
 STORE_GRAPH = "ottqa"
@@ -40,16 +39,6 @@ def write_config(out: Path, data: Path, config: Path) -> None:
     settings["corpus"] = {**settings["corpus"], "path": str(data.resolve())}
     settings["store"] = {**settings["store"], "graph": STORE_GRAPH}
     config.write_text(json.dumps(settings))
-
-
-def fresh_folder(out: Path, cache: Path | None = None) -> None:
-    """An empty build folder of sagegraph's own (with `cache` copied in, when given)."""
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    mark(out)
-    if cache is not None:
-        shutil.copytree(cache, out / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
 
 
 def change_share(data: Path, share: float, seed: int) -> dict[str, int]:

@@ -132,14 +132,19 @@ def latency_only(scale: float, work: Path) -> dict:
     return line
 
 
-def prepare(out: Path, config: Path, scale: float, data: Path, cache: Path | None) -> None:
-    """A fresh build folder (with `cache` copied in, when given) and the build config of `data` into it."""
+def fresh_folder(out: Path, cache: Path | None = None) -> None:
+    """An empty build folder of sagegraph's own (with `cache` copied in, when given)."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     mark(out)  # the build's folder, made here; then the copied cache is sagegraph's own
     if cache is not None:
         shutil.copytree(cache, out / "cache", ignore=shutil.ignore_patterns("llm.sqlite*", "inflight"))
+
+
+def prepare(out: Path, config: Path, scale: float, data: Path, cache: Path | None) -> None:
+    """A fresh build folder (with `cache` copied in, when given) and the build config of `data` into it."""
+    fresh_folder(out, cache)
     config.write_text(
         json.dumps(
             {

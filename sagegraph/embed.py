@@ -10,6 +10,7 @@ import functools
 import glob
 import hashlib
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -295,14 +296,9 @@ class CachedEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         keys = [self._key(t) for t in texts]
-        found: dict[str, np.ndarray] = {}
         db = self.file.conn()
         unique = list(dict.fromkeys(keys))
-        for i in range(0, len(unique), 500):
-            part = unique[i : i + 500]
-            q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
-            for key, blob in db.execute(q, part):
-                found[key] = np.frombuffer(blob, dtype=np.float32)
+        found = _stored_vectors(db, unique)
         self.hits += sum(1 for k in keys if k in found)
         missing = [k for k in unique if k not in found]
         if missing:
@@ -319,14 +315,22 @@ class CachedEncoder:
                     "INSERT OR IGNORE INTO emb VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(missing, vecs)]
                 )
             found.update(zip(missing, vecs))
-            for i in range(0, len(missing), 500):
-                part = missing[i : i + 500]
-                q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
-                for key, blob in db.execute(q, part):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
+            found.update(_stored_vectors(db, missing))
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+
+def _stored_vectors(db: sqlite3.Connection, keys: list[str]) -> dict[str, np.ndarray]:
+    """The cache's vectors for those of `keys` it holds, read 500 keys a query (SQLite's bound on
+    a statement's parameters)."""
+    found: dict[str, np.ndarray] = {}
+    for i in range(0, len(keys), 500):
+        part = keys[i : i + 500]
+        q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
+        for key, blob in db.execute(q, part):
+            found[key] = np.frombuffer(blob, dtype=np.float32)
+    return found
 
 
 def make_encoder(
