@@ -213,6 +213,7 @@ def run_all(cfg):
     stages.assemble(cfg, [m["path"] for m in metas], [v["path"] for v in vecs])
     pairs = [stages.edges_for_pair(cfg, p) for p in stages.present_pairs(stages.modalities_of(ing["counts"]))]
     fin = stages.finalize_edges(cfg, [p["path"] for p in pairs], ing["kb_edges"])
+    graph_changes = stages.graph_changes(cfg)  # as both builds do, beside the store load
     store = stages.load_store(cfg)
     stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
     stages.publish_graph(cfg)
@@ -226,6 +227,7 @@ def run_all(cfg):
         "store": store,
         "stats": stats,
         "changes": changes,
+        "graph_changes": graph_changes,
         "cfg": cfg,
     }
 

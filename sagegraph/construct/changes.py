@@ -215,7 +215,8 @@ def store_written(store: Mapping[str, Any]) -> str | None:
     if store.get("resumed"):
         return "already loaded"
     if store.get("mode") == "difference":
-        return f"difference from {store.get('base')}, {store.get('rows_written')} rows" + (
+        through = "".join(f" then {name}" for name in store.get("through") or [])
+        return f"difference from {store.get('base')}{through}, {store.get('rows_written')} rows" + (
             "" if store.get("base_published", True) else " (its store graph taken over)"
         )
     return "loaded whole"

@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sagegraph.config import BuildConfig, EdgeConfig
+from sagegraph.construct import differences, generations
 from sagegraph.construct import edges as edge_construction
-from sagegraph.construct import generations
 from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
 from sagegraph.construct.batches import batch_name, content_spans, target_size
 from sagegraph.construct.changes import (
@@ -802,12 +802,58 @@ def graph_changes(cfg: BuildConfig) -> dict[str, int] | None:
     """Nodes and edges added, changed and removed against the published generation, for the
     build's report (the store's difference gives the same when it was written as one); None on a
     first build."""
-    layout = Layout.of(cfg)
+    latest = published_difference(Layout.of(cfg))
+    return latest.diff.counts if latest is not None else None
+
+
+_LATEST_LOCK = threading.Lock()
+_latest: dict[str, Any] = {}
+
+
+def published_difference(
+    layout: Layout, graph: tuple[pa.Table, np.ndarray, pa.Table] | None = None
+) -> differences.Difference | None:
+    """The difference from the published generation to this build's graph (`graph`: its
+    `read_generation`, where the caller has it), kept in the build's generation folder: computed
+    once per build however many ask (the report and the store load ask at once, from two threads),
+    read back where a build before computed it. None on a first build, or where a difference cannot
+    stand for the graph."""
     base = generations.published(layout.out)
     if base is None or not (base / "manifest.json").exists() or base.resolve() == layout.graph.resolve():
         return None
-    diff = generation_diff(base, *read_generation(layout.graph))
-    return diff.counts if diff is not None else None
+    key = f"{layout.graph.resolve()} from {base.resolve()}"
+    with _LATEST_LOCK:
+        if _latest.get("key") == key:
+            return _latest["difference"]
+        latest = differences.load(layout.graph, base.name)
+        if latest is None:
+            node_table, vectors, edges = graph or read_generation(layout.graph)
+            diff = generation_diff(base, node_table, vectors, edges)
+            if diff is not None:
+                latest = differences.compact(differences.Difference(base.name, diff, node_table, vectors))
+                differences.keep(layout.graph, latest, node_table.num_rows + edges.num_rows)
+        _latest.clear()
+        _latest.update(key=key, difference=latest)
+        return latest
+
+
+def _difference_steps(
+    layout: Layout, base_dir: Path, node_table: pa.Table, vectors: np.ndarray, edges: pa.Table
+) -> list[differences.Difference] | None:
+    """The differences that take the store graph of generation `base_dir` to this build's graph,
+    in order: the difference from the published generation where `base_dir` is it; where
+    `base_dir` is the generation before it, the published generation's kept difference from
+    `base_dir` and then that one; else the difference from `base_dir`, computed here. None where a
+    difference cannot stand for the graph."""
+    published = generations.published(layout.out)
+    latest = published_difference(layout, (node_table, vectors, edges))
+    if latest is not None and published is not None:
+        if base_dir.resolve() == published.resolve():
+            return [latest]
+        if (kept := differences.load(published, base_dir.name)) is not None:
+            return [kept, latest]
+    diff = generation_diff(base_dir, node_table, vectors, edges)
+    return None if diff is None else [differences.Difference(base_dir.name, diff, node_table, vectors)]
 
 
 def _load_difference(
@@ -840,8 +886,8 @@ def _load_difference(
     spare = cfg.store.backend in MULTI_GRAPH and base_dir.resolve() != generations.published(layout.out)
     if cfg.store.backend in MULTI_GRAPH and not spare and cfg.store.update == "auto":
         return None
-    diff = generation_diff(base_dir, node_table, vectors, edges)
-    if diff is None:
+    steps = _difference_steps(layout, base_dir, node_table, vectors, edges)
+    if steps is None:
         return None
     write_json(intent, {"mode": "difference", "base": base_dir.name})
     if spare:
@@ -853,14 +899,20 @@ def _load_difference(
     # Re-declared after the writes where the build asks for it: FalkorDB grows a vector index inside
     # the write that crosses its capacity, and that growth alone exceeds the per-query memory bound.
     store.drop_vector_index()
-    _apply_diff(store, diff, node_table, vectors, cfg.store.batch_size)
-    log.info("store graph written as the difference from %s: %s", base_dir.name, diff.counts)
+    for step in steps:
+        _apply_diff(store, step.diff, step.nodes, step.vectors, cfg.store.batch_size)
+    log.info(
+        "store graph written as the difference from %s: %s",
+        " then ".join(step.base for step in steps),
+        steps[-1].diff.counts,
+    )
     return {
         "mode": "difference",
         "base": base_dir.name,
+        "through": [step.base for step in steps[1:]],
         "base_published": not spare,
-        "difference": diff.counts,
-        "rows_written": diff.writes,
+        "difference": steps[-1].diff.counts,
+        "rows_written": sum(step.diff.writes for step in steps),
     }
 
 

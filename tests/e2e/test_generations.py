@@ -68,6 +68,7 @@ def test_a_rebuild_loads_beside_the_graph_in_use_and_rollback_brings_it_back(bac
     # the new generation's nodes and edges
     assert third["store"]["mode"] == "difference" and third["store"]["base"] == Layout.of(second["cfg"]).graph.name
     assert third["store"]["base_published"] is False
+    assert third["store"]["through"] == []  # the first generation keeps no difference from the second
     assert third["store"]["difference"]["nodes_removed"] > 0 and third["store"]["difference"]["nodes_added"] == 0
     _assert_store_holds(backend, cfg.out / "store", third["store"]["graph"], url, Layout.of(third["cfg"]).graph)
     with open_store(backend, cfg.out / "store", third["store"]["graph"], url=url) as s:
@@ -116,9 +117,11 @@ def test_a_rebuild_takes_over_the_rollback_graph_unless_it_is_read_and_a_rollbac
     and the store then holds exactly the new graph. One a reader holds is left alone (the new graph
     loads whole). A build that stops after taking a graph over leaves that generation without one:
     rolling back to it loads it again, whole."""
+    from sagegraph.construct import differences
     from sagegraph.retrieve.graph_index import GraphIndex
     from sagegraph.store.base import GraphStore
 
+    monkeypatch.setattr(differences, "LARGEST_SHARE", 1.0)  # a document in twelve changes most of so small a graph
     docs = tmp_path / "docs.jsonl"
     cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "generic", "documents": str(docs)}, tmp_path / "out"))
     builds = []
@@ -129,6 +132,8 @@ def test_a_rebuild_takes_over_the_rollback_graph_unless_it_is_read_and_a_rollbac
     assert second["store"]["mode"] == "full"  # no rollback generation yet: loaded whole beside the first
     assert third["store"]["mode"] == "difference" and third["store"]["base_published"] is False
     assert third["store"]["base"] == Layout.of(first["cfg"]).graph.name
+    # brought forward by the second generation's kept difference from the first, then by its own
+    assert third["store"]["through"] == [Layout.of(second["cfg"]).graph.name]
     _assert_store_holds("falkordb", cfg.out / "store", third["store"]["graph"], None, Layout.of(third["cfg"]).graph)
 
     reader = GraphIndex(cfg.out / "graphs" / Layout.of(second["cfg"]).graph.name)  # holds the rollback generation

@@ -240,3 +240,30 @@ def test_an_edge_without_metadata_equals_one_with_empty_metadata(as_read):
     table = nodes_to_table(nodes)
     assert graph_diff(table, vecs, plain, table, vecs, without).empty
     assert graph_diff(table, vecs, without, table, vecs, plain).empty
+
+
+def test_a_kept_difference_reads_back_whole_and_only_for_its_base(tmp_path):
+    """A generation keeps its difference from the one before with just the node rows it writes;
+    one from another base, or one that does not read back, is not used."""
+    from sagegraph.construct import differences
+
+    new_nodes, new_vectors, _ = _new()
+    diff = _diff(_old(), _new())
+    kept = differences.Difference("gen-old", diff, nodes_to_table(new_nodes), new_vectors)
+    assert differences.keep(tmp_path, kept, graph_rows=100)
+    back = differences.load(tmp_path, "gen-old")
+    assert back is not None and differences.load(tmp_path, "gen-other") is None
+    written = sorted({*diff.write_nodes, *diff.update_nodes})  # e, k and c of the new graph
+    assert back.nodes.column("id").to_pylist() == [new_nodes[row].id for row in written]
+    assert np.array_equal(back.vectors, new_vectors[written])
+    assert [back.nodes.column("id")[row].as_py() for row in back.diff.write_nodes] == ["e", "k"]
+    assert [back.nodes.column("id")[row].as_py() for row in back.diff.update_nodes] == ["c"]
+    assert back.diff.counts == diff.counts and back.diff.delete_nodes == diff.delete_nodes
+    assert back.diff.write_edges.equals(diff.write_edges) and back.diff.delete_edges.equals(diff.delete_edges)
+    assert not any(path.name.startswith(".") for path in tmp_path.iterdir())  # no temporary left
+
+    (tmp_path / differences.FOLDER / "vectors.npy").write_bytes(b"not an array")
+    assert differences.load(tmp_path, "gen-old") is None
+    # too large a share of its graph to be worth keeping: none kept (the old one is replaced only by a whole one)
+    assert not differences.keep(tmp_path / "other", kept, graph_rows=10)
+    assert not (tmp_path / "other" / differences.FOLDER).exists()
