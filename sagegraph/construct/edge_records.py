@@ -92,17 +92,6 @@ def shared_names(entity_names: Sequence[str], cols: np.ndarray) -> pa.Array:
     return json_strings([entity_names[c] for c in used.tolist()]).take(pa.array(at))
 
 
-def id_ordered(a: np.ndarray, b: np.ndarray, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """An undirected pair within one modality, written from its smaller node id to its larger.
-    Node rows follow the batches' names, which change with their content, so a pair ordered by row
-    would flip direction between generations whenever either node's batch changed: a rebuild
-    after renaming 1% of a KB's nodes rewrote 43,925 unchanged similarity edges that way."""
-    rank = np.empty(len(ids), np.int64)
-    rank[np.argsort(np.asarray(ids, dtype=object))] = np.arange(len(ids))
-    swap = rank[a] > rank[b]
-    return np.where(swap, b, a), np.where(swap, a, b)
-
-
 def pair_edge_table(
     result: PairResult, ids: Sequence[str], E: sp.csr_matrix, entity_names: Sequence[str], extra: Extra | None = None
 ) -> pa.Table:
@@ -110,13 +99,15 @@ def pair_edge_table(
     largest margin over its threshold, in units of that signal's spread. An edge's metadata holds
     only what the pair itself decides (its signal values, which passed, what the two share), not
     that margin: the threshold and spread are corpus-wide, so a margin stored on every edge would
-    change on nearly every edge with any change to the corpus, and a rebuild would rewrite them all."""
+    change on nearly every edge with any change to the corpus, and a rebuild would rewrite them all.
+    A pair within one modality is written from its lower node row to its higher. Rows follow the
+    batch names, so an unchanged pair can turn round between generations and a rebuild's store
+    difference rewrites it; writing it by node id instead would change the edge patterns the
+    papers' schema cards show the model, and with them every recorded reply of those runs."""
     keep = result.keep
     if not keep.any():
         return EDGE_SCHEMA.empty_table()
     a, b = result.a[keep], result.b[keep]
-    if result.pair[0] == result.pair[1]:
-        a, b = id_ordered(a, b, ids)
     vals = result.values[keep]
     thr = result.thresholds[None, :]
     above = vals > thr
