@@ -88,9 +88,16 @@ def keep(gen_dir: Path, difference: Difference, graph_rows: int) -> bool:
         "counts": diff.counts,
     }
     (tmp / "difference.json").write_text(json.dumps(summary), encoding="utf-8")
-    if folder.exists():  # a difference from another base, this build's own file: replaced
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
+    if folder.exists():  # kept meanwhile by another process of this build, or one from another base
+        if load(gen_dir, difference.base) is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return True
+        shutil.rmtree(folder, ignore_errors=True)  # this build's own file, of a base it no longer has
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process kept one in between
+        shutil.rmtree(tmp, ignore_errors=True)
+        return load(gen_dir, difference.base) is not None
     return True
 
 

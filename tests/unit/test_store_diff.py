@@ -262,8 +262,14 @@ def test_a_kept_difference_reads_back_whole_and_only_for_its_base(tmp_path):
     assert back.diff.write_edges.equals(diff.write_edges) and back.diff.delete_edges.equals(diff.delete_edges)
     assert not any(path.name.startswith(".") for path in tmp_path.iterdir())  # no temporary left
 
+    assert differences.keep(tmp_path, kept, graph_rows=100)  # kept already: left as it is
+    other = differences.Difference("gen-other", diff, nodes_to_table(new_nodes), new_vectors)
+    assert differences.keep(tmp_path, other, graph_rows=100)  # from another base: replaced
+    assert differences.load(tmp_path, "gen-other") is not None and differences.load(tmp_path, "gen-old") is None
+    assert not any(path.name.startswith(".") for path in tmp_path.iterdir())
+
     (tmp_path / differences.FOLDER / "vectors.npy").write_bytes(b"not an array")
-    assert differences.load(tmp_path, "gen-old") is None
+    assert differences.load(tmp_path, "gen-other") is None
     # too large a share of its graph to be worth keeping: none kept (the old one is replaced only by a whole one)
     assert not differences.keep(tmp_path / "other", kept, graph_rows=10)
     assert not (tmp_path / "other" / differences.FOLDER).exists()
