@@ -1003,6 +1003,8 @@ def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
     rec = generations.publish(cfg.out, layout.graph)
     generations.keep_stats(cfg.out, layout.graph)
     retire_unread(cfg)
+    with _LATEST_LOCK:  # its difference is kept on disk; a long-lived process holds no copy past the build
+        _latest.clear()
     return rec
 
 
