@@ -900,7 +900,7 @@ def _load_difference(
     # the write that crosses its capacity, and that growth alone exceeds the per-query memory bound.
     store.drop_vector_index()
     for step in steps:
-        _apply_diff(store, step.diff, step.nodes, step.vectors, cfg.store.batch_size)
+        _apply_diff(store, step, cfg.store.batch_size)
     log.info(
         "store graph written as the difference from %s: %s",
         " then ".join(step.base for step in steps),
@@ -916,16 +916,11 @@ def _load_difference(
     }
 
 
-def _apply_diff(store: GraphStore, diff: GraphDiff, node_table: pa.Table, vectors: np.ndarray, batch_size: int) -> None:
-    """`store.apply_diff` with only the nodes it writes made into `Node`s: a small change to a
-    large graph then never turns every row into a Python object."""
-    rows = sorted({*diff.write_nodes, *diff.update_nodes})
-    at = {row: k for k, row in enumerate(rows)}
-    written = table_to_nodes(node_table.take(pa.array(rows, pa.int64())))
-    renumbered = dataclasses.replace(
-        diff, write_nodes=[at[i] for i in diff.write_nodes], update_nodes=[at[i] for i in diff.update_nodes]
-    )
-    store.apply_diff(renumbered, written, np.asarray(vectors)[rows], batch_size)
+def _apply_diff(store: GraphStore, difference: differences.Difference, batch_size: int) -> None:
+    """`store.apply_diff` with only the nodes it writes made into `Node`s (`differences.compact`): a
+    small change to a large graph then never turns every row into a Python object."""
+    small = differences.compact(difference)
+    store.apply_diff(small.diff, table_to_nodes(small.nodes), small.vectors, batch_size)
 
 
 def _take_spare(cfg: BuildConfig, layout: Layout, store: GraphStore, path: Path, base_dir: Path, key: str) -> bool:
@@ -1110,7 +1105,7 @@ def _restore_in_place(cfg: BuildConfig, store: GraphStore, marker: Path, target:
         raise ConfigError(
             f"{cfg.out}: cannot roll back to {target.name} in place (its edges repeat a key); rebuild instead"
         )
-    _apply_diff(store, diff, node_table, vectors, cfg.store.batch_size)
+    _apply_diff(store, differences.Difference(current.name, diff, node_table, vectors), cfg.store.batch_size)
     write_json(
         marker,
         {
