@@ -31,6 +31,7 @@ MODULES = (
     "sagegraph.retrieve.af.retriever",
     "sagegraph.retrieve.dgr.retriever",
     "sagegraph.retrieve.graphraft.retriever",
+    "sagegraph.retrieve.vote",
 )
 ENTRY_POINTS = "sagegraph.retrievers"
 # A method's own CLI commands (`sagegraph dgr ...`): modules with `add_commands(subparsers)`, light
