@@ -7,7 +7,17 @@ from sagegraph.cli import main
 
 def test_retrievers_lists_the_registry(capsys):
     assert main(["retrievers"]) == 0
-    assert capsys.readouterr().out.split() == ["af", "bm25", "dense", "dgr", "graphraft", "hybrid", "sage", "spark", "vote"]
+    assert capsys.readouterr().out.split() == [
+        "af",
+        "bm25",
+        "dense",
+        "dgr",
+        "graphraft",
+        "hybrid",
+        "sage",
+        "spark",
+        "vote",
+    ]
 
 
 def test_evaluate_prints_metrics_json_last(graph_dir, ottqa_dir, tmp_path, capsys):
