@@ -112,16 +112,18 @@ class Usage:
         }
 
 
-# The usage of the question being answered in this thread (`usage_scope`), beside the client's total.
-_SCOPE: contextvars.ContextVar[Usage | None] = contextvars.ContextVar("sagegraph_llm_scope", default=None)
+# The usages of the question being answered in this thread (`usage_scope`, innermost last), beside
+# the client's total.
+_SCOPE: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("sagegraph_llm_scope", default=())
 
 
 @contextlib.contextmanager
 def usage_scope() -> Iterator[Usage]:
     """Count the LLM calls made inside the block (in this thread) separately: per-query usage when
-    questions run concurrently on one client."""
+    questions run concurrently on one client. A scope inside another counts in both, so a
+    retriever made of others (a vote) counts its members' calls as they count their own."""
     u = Usage()
-    token = _SCOPE.set(u)
+    token = _SCOPE.set((*_SCOPE.get(), u))
     try:
         yield u
     finally:
@@ -495,17 +497,16 @@ class LLMClient:
 
     def _count(self, reply: Reply, cost: float, retries: int = 0) -> None:
         """A paid reply into the client's usage and the current question's."""
-        for u in (self.usage, _SCOPE.get()):
-            if u is not None:
-                u.add(
-                    reply.prompt_tokens,
-                    reply.completion_tokens,
-                    cost,
-                    cached=False,
-                    seconds=reply.seconds,
-                    retries=retries,
-                    finish=reply.finish_reason,
-                )
+        for u in (self.usage, *_SCOPE.get()):
+            u.add(
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                cost,
+                cached=False,
+                seconds=reply.seconds,
+                retries=retries,
+                finish=reply.finish_reason,
+            )
 
     def _cached(self, key: str) -> Reply | None:
         """The recorded reply, marked as it came. A reply cut at the token limit is served again as
@@ -521,17 +522,16 @@ class LLMClient:
             # Not counted, as the live refusal was not: a replay's usage equals the run's.
             raise LLMRequestRefused(hit.text, key=key)
         if hit is not None:
-            for u in (self.usage, _SCOPE.get()):
-                if u is not None:
-                    u.add(
-                        hit.prompt_tokens,
-                        hit.completion_tokens,
-                        0.0,
-                        cached=True,
-                        seconds=hit.seconds,
-                        finish=hit.finish_reason,
-                        imported=hit.imported,
-                    )
+            for u in (self.usage, *_SCOPE.get()):
+                u.add(
+                    hit.prompt_tokens,
+                    hit.completion_tokens,
+                    0.0,
+                    cached=True,
+                    seconds=hit.seconds,
+                    finish=hit.finish_reason,
+                    imported=hit.imported,
+                )
         return hit
 
     def _ask_again(self, hit: Reply) -> bool:

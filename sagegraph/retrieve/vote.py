@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sagegraph.llm import usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever, given_suffix
 from sagegraph.retrieve.registry import get_retriever, register, retriever_class, validate_params
 
@@ -139,7 +140,8 @@ class VoteRetriever(Retriever[VoteParams]):
         ]
 
     def _search(self, query: str, k: int) -> Retrieval:
-        results = [member.search(query, max(k, self.params.depth)) for member in self.members]
+        with usage_scope() as usage:  # each member's own scope counts in this one too
+            results = [member.search(query, max(k, self.params.depth)) for member in self.members]
         firsts = [int(r.idx[0]) if len(r.idx) else None for r in results]
         answered = [answered_by_method(r.found_by) for r in results]
         winner, how = settle(firsts, answered)
@@ -156,14 +158,4 @@ class VoteRetriever(Retriever[VoteParams]):
             },
         }
         found_by = ["vote"] + ["fused"] * (len(rows) - 1) if len(rows) else []
-        return Retrieval(rows, scores, found_by, trace, summed_usage([r.usage for r in results]))
-
-
-def summed_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The members' LLM usage for one question, added up (each member counts its own calls)."""
-    total: dict[str, Any] = {}
-    for usage in usages:
-        for key, value in usage.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                total[key] = total.get(key, 0) + value
-    return total
+        return Retrieval(rows, scores, found_by, trace, usage.as_dict())

@@ -86,6 +86,24 @@ def test_a_cached_reply_counts_as_work_but_not_as_paid(tmp_path):
     assert replay.work_seconds == pytest.approx(live.work_seconds) and live.work_seconds > 0
 
 
+def test_a_scope_inside_another_counts_in_both(tmp_path):
+    """A retriever made of others (a vote) counts its members' calls in its own scope while each
+    member counts its own."""
+    from sagegraph.llm import usage_scope
+
+    with FakeOpenAI(lambda body: (200, completion("ok", prompt_tokens=10, completion_tokens=2))) as server:
+        client = LLMClient(LLMConfig(base_url=server.base_url, model="m"), tmp_path / "llm.sqlite")
+        with usage_scope() as outer:
+            with usage_scope() as first:
+                client.chat([{"role": "user", "content": "q1"}])
+            with usage_scope() as second:
+                client.chat([{"role": "user", "content": "q1"}])  # cached
+                client.chat([{"role": "user", "content": "q2"}])
+    assert (first.calls, second.calls, second.cached) == (1, 2, 1)
+    assert (outer.calls, outer.cached, outer.prompt_tokens, outer.work_prompt_tokens) == (3, 1, 20, 30)
+    assert client.usage.calls == 3
+
+
 def test_a_refusal_is_refused_again_in_the_replay_and_asked_again_live(tmp_path):
     """A DGR agent whose history outgrew the context is refused and stops there; its replay must
     stop at the same step (seen: a replay miss on the synthetic KB's DGR row), while a live run

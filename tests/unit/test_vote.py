@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from sagegraph.retrieve.vote import VoteParams, answered_by_method, reciprocal_rank_fusion, settle, summed_usage
+from sagegraph.retrieve.vote import VoteParams, answered_by_method, reciprocal_rank_fusion, settle
 
 
 def test_two_members_ranking_one_node_first_settle_it_over_the_first_member():
@@ -35,14 +35,6 @@ def test_reciprocal_rank_fusion_adds_ranks_and_keeps_first_appearance_on_ties():
     rows, scores = reciprocal_rank_fusion([np.array([1, 2, 3]), np.array([2, 4])], 3)
     assert rows.tolist() == [2, 1, 4] and scores[0] == pytest.approx(1 / 62 + 1 / 61)
     assert reciprocal_rank_fusion([np.array([5]), np.array([6])], 5)[0].tolist() == [5, 6]
-
-
-def test_members_usage_is_added_up():
-    assert summed_usage([{"calls": 1, "llm_seconds": 0.5}, {"calls": 2, "cached": 1}, {}]) == {
-        "calls": 3,
-        "llm_seconds": 0.5,
-        "cached": 1,
-    }
 
 
 def test_parameters_refuse_a_vote_of_one_a_member_twice_and_params_of_no_member():
