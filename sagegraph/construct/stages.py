@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sagegraph.config import BuildConfig, EdgeConfig
-from sagegraph.construct import differences, generations
+from sagegraph.construct import differences, generations, retention
 from sagegraph.construct import edges as edge_construction
 from sagegraph.construct.artifacts import Layout, move_aside, read_json, save_npz, versioned, write_json
 from sagegraph.construct.batches import batch_name, content_spans, target_size
@@ -998,6 +998,7 @@ def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
     rec = generations.publish(cfg.out, layout.graph)
     generations.keep_stats(cfg.out, layout.graph)
     retire_unread(cfg)
+    prune_stage_files(cfg)
     with _LATEST_LOCK:  # its difference is kept on disk; a long-lived process holds no copy past the build
         _latest.clear()
     return rec
@@ -1016,6 +1017,50 @@ def retire_unread(cfg: BuildConfig) -> None:
         if free and cfg.store.backend in MULTI_GRAPH:
             _drop_store_graphs(cfg, [d for d in free if (d / "manifest.json").exists()])
         generations.drop(free)
+
+
+def kept_stage_files(cfg: BuildConfig) -> retention.Kept | None:
+    """What `retention.prune` keeps once `cfg`'s graph is published: the stage folders and batches
+    of the published generation and of the one kept for a rollback, the ingest of the corpus as
+    first built, the edge variants' folders. None where the generation kept for a rollback cannot
+    be traced to its stage folders (its config no longer loads, or names other folders than it was
+    built in): then nothing is deleted."""
+    layouts = [Layout.of(cfg)]
+    if previous := generations.record(cfg.out).get("previous"):
+        path = cfg.out / generations.GRAPHS / previous / "manifest.json"
+        manifest = read_json(path) if path.is_file() else {}
+        try:
+            before = Layout.of(BuildConfig.model_validate({**manifest["config"], "out": str(cfg.out)}))
+        except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
+            return None
+        if before.cfg_fp["edges"] != manifest.get("fingerprint"):
+            return None
+        layouts.append(before)
+    batches: set[str] = set()
+    for layout in layouts:
+        if (listed := retention.ingest_batches(layout.stage_path("sources"))) is None:
+            return None
+        batches |= listed
+    folders = {layout.stage_path(stage).name for layout in layouts for stage in layout.cfg_fp}
+    folders.add(Layout.of(cfg.model_copy(update={"corpus_version": ""})).stage_path("sources").name)
+    return retention.Kept(frozenset(folders | retention.variant_folders(cfg.out)), frozenset(batches))
+
+
+def prune_stage_files(cfg: BuildConfig) -> dict[str, int] | None:
+    """Deletes the stage files no kept generation, later build or variant reads (`retention`)."""
+    kept = kept_stage_files(cfg)
+    if kept is None:
+        log.info("stage files kept whole: the generation kept for a rollback is not traced to its stage folders")
+        return None
+    pruned = retention.prune(cfg.out / retention.STAGES, kept).as_dict()
+    if pruned["folders"] or pruned["files"]:
+        log.info(
+            "deleted stage files no kept generation reads: %d folders, %d batch files, %d MB",
+            pruned["folders"],
+            pruned["files"],
+            pruned["mb"],
+        )
+    return pruned
 
 
 def _drop_store_graphs(cfg: BuildConfig, dirs: list[Path]) -> None:

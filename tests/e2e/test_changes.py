@@ -150,3 +150,66 @@ def test_a_changed_batch_takes_its_unchanged_rows_from_the_build_before(tmp_path
     for field in ("content", "topic", "title", "columns"):
         ours, theirs = (np.load(out / "graph" / "vectors" / f"{field}.npy") for out in (cfg.out, fresh_out))
         assert np.array_equal(ours, theirs)
+
+
+def test_a_rebuild_keeps_only_the_stage_files_a_kept_generation_or_a_later_build_reads(tmp_path):
+    """Three builds of a changing KB: after each, `stages/` holds the stage folders of the published
+    generation and the one kept for a rollback (and the first ingest), and exactly the batch files
+    their ingests list; the folder stops growing, and a rebuild still takes its unchanged rows
+    from the build before. A rollback, then a rebuild, keeps both generations' files."""
+    from sagegraph.config import load_config
+    from sagegraph.construct import generations
+    from sagegraph.construct.artifacts import Layout
+    from sagegraph.construct.retention import BATCH_STAGES, ingest_batches
+    from sagegraph.construct.stages import rollback_graph
+    from tests.fixtures import write_config
+
+    data = _kb(tmp_path / "kb")
+    cfg = load_config(
+        write_config(
+            tmp_path / "c.yaml", {"kind": "kb", "path": str(data)}, tmp_path / "out", store={"backend": "none"}
+        )
+    )
+    stages_dir = cfg.out / "stages"
+
+    def assert_only_kept(builds):
+        rec = generations.record(cfg.out)
+        layouts = [
+            Layout.of(b["cfg"])
+            for b in builds
+            if Layout.of(b["cfg"]).graph.name in (rec["current"], rec.get("previous"))
+        ]
+        assert {layout.graph.name for layout in layouts} == {rec["current"], rec.get("previous")} - {None}
+        expected = {
+            layout.stage_path(stage).name
+            for layout in layouts
+            for stage in ("sources", "chunks", "metadata", "vectors", "edges")
+        }
+        expected.add(
+            Layout.of(builds[0]["cfg"]).stage_path("sources").name
+        )  # the first ingest names the first corpus state
+        assert {p.name for p in stages_dir.iterdir() if not p.name.startswith(".")} == expected | {"notes.txt"}
+        listed = set().union(*(ingest_batches(layout.stage_path("sources")) for layout in layouts))
+        for stage in BATCH_STAGES:
+            stems = {
+                p.name.split(".", 1)[0] for p in layouts[0].stage_path(stage).iterdir() if not p.name.startswith(".")
+            }
+            assert stems == listed, stage
+
+    first = run_all(cfg)
+    (stages_dir / "notes.txt").write_text("not a stage's", encoding="utf-8")  # a name no stage has: left alone
+    builds = [first]
+    for round_, renamed in enumerate(({5, 41}, {12, 60}, {33}), start=1):
+        _kb(data, renamed=renamed)
+        (stages_dir / ".retired-sources-0a").mkdir(exist_ok=True)  # what a clean-up killed midway leaves
+        builds.append(run_all(cfg))
+        assert not (stages_dir / ".retired-sources-0a").exists()
+        assert any(m["reused"] for m in builds[-1]["metas"] if not m["resumed"]), round_
+        assert_only_kept(builds)
+    sizes_after_three = sum(p.stat().st_size for p in stages_dir.rglob("*") if p.is_file())
+
+    rollback_graph(cfg)  # the third published again; the fourth kept for a rollback
+    _kb(data, renamed={7})
+    builds.append(run_all(cfg))
+    assert_only_kept(builds)
+    assert sum(p.stat().st_size for p in stages_dir.rglob("*") if p.is_file()) < 1.5 * sizes_after_three
