@@ -213,3 +213,32 @@ def test_a_rebuild_keeps_only_the_stage_files_a_kept_generation_or_a_later_build
     builds.append(run_all(cfg))
     assert_only_kept(builds)
     assert sum(p.stat().st_size for p in stages_dir.rglob("*") if p.is_file()) < 1.5 * sizes_after_three
+
+
+def test_a_changed_config_keeps_the_stage_folders_of_the_generation_kept_for_a_rollback(tmp_path):
+    """Other edge settings name other stage folders: after the rebuild both generations' folders
+    stay, a rollback publishes the first again, and a build of the first config after it finds
+    its work done (nothing made again)."""
+    from sagegraph.config import load_config
+    from sagegraph.construct.artifacts import Layout
+    from sagegraph.construct.stages import rollback_graph
+    from tests.fixtures import write_config
+
+    data = _kb(tmp_path / "kb")
+
+    def kb_cfg(top_m):
+        corpus = {"kind": "kb", "path": str(data)}
+        path = write_config(
+            tmp_path / "c.yaml", corpus, tmp_path / "out", store={"backend": "none"}, edges={"top_m": top_m}
+        )
+        return load_config(path)
+
+    first = run_all(kb_cfg(5))
+    second = run_all(kb_cfg(3))
+    folders = {p.name for p in (tmp_path / "out" / "stages").iterdir()}
+    for build in (first, second):
+        assert Layout.of(build["cfg"]).stage_path("edges").name in folders
+    rollback_graph(kb_cfg(3))
+    again = run_all(kb_cfg(5))
+    assert all(b["resumed"] for stage in ("chunks", "metas", "vecs") for b in again[stage])
+    assert Layout.of(again["cfg"]).graph == Layout.of(first["cfg"]).graph
