@@ -1022,28 +1022,42 @@ def retire_unread(cfg: BuildConfig) -> None:
 def kept_stage_files(cfg: BuildConfig) -> retention.Kept | None:
     """What `retention.prune` keeps once `cfg`'s graph is published: the stage folders and batches
     of the published generation and of the one kept for a rollback, the ingest of the corpus as
-    first built, the edge variants' folders. None where the generation kept for a rollback cannot
-    be traced to its stage folders (its config no longer loads, or names other folders than it was
-    built in): then nothing is deleted."""
-    layouts = [Layout.of(cfg)]
-    if previous := generations.record(cfg.out).get("previous"):
-        path = cfg.out / generations.GRAPHS / previous / "manifest.json"
-        manifest = read_json(path) if path.is_file() else {}
-        try:
-            before = Layout.of(BuildConfig.model_validate({**manifest["config"], "out": str(cfg.out)}))
-        except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
-            return None
-        if before.cfg_fp["edges"] != manifest.get("fingerprint"):
-            return None
-        layouts.append(before)
+    first built, the edge variants' folders. None where a kept generation cannot be traced to its
+    stage folders (a graph built before its manifest named its ingest, or whose config no longer
+    loads): then nothing is deleted."""
+    record = generations.record(cfg.out)
+    traced = [_stage_folders_of(cfg, name) for name in (record.get("current"), record.get("previous")) if name]
+    found = [kept for kept in traced if kept is not None]
+    if not found or len(found) != len(traced):
+        return None
+    folders: set[str] = set()
     batches: set[str] = set()
-    for layout in layouts:
-        if (listed := retention.ingest_batches(layout.stage_path("sources"))) is None:
+    for names, sources in found:
+        if (listed := retention.ingest_batches(cfg.out / retention.STAGES / sources)) is None:
             return None
+        folders |= names
         batches |= listed
-    folders = {layout.stage_path(stage).name for layout in layouts for stage in layout.cfg_fp}
     folders.add(Layout.of(cfg.model_copy(update={"corpus_version": ""})).stage_path("sources").name)
     return retention.Kept(frozenset(folders | retention.variant_folders(cfg.out)), frozenset(batches))
+
+
+def _stage_folders_of(cfg: BuildConfig, generation: str) -> tuple[set[str], str] | None:
+    """The stage folders a generation in cfg.out was built from, and its ingest's: the ingest and
+    the edges its manifest names, the batch folders its config names."""
+    path = cfg.out / generations.GRAPHS / generation / "manifest.json"
+    manifest = read_json(path) if path.is_file() else {}
+    sources, fingerprint = manifest.get("sources"), manifest.get("fingerprint")
+    if not sources or not fingerprint:
+        return None
+    try:
+        layout = Layout.of(BuildConfig.model_validate({**manifest["config"], "out": str(cfg.out)}))
+    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
+        return None
+    return {
+        sources,
+        f"edges-{fingerprint}",
+        *(layout.stage_path(stage).name for stage in retention.BATCH_STAGES),
+    }, sources
 
 
 def prune_stage_files(cfg: BuildConfig) -> dict[str, int] | None:
