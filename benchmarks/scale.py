@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from benchmarks.machine import PeakMemory, machine
+from sagegraph.corpus.records import Question
+from sagegraph.loopback import FakeOpenAI
 from sagegraph.ownership import mark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,13 +95,66 @@ def hub_questions(graph: Path) -> list[str]:
     return [f"Which nodes are linked to {title[c['values']]}?" for c in top]
 
 
+LINKED = re.compile(r"linked to (?P<name>.+?)(?: by (?P<relation>.+))?\?$")
+
+
+def scripted_questions(graph: Path, texts: list[str], answers: dict[str, list[str]]) -> list[Question]:
+    """The generator's questions with what a model that read them right would answer: the node
+    the question names (`linked to NAME`), the relation it says (`by WORDS`, stored with
+    underscores) and the answers' type; a hub question names no relation, so its query asks for
+    every neighbour (the executor's bounds meet the hub). For the scripted endpoint only."""
+    nodes = pq.read_table(graph / "nodes.parquet", columns=["id", "title", "type"]).to_pydict()
+    by_name = {name: kind for name, kind in zip(nodes["title"], nodes["type"])}
+    kind_of = dict(zip(nodes["id"], nodes["type"]))
+    out = []
+    for at, text in enumerate(texts):
+        found = LINKED.search(text)
+        if found is None:
+            continue
+        name, words = found["name"], found["relation"]
+        topic = f'(t:{by_name.get(name, "Node")} {{name: "{name}"}})'
+        answer = kind_of.get(next(iter(answers.get(text, [])), ""), None)
+        relation = f"[:{words.replace(' ', '_')}]" if words else ""
+        target = f"(x:{answer})" if answer else "(x)"
+        meta = {
+            "gold_cypher": f"MATCH {topic}-{relation}-{target} RETURN x",
+            "target_type": answer,
+            "entities": [{"name": name, "type": by_name.get(name, "")}],
+        }
+        out.append(Question(f"s{at}", text, [], meta=meta))
+    return out
+
+
+def scripted_endpoint(questions: list[Question]) -> FakeOpenAI:
+    """A loopback endpoint with scripted replies (not a model): SPARK's and AF's from the oracle
+    (`sagegraph.eval.oracle`) on `scripted_questions`' queries, GraphRAFT's entity step the named
+    node; no delay, so a retriever's time is its own work plus a loopback round trip per call."""
+    from sagegraph.eval.oracle import Oracle
+    from sagegraph.loopback import completion
+    from sagegraph.retrieve.kb.entities import NER_SYSTEM
+
+    oracle = Oracle(questions)
+    entities = {q.text: q.meta["entities"] for q in questions}
+    ner_start = NER_SYSTEM.split("{")[0]
+
+    def reply(body: dict) -> tuple[int, dict]:
+        messages = body.get("messages", [])
+        if messages and str(messages[0].get("content", "")).startswith(ner_start):
+            asked = str(messages[-1]["content"]).removeprefix("Question: ").strip()
+            return 200, completion(json.dumps({"entities": entities.get(asked, [])}))
+        return oracle(body)
+
+    return FakeOpenAI(reply)
+
+
 def query_latency(out: Path, questions: Path) -> dict:
     import sagegraph
 
     started = time.perf_counter()
     graph = sagegraph.open(out)
     opened = time.perf_counter() - started
-    ordinary = [json.loads(line)["question"] for line in questions.open(encoding="utf-8")]
+    rows = [json.loads(line) for line in questions.open(encoding="utf-8")]
+    ordinary = [row["question"] for row in rows]
     hubs = hub_questions(out / "graph")
     result: dict = {"open_s": round(opened, 2)}
     # Questions encoded up front, as `evaluate` and sweeps do: the figures are retrieval time, the
@@ -122,6 +178,43 @@ def query_latency(out: Path, questions: Path) -> dict:
                     graph.retrieve(text, retriever=name, k=20, **params)
                     ms.append((time.perf_counter() - t0) * 1000)
                 result[f"{label}_{group}"] = percentiles(ms)
+    result.update(
+        llm_retrievers_latency(
+            out, ordinary[:LLM_QUESTIONS], hubs, {row["question"]: row["answer_ids"] for row in rows}
+        )
+    )
+    return result
+
+
+LLM_QUESTIONS = 50
+
+
+def llm_retrievers_latency(out: Path, ordinary: list[str], hubs: list[str], answers: dict[str, list[str]]) -> dict:
+    """SPARK, AF and GraphRAFT at their defaults on the scripted endpoint: their work outside the
+    model (prompts, parsing, grounding, the store's queries, templates and their ranking)."""
+    import os
+    import tempfile
+
+    import sagegraph
+    from sagegraph.config import LLMConfig
+
+    os.environ.setdefault("OPENAI_API_KEY", "scripted")  # the loopback reads no key
+    scripted = scripted_questions(out / "graph", ordinary + hubs, answers)
+    result: dict = {"scripted_model": "loopback with scripted replies (not a model)"}
+    with scripted_endpoint(scripted) as server, tempfile.TemporaryDirectory() as tmp:
+        llm = LLMConfig(base_url=server.base_url, model="scripted", cache_dir=Path(tmp), max_retries=1)
+        graph = sagegraph.open(out, llm=llm)
+        graph.index.encode_queries(ordinary + hubs)
+        with graph:
+            for name, params in (("spark", {}), ("af", {"reranker": "none"}), ("graphraft", {})):
+                graph.retrieve(ordinary[0], retriever=name, k=20, **params)  # the first call loads its indexes
+                for group, texts in (("ordinary", ordinary[1:]), ("hub", hubs)):
+                    ms = []
+                    for text in texts:
+                        t0 = time.perf_counter()
+                        graph.retrieve(text, retriever=name, k=20, **params)
+                        ms.append((time.perf_counter() - t0) * 1000)
+                    result[f"{name}_{group}"] = percentiles(ms)
     return result
 
 

@@ -591,13 +591,46 @@ def test_no_agent_answers_by_the_chain_fallback_from_the_named_nodes_without_a_m
         res = open_resources(g, _llm(server, tmp_path))
         alone = get_retriever("dgr", res, n_agents=0, chain_reach=2).search(q, 5)
     assert requests == [] and alone.idx[0] == studio and alone.usage["calls"] == 0
-    without_model = get_retriever("dgr", open_resources(g, None), n_agents=0, chain_reach=2).search(q, 5)
+    chains_only = get_retriever("dgr", open_resources(g, None), n_agents=0, chain_reach=2)
+    chains_only._make_system_prompt = lambda mode: pytest.fail("no agent runs: no agents' instructions are made")
+    without_model = chains_only.search(q, 5)
     assert list(without_model.idx) == list(alone.idx)
     assert not DGRRetriever.needs_llm(DGRRetriever.Params(n_agents=0)) and DGRRetriever.needs_llm(DGRRetriever.Params())
     assert alone.trace["agents"][0]["fallback_from"] == "chain" and set(alone.found_by) == {"fallback"}
     for bad in ({"chain_reach": 0}, {"reach_named": False}, {"fallback": "last"}, {"link": False}):
         with pytest.raises(ValidationError, match="n_agents 0"):
             DGRRetriever.Params(n_agents=0, **bad)
+
+
+def test_the_agents_instructions_are_made_once_per_action_mode(g, monkeypatch):
+    """They hold nothing of the question (the KB's schema and a worked example read from its
+    edges, a scan of millions of relations on a large KB), so a retriever makes them once."""
+    dgr = get_retriever("dgr", open_resources(g, None), mode="json")
+    made = []
+    make = dgr._make_system_prompt
+    monkeypatch.setattr(dgr, "_make_system_prompt", lambda mode: made.append(mode) or make(mode))
+    first = dgr.system_prompt("json")
+    assert dgr.system_prompt("json") == first and dgr.system_prompt("native") != first
+    assert made == ["json", "native"]
+
+
+def test_one_hop_groups_a_set_of_rows_neighbours_by_relation_direction_and_type(g):
+    """`hop_groups` against the grouping spelled out edge by edge."""
+    from sagegraph.retrieve.kb.metapaths import hop_groups
+
+    view = paper_tools(g).view
+    indptr, other, codes, out = view._incident
+    rows = np.array([row(g, "p1"), row(g, "m1"), row(g, "s1")], dtype=np.int64)
+    exclude = np.array([row(g, "m2")], dtype=np.int64)
+    expected: dict[tuple[int, bool, str], set[int]] = {}
+    for r in rows:
+        for j in range(indptr[r], indptr[r + 1]):
+            if other[j] not in exclude:
+                key = (int(codes[j]), bool(out[j]), str(g.types[other[j]]))
+                expected.setdefault(key, set()).add(int(other[j]))
+    grouped = hop_groups(view, rows, exclude=exclude)
+    assert {key: ends.tolist() for key, ends in grouped.items()} == {key: sorted(v) for key, v in expected.items()}
+    assert len(expected) > 2
 
 
 def test_chain_order_costs_a_chain_whose_relations_read_better_in_another_order(g, tmp_path, monkeypatch):

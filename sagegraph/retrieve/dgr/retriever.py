@@ -210,6 +210,7 @@ class DGRRetriever(Retriever[DGRParams]):
         # Loaded (and checked) before the first question: a wrong path is one error, not one per question.
         self.encoder = tuned_encoder(self.graph, params.answer.chain_encoder)
         self.hybrid = HybridRetriever.over(res) if params.answer.unnamed != "resolve" else None
+        self._system_prompts: dict[Mode, str] = {}
 
     @classmethod
     def prompt_for(cls, params: DGRParams) -> str:
@@ -220,6 +221,13 @@ class DGRRetriever(Retriever[DGRParams]):
         return adapted_inputs(graph.dir, params.answer.chain_encoder)
 
     def system_prompt(self, mode: Mode) -> str:
+        """The agents' instructions: the same for every question (the KB's schema and a worked
+        example read from it, a scan of its edges on a large KB), so made once per action mode."""
+        if mode not in self._system_prompts:
+            self._system_prompts[mode] = self._make_system_prompt(mode)
+        return self._system_prompts[mode]
+
+    def _make_system_prompt(self, mode: Mode) -> str:
         view = self.tools.view
         patterns = "; ".join(f"({h})-[{r}]->({t})" for h, r, t, _ in view.patterns)
         tools, agent = self.params.tools, self.params.agent
@@ -310,7 +318,7 @@ class DGRRetriever(Retriever[DGRParams]):
         # the same relations in another order read better outward from the name: the chain loses the difference
         if orders:
             extra = [0.0] * len(entries)
-            bands = {start: distance_bands(layout(start)) for _, start, _ in orders}
+            bands = {start: distance_bands(layout(start)) for start in dict.fromkeys(start for _, start, _ in orders)}
             more = list(
                 dict.fromkeys(x for b in bands.values() for x in b.values() if x not in vec)
                 | dict.fromkeys(h for _, _, each in orders for h in each if h not in vec)
@@ -350,7 +358,7 @@ class DGRRetriever(Retriever[DGRParams]):
         agent_settings = self.params.agent
         n_agents = agent_settings.n_agents
         budget = TokenBudget(agent_settings.token_budget)
-        system = self.system_prompt(mode)
+        system = self.system_prompt(mode) if n_agents else ""
         start = self.tools.linked(query) if agent_settings.link else None
 
         def one(agent: int) -> AgentRun:

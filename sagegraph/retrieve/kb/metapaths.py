@@ -32,18 +32,18 @@ def hop_groups(view: KBView, rows: np.ndarray, exclude: np.ndarray | None = None
             o
         ):  # every neighbour excluded (a round trip back to the topic): np.split would yield one empty segment
             return {}
-    types = view.graph.types[o]
+    type_of_row, type_names = view.type_codes
     out_groups: dict[HopKey, np.ndarray] = {}
-    tcodes, tinv = np.unique(types, return_inverse=True)
-    key = (c.astype(np.int64) * 2 + d.astype(np.int64)) * len(tcodes) + tinv
+    key = (c.astype(np.int64) * 2 + d.astype(np.int64)) * len(type_names) + type_of_row[o]
     order = np.lexsort((o, key))
     key, o = key[order], o[order]
     bounds = np.flatnonzero(np.diff(key)) + 1
     for seg_k, seg in zip(np.split(key, bounds), np.split(o, bounds)):
         k = int(seg_k[0])
-        t = k % len(tcodes)
-        cd = k // len(tcodes)
-        out_groups[(cd // 2, bool(cd % 2), str(tcodes[t]))] = np.unique(seg)
+        t = k % len(type_names)
+        cd = k // len(type_names)
+        distinct = np.concatenate([[True], seg[1:] != seg[:-1]])  # sorted within its group by the lexsort
+        out_groups[(cd // 2, bool(cd % 2), str(type_names[t]))] = seg[distinct]
     return out_groups
 
 

@@ -164,6 +164,13 @@ class KBView:
         return int(s[best]), int(d[best])
 
     @cached_property
+    def type_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, its type as a code into the sorted distinct type names (the second array):
+        walks group a hub's neighbours by type, which on the names themselves sorts Python strings."""
+        names, codes = np.unique(self.graph.types.astype(str), return_inverse=True)
+        return codes.astype(np.int64), names
+
+    @cached_property
     def degree(self) -> np.ndarray:
         src, dst, _, _ = self._edges
         return np.bincount(np.concatenate([src, dst]), minlength=self.n)
