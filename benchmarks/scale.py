@@ -8,8 +8,10 @@ relation types, Zipf degrees; 6.38M relations at 1x), then `sagegraph build` in 
 with the defaults (`corpus.kind: kb`, heuristic metadata, embedded FalkorDB) while the RSS of every
 process of the build (the CLI, Dask workers, the store server) is summed twice a second. Reported:
 wall seconds per stage and rows per second, the build's peak memory, the store's open time, and
-query latency p50/p95 of hybrid and SAGE on the generator's one-hop questions (ordinary nodes) and
-on questions naming the ten highest-degree nodes (hubs). `--cache FROM` copies an embedding cache
+query latency p50/p95 of hybrid, SAGE and DGR's chain fallback on the generator's one-hop
+questions (ordinary nodes) and on questions naming the ten highest-degree nodes (hubs), and of
+SPARK, AF and GraphRAFT on a loopback endpoint with scripted replies (their work outside the
+model; not a model, not a quality figure). `--cache FROM` copies an embedding cache
 first (say so when you report: encoding is then skipped). One JSON line per size.
 
     .venv/bin/python -m benchmarks.scale --scales 0.1 --encode-sample 4000

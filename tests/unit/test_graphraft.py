@@ -112,6 +112,27 @@ def test_templates_around_entities_are_typed_directed_and_counted(g):
     assert list(ts.values())[order[0]].kind == "path"
 
 
+def test_a_walk_budget_bounds_the_longer_templates_and_keeps_every_one_hop_and_path(g):
+    """`WalkBudget`: a step that would examine more relations than the budget allows is not
+    taken, and the budget says so; every 1-hop template and every path between two entities is
+    still made, in the enumeration's own order. Unbounded, the same walk is not capped."""
+    from sagegraph.retrieve.kb.metapaths import WalkBudget
+
+    view = kb_view(g)
+    p1, s1 = row(g, "p1"), row(g, "s1")
+    whole, unbounded = enumerate_templates(view, [p1, s1], three_hop=True), WalkBudget()
+    assert [t.cypher() for t in enumerate_templates(view, [p1, s1], three_hop=True, budget=unbounded)] == [
+        t.cypher() for t in whole
+    ]
+    assert not unbounded.capped and {t.kind for t in whole} >= {"1hop", "2hop", "3hop", "path"}
+    tight = WalkBudget(max_work=1)
+    bounded = enumerate_templates(view, [p1, s1], three_hop=True, budget=tight)
+    assert tight.capped and not [t for t in bounded if t.kind in ("2hop", "3hop")]
+    assert [t.cypher() for t in bounded] == [t.cypher() for t in whole if t.kind in ("1hop", "path")]
+    few = WalkBudget(max_chains=len([t for t in whole if t.kind == "1hop"]) + 1)
+    assert len(enumerate_templates(view, [p1, s1], three_hop=True, budget=few)) < len(whole) and few.capped
+
+
 def test_in_memory_enumeration_agrees_with_aggregate_cypher_in_the_store(g, tmp_path):
     view = kb_view(g)
     nodes, edges = mini_records()

@@ -36,6 +36,7 @@ from sagegraph.retrieve.graphraft.templates import Template, enumerate_templates
 from sagegraph.retrieve.kb.chain_encoder import adapted_inputs, keyed_prompt, tuned_encoder
 from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
+from sagegraph.retrieve.kb.metapaths import WalkBudget
 from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.kb.unnamed import names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.kb.view import KBView, kb_view
@@ -136,7 +137,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             counters[f"resolved_{e.match}"] += 1
         return ents
 
-    def templates(self, ents: list[Entity]) -> tuple[list[list[int]], list[Template]]:
+    def templates(self, ents: list[Entity], budget: WalkBudget | None = None) -> tuple[list[list[int]], list[Template]]:
         rows = [e.rows for e in entity_slots(ents)]
         return rows, enumerate_templates(
             self.view,
@@ -145,6 +146,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             paths=self.params.templates.paths,
             max_mid_degree=self.params.templates.max_mid_degree,
             three_hop=self.params.templates.three_hop,
+            budget=budget,
         )
 
     def _similarity(self, query: str, ents: list[Entity]):
@@ -189,6 +191,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             "resolved_miss": 0,
             "ner_unreadable": 0,
             "templates": 0,
+            "templates_capped": 0,
             "no_templates": 0,
             "select_calls": 0,
             "ungrounded_replies": 0,
@@ -214,8 +217,10 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             trace["entities"] = [e.record(self.view) for e in ents]
             trace["unnamed"] = r.trace
             return Retrieval(r.idx, r.scores, r.found_by, trace)
-        slots, templates = self.templates(ents)
+        walk = WalkBudget()  # a hub's 2- and 3-hop templates are bounded, and the trace says so
+        slots, templates = self.templates(ents, walk)
         counters["templates"] = len(templates)
+        counters["templates_capped"] = int(walk.capped)
         offered = templates
         if (
             len(templates) > self.params.selection.max_candidates and self.params.selection.selector != "similar"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from sagegraph.retrieve.kb.chains import chain_phrase, joint_phrase
-from sagegraph.retrieve.kb.metapaths import hop_groups
+from sagegraph.retrieve.kb.metapaths import WalkBudget, hop_groups
 from sagegraph.retrieve.kb.view import KBView
 from sagegraph.store.mapping import safe_label
 
@@ -117,6 +117,7 @@ def enumerate_templates(
     max_mid_degree: int | None = None,
     three_hop: bool = False,
     max_frontier: int = 2000,
+    budget: WalkBudget | None = None,
 ) -> list[Template]:
     """Every non-empty template around the resolved entities, each a row or the rows of all nodes
     sharing its name. `max_mid_degree` skips middles with more KB edges than that (hubs), which a
@@ -125,10 +126,16 @@ def enumerate_templates(
     which no question walks on through). A 3-hop chain is a walk: its third hop may go back over
     the second's edge (X's parent's child's parent is the parent again), as FalkorDB matches the
     template's Cypher; Neo4j, which never repeats a relationship within a pattern, returns fewer
-    rows for such a chain when it runs in the store (`execute: store`)."""
+    rows for such a chain when it runs in the store (`execute: store`).
+
+    `budget` bounds the walk as `metapaths.WalkBudget` bounds DGR's (a fresh one by default): the
+    relations its 2- and 3-hop steps examine and the templates it makes; every 1-hop template and
+    every path between two entities is made whatever it says, and `capped` says a longer one was
+    left out (a hub: 2-hop middles of a few thousand relations each, tens of thousands of them)."""
     rel = view.relation_types
     types = view.graph.types
     ents = entity_groups(entities)
+    budget = budget if budget is not None else WalkBudget()
     out: list[Template] = []
     first: dict[int, dict[tuple[int, bool, str], np.ndarray]] = {}
     for s, a in enumerate(ents):
@@ -136,13 +143,15 @@ def enumerate_templates(
         g1 = first[s] = hop_groups(view, a)
         for (c, d, t), rows in sorted(g1.items()):
             out.append(Template("1hop", (s,), (ta,), (Hop(rel[c], d),), (), t, rows))
-        if not two_hop:
+        if not two_hop or budget.capped:
             continue
         for (c1, d1, tm), mids in sorted(g1.items()):
             if max_mid_degree is not None:
                 mids = mids[view.degree[mids] <= max_mid_degree]
             if not len(mids):
                 continue
+            if not _within(budget, view, mids, len(out)):
+                break
             for (c2, d2, t), rows in sorted(hop_groups(view, mids, exclude=a).items()):
                 two = (Hop(rel[c1], d1), Hop(rel[c2], d2))
                 out.append(Template("2hop", (s,), (ta,), two, (tm,), t, rows))
@@ -150,8 +159,12 @@ def enumerate_templates(
                     continue
                 if max_mid_degree is not None:
                     rows = rows[view.degree[rows] <= max_mid_degree]
+                if not _within(budget, view, rows, len(out)):
+                    break
                 for (c3, d3, t3), ends in sorted(hop_groups(view, rows, exclude=a).items()):
                     out.append(Template("3hop", (s,), (ta,), (*two, Hop(rel[c3], d3)), (tm, t), t3, ends))
+            if budget.capped:
+                break
     if paths:
         for i in range(len(ents)):
             for j in range(i + 1, len(ents)):
@@ -174,6 +187,17 @@ def enumerate_templates(
                                 )
                             )
     return out
+
+
+def _within(budget: WalkBudget, view: KBView, rows: np.ndarray, made: int) -> bool:
+    """Whether a step from `rows` fits the budget, counted in: the relations it examines, and the
+    templates made so far. False marks the walk capped."""
+    indptr = view._incident[0]
+    budget.work += int((indptr[rows + 1] - indptr[rows]).sum())
+    budget.chains = made
+    if budget.work > budget.max_work or budget.chains >= budget.max_chains:
+        budget.capped = True
+    return not budget.capped
 
 
 def template_params(view: KBView, template: Template, entities: Sequence[int | Sequence[int]]) -> dict[str, list[str]]:
