@@ -103,25 +103,46 @@ LINKED = re.compile(r"linked to (?P<name>.+?)(?: by (?P<relation>.+))?\?$")
 def scripted_questions(graph: Path, texts: list[str], answers: dict[str, list[str]]) -> list[Question]:
     """The generator's questions with what a model that read them right would answer: the node
     the question names (`linked to NAME`), the relation it says (`by WORDS`, stored with
-    underscores) and the answers' type; a hub question names no relation, so its query asks for
-    every neighbour (the executor's bounds meet the hub). For the scripted endpoint only."""
-    nodes = pq.read_table(graph / "nodes.parquet", columns=["id", "title", "type"]).to_pydict()
-    by_name = {name: kind for name, kind in zip(nodes["title"], nodes["type"])}
-    kind_of = dict(zip(nodes["id"], nodes["type"]))
+    underscores) and the answers' type, as the store labels them. A hub question names no
+    relation: its query walks the hub's commonest one to that relation's commonest neighbour type
+    (tens of thousands of rows, which the executor's bounds meet). For the scripted endpoint only."""
+    from sagegraph.model import safe_label
+
+    nodes = pq.read_table(graph / "nodes.parquet", columns=["id", "title", "type", "source_id"]).to_pydict()
+    by_name = {name: (node, kind) for node, name, kind in zip(nodes["id"], nodes["title"], nodes["type"])}
+    kind_of = dict(zip(nodes["source_id"], nodes["type"]))
+    node_kind = dict(zip(nodes["id"], nodes["type"]))
+    found = {text: LINKED.search(text) for text in texts}
+    unsaid = {by_name[m["name"]][0] for m in found.values() if m and not m["relation"] and m["name"] in by_name}
+    commonest: dict[str, tuple[str, str]] = {}
+    if unsaid:
+        edges = pq.read_table(graph / "edges.parquet", columns=["src", "dst", "type"])
+        for node in unsaid:
+            mine = edges.filter(pc.or_(pc.equal(edges["src"], node), pc.equal(edges["dst"], node))).to_pydict()
+            pairs = [
+                (kind, dst if src == node else src) for src, dst, kind in zip(mine["src"], mine["dst"], mine["type"])
+            ]
+            relation = max(sorted({k for k, _ in pairs}), key=lambda k: sum(1 for r, _ in pairs if r == k))
+            ends = [node_kind[other] for r, other in pairs if r == relation]
+            commonest[node] = (relation, max(sorted(set(ends)), key=ends.count))
     out = []
     for at, text in enumerate(texts):
-        found = LINKED.search(text)
-        if found is None:
+        match = found[text]
+        if match is None or match["name"] not in by_name:
             continue
-        name, words = found["name"], found["relation"]
-        topic = f'(t:{by_name.get(name, "Node")} {{name: "{name}"}})'
-        answer = kind_of.get(next(iter(answers.get(text, [])), ""), None)
-        relation = f"[:{words.replace(' ', '_')}]" if words else ""
-        target = f"(x:{answer})" if answer else "(x)"
+        name = match["name"]
+        node, kind = by_name[name]
+        if match["relation"]:
+            relation = match["relation"].replace(" ", "_")
+            answer = kind_of.get(next(iter(answers.get(text, [])), ""))
+        else:
+            relation, answer = commonest[node]
+        target = f"(x:{safe_label(answer)})" if answer else "(x)"
+        topic = f'(t:{safe_label(kind)} {{name: "{name}"}})'
         meta = {
-            "gold_cypher": f"MATCH {topic}-{relation}-{target} RETURN x",
+            "gold_cypher": f"MATCH {topic}-[:{safe_label(relation)}]-{target} RETURN x",
             "target_type": answer,
-            "entities": [{"name": name, "type": by_name.get(name, "")}],
+            "entities": [{"name": name, "type": kind}],
         }
         out.append(Question(f"s{at}", text, [], meta=meta))
     return out

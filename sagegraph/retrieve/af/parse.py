@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagegraph.model import safe_label
+
 ANY = None  # an unconstrained type or relation
 
 _FENCE = re.compile(r"```(?:cypher)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -109,7 +111,7 @@ def parse_cypher(reply: str, node_types: set[str], rel_types: set[str]) -> Parse
         counters["forbidden_syntax"] = 1  # OR / NOT / <> are outside the grammar: parsed anyway, counted
     returns = _RETURN.findall(text)
     symbols: dict[str, Symbol] = {}
-    lower_types = {t.lower(): t for t in node_types}
+    lower_types = {safe_label(t).lower(): t for t in node_types} | {t.lower(): t for t in node_types}
     lower_rels = {r.lower(): r for r in rel_types}
 
     unknown: set[tuple[str, str]] = set()

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from sagegraph.llm import LLMRequestRefused, usage_scope
+from sagegraph.model import safe_label
 from sagegraph.retrieve.af.ground import Candidates, filter_symbol, ground, rank_constant, theme_conditions
 from sagegraph.retrieve.af.params import AFParams
 from sagegraph.retrieve.af.parse import NAME_KEYS, ParsedQuery, cypher_text, parse_cypher, return_names
@@ -79,9 +80,12 @@ def parse_target_type(text: str, types: list[str]) -> str | None:
     else the one type named anywhere in it; None when neither is a known type."""
     text = re.sub(r"<think>.*?</think>", " ", text or "", flags=re.DOTALL)
     lower = {t.lower(): t for t in types}
+    as_label = {safe_label(t).lower(): t for t in types}  # `gene/protein` written as its label, or as words
     first = _TOKEN.sub(" ", text.split(",")[0]).strip().lower()
     if first in lower:
         return lower[first]
+    if first and (label := safe_label(first).lower()) in as_label:
+        return as_label[label]
     named = {lower[w] for w in re.findall(r"[\w]+", text.lower()) if w in lower}
     return named.pop() if len(named) == 1 else None
 

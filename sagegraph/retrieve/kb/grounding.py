@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
+from sagegraph.model import safe_label
 from sagegraph.retrieve.kb.view import NAME_FIELDS, KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
 
@@ -92,12 +93,15 @@ class KBSchema:
 
 def view_schema(view: KBView, patterns: Iterable[tuple[str, str, str]] | None = None) -> KBSchema:
     """The KB's patterns (the store's introspected ones where given, else the in-memory graph's)
-    and, for a name, the labels of the nodes whose normalised name or alias it is."""
+    and, for a name, the labels of the nodes whose normalised name or alias it is. Labels and
+    relationship types as the store has them (`safe_label`: a KB's `gene/protein` is the label
+    `gene_protein`), since the repairs write them into Cypher."""
     types = view.graph.types
+    type_of_label = {safe_label(t): t for t in view.graph.node_types()}
 
     def labels_of_name(name: str) -> set[str]:
         rows = view.name_index.get(normalise(name))
-        return {str(types[r]) for r in rows} if rows is not None else set()
+        return {safe_label(str(types[r])) for r in rows} if rows is not None else set()
 
     def spellings(name: str) -> set[str]:
         rows = view.name_index.get(normalise(name))
@@ -105,9 +109,13 @@ def view_schema(view: KBView, patterns: Iterable[tuple[str, str, str]] | None = 
 
     @functools.cache  # asked per node and name of every query; a label's keys come from a scan of its nodes
     def properties(label: str) -> frozenset[str]:
-        return frozenset(view.properties(label))
+        return frozenset(view.properties(type_of_label.get(label, label)))
 
-    stored = set(patterns) if patterns is not None else {(h, r, t) for h, r, t, _ in view.patterns}
+    stored = (
+        set(patterns)
+        if patterns is not None
+        else {(safe_label(h), safe_label(r), safe_label(t)) for h, r, t, _ in view.patterns}
+    )
     return KBSchema(stored, labels_of_name, spellings, properties)
 
 
