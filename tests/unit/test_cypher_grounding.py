@@ -580,3 +580,26 @@ def test_a_split_node_cannot_carry_a_hostile_clause_past_the_guard():
     # a map it cannot read whole (a nested map) is not split: the named node would lose its name
     nested = "MATCH (d:Director {name: 'Dhoom', meta: {a: 1}})-[:directed_by]->(f:Film) RETURN f.id AS id"
     assert "node_split" not in [r.kind for r in ground_query(nested, PROPERTIED)[1]]
+
+
+@pytest.mark.parametrize(
+    "written, ran",
+    [
+        ("MATCH (t:A {name: 'x'})-[:R]-(x:B) RETURN DISTINCT x LIMIT 5", "RETURN DISTINCT x.id AS id LIMIT 5"),
+        ("MATCH (t:A)-[:R]-(x:B) RETURN x;", "RETURN x.id AS id;"),
+        ("MATCH (t:A)-[:R]-(x:B) RETURN x ORDER BY x.name", "RETURN x ORDER BY x.name"),
+        ("MATCH (t:A)-[:R]-(x:B) RETURN x.name", "RETURN x.name"),
+        ("MATCH p=(t:A)-[:R]-(x:B) RETURN p", "RETURN p"),
+        ("MATCH (t:A)-[r:R]-(x:B) RETURN r", "RETURN r"),
+        ("MATCH (t:A)-[:R]-(x:B) RETURN x, t", "RETURN x, t"),
+        ("MATCH (t:A)-[:R]-(x:B) RETURN count(x)", "RETURN count(x)"),
+        ("MATCH (x:A) RETURN x UNION MATCH (x:B) RETURN x", "RETURN x UNION MATCH (x:B) RETURN x"),
+        ("MATCH (x:A) RETURN x SKIP 5", "RETURN x SKIP 5"),
+    ],
+)
+def test_spark_asks_the_store_for_ids_where_the_query_returns_one_whole_node(written, ran):
+    """What SPARK reads of a returned node is its id: where that is all a query returns, the store
+    sends ids, not a hub's thousands of whole nodes; any other query runs as written."""
+    from sagegraph.retrieve.spark.retriever import ids_returned
+
+    assert ids_returned(written).endswith(ran)
