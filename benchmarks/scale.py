@@ -192,15 +192,7 @@ def query_latency(out: Path, questions: Path) -> dict:
     # chains of up to 3 relations from the named nodes, bounded on hubs by `WalkBudget`).
     retrievers = {"hybrid": ("hybrid", {}), "sage": ("sage", {}), "dgr_chains": ("dgr", {"n_agents": 0})}
     with graph:
-        for label, (name, params) in retrievers.items():
-            graph.retrieve(ordinary[0], retriever=name, k=20, **params)  # first call loads the indexes
-            for group, texts in (("ordinary", ordinary), ("hub", hubs)):
-                ms = []
-                for text in texts:
-                    t0 = time.perf_counter()
-                    graph.retrieve(text, retriever=name, k=20, **params)
-                    ms.append((time.perf_counter() - t0) * 1000)
-                result[f"{label}_{group}"] = percentiles(ms)
+        result.update(timed(graph, retrievers, {"ordinary": ordinary, "hub": hubs}))
     result.update(
         llm_retrievers_latency(
             out, ordinary[:LLM_QUESTIONS], hubs, {row["question"]: row["answer_ids"] for row in rows}
@@ -228,16 +220,25 @@ def llm_retrievers_latency(out: Path, ordinary: list[str], hubs: list[str], answ
         llm = LLMConfig(base_url=server.base_url, model="scripted", cache_dir=Path(tmp), max_retries=1)
         graph = sagegraph.open(out, llm=llm)
         graph.index.encode_queries(ordinary + hubs)
+        retrievers = {"spark": ("spark", {}), "af": ("af", {"reranker": "none"}), "graphraft": ("graphraft", {})}
         with graph:
-            for name, params in (("spark", {}), ("af", {"reranker": "none"}), ("graphraft", {})):
-                graph.retrieve(ordinary[0], retriever=name, k=20, **params)  # the first call loads its indexes
-                for group, texts in (("ordinary", ordinary[1:]), ("hub", hubs)):
-                    ms = []
-                    for text in texts:
-                        t0 = time.perf_counter()
-                        graph.retrieve(text, retriever=name, k=20, **params)
-                        ms.append((time.perf_counter() - t0) * 1000)
-                    result[f"{name}_{group}"] = percentiles(ms)
+            result.update(timed(graph, retrievers, {"ordinary": ordinary[1:], "hub": hubs}, warm=ordinary[0]))
+    return result
+
+
+def timed(graph, retrievers: dict[str, tuple[str, dict]], groups: dict[str, list[str]], warm: str = "") -> dict:
+    """p50/p95 milliseconds of each retriever (label -> name, params) on each group of questions, k =
+    20, after one call (`warm`, else the first question) that loads what the retriever reads."""
+    result = {}
+    for label, (name, params) in retrievers.items():
+        graph.retrieve(warm or next(iter(groups.values()))[0], retriever=name, k=20, **params)
+        for group, texts in groups.items():
+            ms = []
+            for text in texts:
+                t0 = time.perf_counter()
+                graph.retrieve(text, retriever=name, k=20, **params)
+                ms.append((time.perf_counter() - t0) * 1000)
+            result[f"{label}_{group}"] = percentiles(ms)
     return result
 
 
