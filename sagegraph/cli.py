@@ -95,6 +95,11 @@ def _build(args: argparse.Namespace) -> int:
             f"published:       {p['current']} (readers switched now; `--rollback` returns to "
             f"{p['previous'] or 'nothing: the first graph'})"
         )
+        if deleted := p.get("stage_files_deleted"):
+            print(
+                f"stage files:     deleted {deleted['folders']} folders and {deleted['files']} batch files "
+                f"({deleted['mb']} MB) no kept generation reads"
+            )
     if result.get("adapt"):
         print(f"adapted:         {_adapted_line(result['adapt'])}")
     print(f"statistics:      {result['stats']}")

@@ -216,8 +216,9 @@ def run_all(cfg):
     graph_changes = stages.graph_changes(cfg)  # as both builds do, beside the store load
     store = stages.load_store(cfg)
     stats = stages.graph_stats(cfg, [p["stats"] for p in pairs])
-    stages.publish_graph(cfg)
+    published = stages.publish_graph(cfg)
     return {
+        "published": published,
         "ingest": ing,
         "chunks": chunks,
         "metas": metas,

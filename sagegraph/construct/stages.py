@@ -993,12 +993,14 @@ def _verified_reuse(cfg: BuildConfig, path: Path, key: str, marker: Path) -> dic
 def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
     """Makes this build's graph the one readers get (`generations.publish`), once it is complete and
     loaded; then deletes the generations older than the one kept for a rollback, on disk and in
-    the store. Returns the publication record."""
+    the store, and the stage files no kept generation reads. Returns the publication record, with
+    what the clean-up deleted (`stage_files_deleted`) where it deleted anything."""
     layout = Layout.of(cfg)
     rec = generations.publish(cfg.out, layout.graph)
     generations.keep_stats(cfg.out, layout.graph)
     retire_unread(cfg)
-    prune_stage_files(cfg)
+    if (pruned := prune_stage_files(cfg)) and (pruned["folders"] or pruned["files"]):
+        rec = {**rec, "stage_files_deleted": pruned}
     with _LATEST_LOCK:  # its difference is kept on disk; a long-lived process holds no copy past the build
         _latest.clear()
     return rec

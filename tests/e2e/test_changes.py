@@ -204,6 +204,8 @@ def test_a_rebuild_keeps_only_the_stage_files_a_kept_generation_or_a_later_build
         (stages_dir / ".retired-sources-0a").mkdir(exist_ok=True)  # what a clean-up killed midway leaves
         builds.append(run_all(cfg))
         assert not (stages_dir / ".retired-sources-0a").exists()
+        deleted = builds[-1]["published"].get("stage_files_deleted")  # what the CLI prints
+        assert (deleted is not None and deleted["files"] > 0) == (round_ > 1), (round_, deleted)
         assert any(m["reused"] for m in builds[-1]["metas"] if not m["resumed"]), round_
         assert_only_kept(builds)
     sizes_after_three = sum(p.stat().st_size for p in stages_dir.rglob("*") if p.is_file())
