@@ -18,7 +18,6 @@ a hidden folder the next clean-up removes, never a stage folder that looks finis
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shutil
@@ -26,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sagegraph.construct.artifacts import read_json
-
-log = logging.getLogger("sagegraph.construct")
 
 STAGES = "stages"
 STAGE_FOLDER = re.compile(r"^(?P<stage>sources|chunks|metadata|vectors|edges)-[0-9a-f]+$")

@@ -999,7 +999,7 @@ def publish_graph(cfg: BuildConfig) -> dict[str, Any]:
     rec = generations.publish(cfg.out, layout.graph)
     generations.keep_stats(cfg.out, layout.graph)
     retire_unread(cfg)
-    if (pruned := prune_stage_files(cfg)) and (pruned["folders"] or pruned["files"]):
+    if pruned := prune_stage_files(cfg):
         rec = {**rec, "stage_files_deleted": pruned}
     with _LATEST_LOCK:  # its difference is kept on disk; a long-lived process holds no copy past the build
         _latest.clear()
@@ -1063,19 +1063,21 @@ def _stage_folders_of(cfg: BuildConfig, generation: str) -> tuple[set[str], str]
 
 
 def prune_stage_files(cfg: BuildConfig) -> dict[str, int] | None:
-    """Deletes the stage files no kept generation, later build or variant reads (`retention`)."""
+    """Deletes the stage files no kept generation, later build or variant reads (`retention`):
+    what went (folders, batch files, MB), or None where nothing did."""
     kept = kept_stage_files(cfg)
     if kept is None:
         log.info("stage files kept whole: the generation kept for a rollback is not traced to its stage folders")
         return None
     pruned = retention.prune(cfg.out / retention.STAGES, kept).as_dict()
-    if pruned["folders"] or pruned["files"]:
-        log.info(
-            "deleted stage files no kept generation reads: %d folders, %d batch files, %d MB",
-            pruned["folders"],
-            pruned["files"],
-            pruned["mb"],
-        )
+    if not (pruned["folders"] or pruned["files"]):
+        return None
+    log.info(
+        "deleted stage files no kept generation reads: %d folders, %d batch files, %d MB",
+        pruned["folders"],
+        pruned["files"],
+        pruned["mb"],
+    )
     return pruned
 
 

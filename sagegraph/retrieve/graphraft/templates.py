@@ -190,14 +190,12 @@ def enumerate_templates(
 
 
 def _within(budget: WalkBudget, view: KBView, rows: np.ndarray, made: int) -> bool:
-    """Whether a step from `rows` fits the budget, counted in: the relations it examines, and the
-    templates made so far. False marks the walk capped."""
-    indptr = view._incident[0]
-    budget.work += int((indptr[rows + 1] - indptr[rows]).sum())
+    """Whether a step from `rows` fits the budget, counted in: the relations it examines
+    (`WalkBudget.examine`), and the templates made so far. False marks the walk capped."""
     budget.chains = made
-    if budget.work > budget.max_work or budget.chains >= budget.max_chains:
+    if budget.chains >= budget.max_chains:
         budget.capped = True
-    return not budget.capped
+    return budget.examine(view, rows)
 
 
 def template_params(view: KBView, template: Template, entities: Sequence[int | Sequence[int]]) -> dict[str, list[str]]:

@@ -61,6 +61,15 @@ class WalkBudget:
     chains: int = 0
     capped: bool = False
 
+    def examine(self, view: KBView, rows: np.ndarray) -> bool:
+        """Counts the incident relations a step from `rows` examines; False, and capped, once past
+        `max_work`."""
+        indptr = view._incident[0]
+        self.work += int((indptr[rows + 1] - indptr[rows]).sum())
+        if self.work > self.max_work:
+            self.capped = True
+        return not self.capped
+
 
 def chains_from(
     view: KBView, start: int, depth: int, max_frontier: int = 2000, budget: WalkBudget | None = None
@@ -70,7 +79,6 @@ def chains_from(
     chain that already reaches more than `max_frontier` nodes is not walked on (a hub's fan-out,
     which no question walks through)."""
     budget = budget if budget is not None else WalkBudget()
-    indptr = view._incident[0]
     here = np.array([start], dtype=np.int64)
     level: list[tuple[tuple[HopKey, ...], np.ndarray]] = [((), here)]
     for hop in range(depth):
@@ -78,9 +86,7 @@ def chains_from(
         for hops, rows in level:
             if hop and len(rows) > max_frontier:
                 continue
-            budget.work += int((indptr[rows + 1] - indptr[rows]).sum())
-            if budget.work > budget.max_work:
-                budget.capped = True
+            if not budget.examine(view, rows):
                 break
             for key, ends in sorted(hop_groups(view, rows, exclude=here).items()):
                 nxt.append(((*hops, key), ends))

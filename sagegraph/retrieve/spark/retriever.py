@@ -372,11 +372,7 @@ class SparkRetriever(Retriever[SparkParams]):
                 query = self._ground(query, plan.target, trace, counters, question, linked)
             try:
                 with timeline.span("cypher", "cypher" if attempt == 0 else "cypher (repaired)", {"query": query}) as ev:
-                    rows, truncated = self.res.store.read_untrusted(
-                        ids_returned(query),
-                        timeout_ms=self.params.execution.timeout_ms,
-                        max_rows=self.params.execution.max_rows,
-                    )
+                    rows, truncated = self._read_answers(query)
                     ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
                 raise
@@ -414,6 +410,13 @@ class SparkRetriever(Retriever[SparkParams]):
             return found, plan
         return None, plan
 
+    def _read_answers(self, query: str) -> tuple[list[dict[str, Any]], bool]:
+        """The query run as untrusted Cypher within the execution bounds, asking for ids where it
+        returns whole nodes (`ids_returned`)."""
+        return self.res.store.read_untrusted(
+            ids_returned(query), timeout_ms=self.params.execution.timeout_ms, max_rows=self.params.execution.max_rows
+        )
+
     def _either_way(self, query: str, trace: dict, counters: dict, timeline: Timeline) -> np.ndarray:
         """The grounded query found nothing: run it again with its relationships undirected, then
         with its text conditions relaxed, then both (no model call); the first that finds something
@@ -431,11 +434,7 @@ class SparkRetriever(Retriever[SparkParams]):
                 continue
             try:
                 with timeline.span("cypher", f"cypher ({label})", {"query": second}) as ev:
-                    rows, truncated = self.res.store.read_untrusted(
-                        ids_returned(second),
-                        timeout_ms=self.params.execution.timeout_ms,
-                        max_rows=self.params.execution.max_rows,
-                    )
+                    rows, truncated = self._read_answers(second)
                     ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
                 raise
