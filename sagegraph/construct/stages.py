@@ -1069,7 +1069,11 @@ def prune_stage_files(cfg: BuildConfig) -> dict[str, int] | None:
     if kept is None:
         log.info("stage files kept whole: the generation kept for a rollback is not traced to its stage folders")
         return None
-    pruned = retention.prune(cfg.out / retention.STAGES, kept).as_dict()
+    try:
+        pruned = retention.prune(cfg.out / retention.STAGES, kept).as_dict()
+    except OSError as exc:  # the graph is published: a clean-up that cannot finish costs only disk
+        log.warning("stage files not cleaned up at %s: %s", cfg.out / retention.STAGES, exc)
+        return None
     if not (pruned["folders"] or pruned["files"]):
         return None
     log.info(

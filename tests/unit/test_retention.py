@@ -65,3 +65,22 @@ def test_a_rollback_generation_not_traced_to_its_stages_keeps_everything(tmp_pat
     before = sorted(p.relative_to(stages) for p in stages.rglob("*"))
     assert kept_stage_files(cfg) is None and prune_stage_files(cfg) is None
     assert sorted(p.relative_to(stages) for p in stages.rglob("*")) == before
+
+
+def test_a_clean_up_that_cannot_finish_leaves_the_publication_standing(tmp_path, monkeypatch, caplog):
+    """A file system that refuses a deletion after the graph is published: the build goes on, the
+    clean-up says so, and the next publication tries again."""
+    from sagegraph.config import load_config
+    from sagegraph.construct import retention, stages
+    from tests.fixtures import write_config
+
+    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "kb", "path": str(tmp_path)}, tmp_path / "out"))
+    monkeypatch.setattr(stages, "kept_stage_files", lambda cfg: Kept(frozenset(), frozenset()))
+
+    def refused(stages_dir, kept):
+        raise PermissionError(13, "Permission denied", str(stages_dir))
+
+    monkeypatch.setattr(retention, "prune", refused)
+    with caplog.at_level("WARNING", logger="sagegraph.construct"):
+        assert stages.prune_stage_files(cfg) is None
+    assert "stage files not cleaned up" in caplog.text and "Permission denied" in caplog.text
