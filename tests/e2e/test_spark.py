@@ -46,6 +46,15 @@ def scripted(kb, tmp_path, responder):
             res.close()
 
 
+def first_row(kb, cypher):
+    """The first row a read of the test KB's store gives."""
+    res = open_resources(GraphIndex(kb["graph"]))
+    try:
+        return res.store.read(cypher, max_rows=1)[0]
+    finally:
+        res.close()
+
+
 def test_store_has_typed_properties_and_every_pattern(kb):
     res = open_resources(GraphIndex(kb["graph"]))
     try:
@@ -419,18 +428,35 @@ def test_grounding_extends_a_plan_that_returns_its_topic_to_the_target_label(kb,
     }  # every film the person is joined to, gold among them
 
 
+def test_a_query_one_relation_short_walks_the_relation_the_question_adds(kb, tmp_path):
+    """The model stops at the studio of 'the country the studio that made X is based in': the
+    query runs and finds a studio, and the question's 'based in' names one relation more, read
+    off the KB's own patterns, so the country comes back (`lengthen`); off, the studio does."""
+    row = first_row(
+        kb, "MATCH (m:Movie)-[:PRODUCED_BY]->(:Studio)-[:BASED_IN]->(c:Country) RETURN m.title AS title, c.id AS id"
+    )
+    title = row["title"].replace("'", "\\'")
+    short = f"MATCH (m:Movie {{title: '{title}'}})-[:PRODUCED_BY]->(s:Studio) RETURN DISTINCT s.id AS id"
+    question = f"In which country is the studio that produced {row['title']} based?"
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(short, target="Studio")))) as (server, res):
+        longer = get_retriever("spark", res, fill=False).search(question, 5)
+        as_written = get_retriever("spark", res, fill=False, lengthen=False).search(question, 5)
+        calls = len(server.requests)
+    assert longer.trace["counters"]["ground_return_lengthened"] == 1 and longer.trace["cypher_model"] == [short]
+    assert "[:BASED_IN]->(lengthened_2:Country)" in longer.trace["cypher_executed"]
+    assert longer.idx.tolist() == res.graph.rows_for_ids([row["id"]]).tolist() and calls == 1  # no call of its own
+    assert as_written.trace["cypher_executed"] == short
+    assert as_written.trace["counters"]["ground_return_lengthened"] == 0
+    assert {str(res.graph.types[i]) for i in as_written.idx} == {"Studio"}
+
+
 def test_a_grounded_query_that_finds_nothing_runs_once_more_either_way(kb, tmp_path):
     """Movie -[SEQUEL_OF]-> Movie: the labels cannot say which way the model meant. A query that
     asks for the films that are sequels of a film with none finds nothing; run undirected it finds
     the film it continues, counted and in the trace. The paper's SPARK falls back."""
-    res = open_resources(GraphIndex(kb["graph"]))
-    try:
-        pair = res.store.read(
-            "MATCH (a:Movie)-[:SEQUEL_OF]->(b:Movie) WHERE NOT (:Movie)-[:SEQUEL_OF]->(a) RETURN a, b LIMIT 1",
-            max_rows=1,
-        )[0]
-    finally:
-        res.close()
+    pair = first_row(
+        kb, "MATCH (a:Movie)-[:SEQUEL_OF]->(b:Movie) WHERE NOT (:Movie)-[:SEQUEL_OF]->(a) RETURN a, b LIMIT 1"
+    )
     key = "title" if "title" in pair["a"] else "name"
     name = pair["a"][key].replace("'", "\\'")
     wrong = f"MATCH (a:Movie {{{key}: '{name}'}})<-[:SEQUEL_OF]-(b:Movie) RETURN DISTINCT b.id AS id"

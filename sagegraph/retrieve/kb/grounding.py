@@ -43,6 +43,7 @@ GROUND_KINDS = (
     "return_retargeted",
     "return_path_end",
     "return_to_target",
+    "return_lengthened",
     "direction_relaxed",
     "text_relaxed",
 )

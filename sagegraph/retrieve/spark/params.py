@@ -53,6 +53,13 @@ class ExecutionParams(ParamGroup):
         "closest sentence reads against the words (the graph's encoder); vector steps read "
         "sentences too",
     )
+    lengthen: bool = Field(
+        True,
+        description="a grounded query that finds nodes along one path from one named node walks one stored "
+        "relation further while the longer path reads closer to the question than its own by "
+        "`lengthen_margin` (the graph's encoder), up to three relations, where the longer query finds nodes",
+    )
+    lengthen_margin: float = Field(0.03, ge=0.0, le=2.0, description="how much closer a longer path must read")
     max_rows: int = Field(2000, ge=1, description="rows kept from the Cypher result (the store caps them)")
     timeout_ms: int = Field(5000, ge=1, description="Cypher time limit")
 

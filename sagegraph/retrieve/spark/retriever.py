@@ -40,6 +40,7 @@ from sagegraph.retrieve.kb.grounding import (
     undirected,
     view_schema,
 )
+from sagegraph.retrieve.kb.lengthen import lengthened
 from sagegraph.retrieve.kb.schema_card import kb_only, load_hints, node_literal, pattern_examples, schema_card
 from sagegraph.retrieve.kb.view import kb_view
 from sagegraph.retrieve.registry import register
@@ -50,7 +51,7 @@ from sagegraph.store.readonly import Token, render, tokenize
 # Grounding in the KB is on by default: the card's stored instances and the question's linked names
 # change the prompt, the repairs change what runs. The paper's SPARK: `card_examples: false, link:
 # false, ground: false, card_similarity: true, semantic_text: false, named_last: false`.
-PROMPT_VERSION = "spark-6"
+PROMPT_VERSION = "spark-7"  # the run key: bumped when what runs changes, the prompt included
 
 SYSTEM = """You plan how to find the answers to a question in a graph database.
 Reply with one JSON object and nothing else:
@@ -401,6 +402,8 @@ class SparkRetriever(Retriever[SparkParams]):
             trace["cypher_rows"] = len(rows)
             trace["cypher_truncated"] = truncated
             found = self.graph.rows_for_ids(answer_values(rows))
+            if len(found) and self.params.execution.ground and self.params.execution.lengthen:
+                found = self._lengthened(query, found, trace, counters, timeline, question)
             if len(found) == 0 and self.params.execution.ground:
                 found = self._either_way(query, trace, counters, timeline)
             if len(found) == 0 and self.params.execution.semantic_text:
@@ -409,6 +412,32 @@ class SparkRetriever(Retriever[SparkParams]):
                 counters["cypher_empty"] = 1
             return found, plan
         return None, plan
+
+    def _lengthened(
+        self, query: str, found: np.ndarray, trace: dict, counters: dict, timeline: Timeline, question: str
+    ) -> np.ndarray:
+        """The query's nodes, or, where the question says a relation more than the query walks
+        (`lengthen`), the nodes of the query lengthened by it, if it finds any."""
+        longer, repairs = lengthened(
+            query, self.kb_schema(), question, self.graph.exact_vectors, self.params.execution.lengthen_margin
+        )
+        if not repairs:
+            return found
+        try:
+            with timeline.span("cypher", "cypher (lengthened)", {"query": longer}) as ev:
+                rows, truncated = self._read_answers(longer)
+                ev["outputs"] = {"rows": len(rows), "truncated": truncated}
+        except StoreUnavailable:
+            raise
+        except StoreError:
+            return found
+        more = self.graph.rows_for_ids(answer_values(rows))
+        if not len(more):
+            return found
+        trace.setdefault("cypher_model", []).append(query)
+        trace.setdefault("repairs", []).extend(count_repairs(repairs, counters))
+        trace["cypher_executed"], trace["cypher_rows"], trace["cypher_truncated"] = longer, len(rows), truncated
+        return more
 
     def _read_answers(self, query: str) -> tuple[list[dict[str, Any]], bool]:
         """The query run as untrusted Cypher within the execution bounds, asking for ids where it
