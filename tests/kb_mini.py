@@ -124,3 +124,15 @@ def family_records():
         for nid, name, label in FAMILY
     ]
     return nodes, [Edge(f"n{a}", f"n{b}", r) for a, r, b in FAMILY_RELS]
+
+
+def generations_records():
+    """Three generations joined by one relation between nodes of one type, stored child ->
+    parent: from the middle one, `child_of` walked its stored way reaches the parent, walked back
+    the child, and a chain's phrase reads both alike."""
+    people = [("g0", "Olav Lund"), ("g1", "Siri Lund"), ("g2", "Emil Lund")]
+    nodes = [
+        Node(f"n{nid}", "entity", "Human", f"name: {name}", nid, name, 0, {"fields": {"name": name}})
+        for nid, name in people
+    ]
+    return nodes, [Edge("ng1", "ng0", "child_of"), Edge("ng2", "ng1", "child_of")]

@@ -273,7 +273,7 @@ def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_rerun
         shutil.rmtree(folder)
     assert tuned_encoder(family, "adapted") is None
     assert adapted_inputs(family.dir, "adapted") == "adapted-none" and adapted_inputs(family.dir, None) == ""
-    assert keyed_prompt("graphraft-4", "adapted") == "graphraft-4+adapted"
+    assert keyed_prompt("graphraft-5", "adapted") == "graphraft-5+adapted"
     cfg = EvalConfig("graphraft", 20, {"selector_encoder": "adapted"})
     assert cfg.canonical_params() == {}  # the default
     cls, params = cfg.retriever_class, cfg.validated()
@@ -289,7 +289,7 @@ def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_rerun
     assert plain.retriever_class.graph_inputs(family, plain.validated()) == ""
     paper = EvalConfig("graphraft", 20, {"selector": "grammar"})  # a model's selector reads no encoder
     assert paper.retriever_class.graph_inputs(family, paper.validated()) == ""
-    assert paper.retriever_class.prompt_for(paper.validated()) == "graphraft-4"
+    assert paper.retriever_class.prompt_for(paper.validated()) == "graphraft-5"
     default = EvalConfig("graphraft", 20, {})  # GraphRAFT's default reads the adaptation
     assert default.retriever_class.graph_inputs(family, default.validated()) == cls.graph_inputs(family, params) != ""
     around = EvalConfig("sage", 10, {"seed_retriever": "graphraft", "k_prime": 10})  # SAGE reads what its seeds read

@@ -27,7 +27,7 @@ from sagegraph.retrieve.registry import validate_params
 from sagegraph.retrieve.resources import open_resources
 from sagegraph.runfiles import find_trace
 from tests.fake_openai import FakeOpenAI, completion
-from tests.kb_mini import HashEncoder, build_mini, mini_records
+from tests.kb_mini import HashEncoder, build_mini, generations_records, mini_records
 
 
 @pytest.fixture(scope="module")
@@ -1169,3 +1169,11 @@ def test_run_directory_trace_printout_and_sft_export(g, tmp_path, capsys):
         main(["dgr", "export-trajectories", str(tmp_path / "run"), str(tmp_path / "b.jsonl"), "--only-finished"]) == 0
     )
     assert '"trajectories": 1' in capsys.readouterr().out
+
+
+def test_of_two_chains_that_read_alike_the_one_walked_the_stored_way_ranks_first(tmp_path):
+    """From the middle generation, `child_of` walked its stored way (to the parent) and walked
+    back (to the child) read as one phrase: the chain fallback ranks the stored way's end first."""
+    family = build_mini(tmp_path / "graph", generations_records())
+    ranked = get_retriever("dgr", open_resources(family, None), n_agents=0).search("Who is Siri Lund a child of?", 5)
+    assert ranked.idx.tolist()[:2] == [int(family.row["ng0"]), int(family.row["ng2"])]

@@ -28,7 +28,7 @@ from sagegraph.retrieve.kb.view import kb_view
 from sagegraph.retrieve.resources import open_resources
 from sagegraph.store import open_store
 from tests.fake_openai import FakeOpenAI, completion
-from tests.kb_mini import build_mini, mini_records
+from tests.kb_mini import build_mini, generations_records, mini_records
 
 
 @pytest.fixture(scope="module")
@@ -451,6 +451,21 @@ def test_similar_selection_ranks_by_phrase_with_the_no_model_order_breaking_ties
     sel = select("similar", None, "q", "", ts, 3, similarity=lambda tt: [1.0 if t is ts[want] else 0.5 for t in tt])
     assert sel.order[0] == want and sel.calls == 0 and len(sel.order) == 3
     assert sel.order[1:] == [i for i in prior_order(ts) if i != want][:2]  # equal scores: the no-model order
+
+
+def test_of_two_templates_that_read_alike_the_one_walked_the_stored_way_goes_first(tmp_path):
+    """From the middle generation, `child_of` walked its stored way (to the parent) and walked
+    back (to the child) read as one phrase: the stored way, as the relation's name reads, first."""
+    from sagegraph.retrieve.graphraft.select import select
+
+    family = build_mini(tmp_path / "graph", generations_records())
+    ts = enumerate_templates(kb_view(family), [int(family.row["ng1"])])
+    one_hop = [t for t in ts if t.kind == "1hop"]
+    assert len(one_hop) == 2 and one_hop[0].phrase() == one_hop[1].phrase()
+    sel = select("similar", None, "q", "", ts, 2, similarity=lambda tt: [1.0 if t.kind == "1hop" else 0.5 for t in tt])
+    first, second = (ts[i] for i in sel.order)
+    assert first.hops[0].out and not second.hops[0].out
+    assert ids(family, first.rows) == {"g0"} and ids(family, second.rows) == {"g2"}
 
 
 def test_the_similar_selector_reads_the_question_without_entity_names_and_weights_unsure_entities(g, tmp_path):

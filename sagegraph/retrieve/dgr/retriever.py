@@ -84,7 +84,7 @@ from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-12"
+PROMPT_VERSION = "dgr-13"
 # `chain_order`: words farther from a start's name count as this far (at most 300 bands a start)
 ORDER_WORDS = 24
 
@@ -287,10 +287,16 @@ class DGRRetriever(Retriever[DGRParams]):
             starts = [start for start, _ in run.chains.values()] + (named if rules.reach_named else [])
             for start in dict.fromkeys(starts):
                 walk = WalkBudget()  # a hub's chains are bounded, and the run says so
-                reached += [
-                    (start, hops, chain_phrase([(view.relation_types[c], t) for c, _, t in hops]), ends)
-                    for hops, ends in chains_from(view, start, rules.chain_reach, budget=walk)
-                ]
+                # shortest first, and of one length, those walking more relations their stored way:
+                # a relation's name reads from the node it leaves, so of two chains that read the
+                # same (X's `children`, and walked back, X's parents) the stored way ranks first
+                reached += sorted(
+                    (
+                        (start, hops, chain_phrase([(view.relation_types[c], t) for c, _, t in hops]), ends)
+                        for hops, ends in chains_from(view, start, rules.chain_reach, budget=walk)
+                    ),
+                    key=lambda chain: (len(chain[1]), -sum(out for _, out, _ in chain[1])),
+                )
                 run.reach_capped += int(walk.capped)
         # Exact vectors either way (a tuned encoder runs in fp32): through the graph's query vectors
         # (bf16 where the build was) a chain's rank moved with the questions encoded before it.

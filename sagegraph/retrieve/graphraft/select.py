@@ -171,10 +171,15 @@ def select_score(
 
 
 def select_similar(similarity: Similarity, templates: list[Template], m: int) -> Selection:
-    """Top-m by phrase similarity; the no-model order breaks ties (phrases that read the same)."""
+    """Top-m by phrase similarity. Of phrases that read the same (a relation between nodes of one
+    type walked either way: `children` to X's children, and back to X's parents), those walking
+    more relations their stored way first, since a relation's name reads from the node it leaves
+    (X -[:children]-> Y: Y is X's child; X -[:child_of]-> Y: X is Y's child); then the no-model
+    order."""
     read = similarity(templates)
     rank = {i: r for r, i in enumerate(prior_order(templates))}
-    order = sorted(range(len(templates)), key=lambda i: (-read[i], rank[i]))
+    stored_way = [sum(hop.out for hop in t.hops) for t in templates]
+    order = sorted(range(len(templates)), key=lambda i: (-read[i], -stored_way[i], rank[i]))
     return Selection(order=order[:m], replies=[f"{read[i]:.4f} {templates[i].phrase()}" for i in order[:10]])
 
 

@@ -135,13 +135,14 @@ def _only_end(schema: KBSchema, label: str | None, relation: str, forward: bool)
 
 
 def next_hops(schema: KBSchema, last: Hop) -> list[Hop]:
-    """Every stored relation from the label `last` reaches, but `last` walked straight back; a
-    relation walked its stored way before the same one walked against it, since a phrase reads
-    both alike and a relation's name says what its far end is to its near one (X -parents-> Y:
-    Y is X's parent), so on a tie the stored way is what a question saying the name means."""
+    """Every stored relation leaving the label `last` reaches, walked its stored way, but `last`
+    walked straight back. Only the stored way: a relation's name reads from the node it leaves
+    (X -[:parents]-> Y: Y is X's parent), and a phrase reads a relation walked back as the same
+    words, which then name the wrong end ("the neighbouring countries of X" read on along
+    `country` back to the countries' cities)."""
     options = {Hop(r, True, b) for a, r, b in schema.patterns if a == last.end}
     back = [h for h in options if h.relation == last.relation and h.forward != last.forward]
-    return sorted(options - set(back), key=lambda h: (h.relation, not h.forward, h.end))
+    return sorted(options - set(back), key=lambda h: (h.relation, h.end))
 
 
 def _asked(question: str, path: QueryPath) -> str:
