@@ -947,8 +947,10 @@ def _return_along(
     end: str,
     forward: list[str],
     backward: list[str],
+    new: str = ANSWER_VAR,
 ) -> str:
-    """`MATCH (var)-[:r]->(grounded_answer:End) RETURN grounded_answer...` in place of `RETURN var...`."""
+    """`MATCH (var)-[:r]->(new:End) RETURN new...` in place of `RETURN var...` (`new`: the
+    grounding's answer variable unless the caller names another)."""
     code, out = rw.code, rw.out
     if len(forward) == 1 and not backward:
         hop, along = f"-[:{forward[0]}]->", forward[0]
@@ -956,6 +958,6 @@ def _return_along(
         hop, along = f"<-[:{backward[0]}]-", backward[0]
     else:
         hop, along = "--", "any relationship"
-    out[code[at]] = Token("name", f"MATCH ({var}){hop}({ANSWER_VAR}:{end}) RETURN", "RETURN")
-    out[code[k]] = Token("name", ANSWER_VAR, ANSWER_VAR)
+    out[code[at]] = Token("name", f"MATCH ({var}){hop}({new}:{end}) RETURN", "RETURN")
+    out[code[k]] = Token("name", new, new)
     return along

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sagegraph.retrieve.kb.chains import chain_phrase, masked_question
-from sagegraph.retrieve.kb.grounding import KBSchema, Repair, _chains, _code, _Node
+from sagegraph.retrieve.kb.grounding import KBSchema, Repair, _chains, _code, _Node, _return_along, _Rewrite
 from sagegraph.store.readonly import Token, render, tokenize
 
 # Unit vectors of texts, one row each: what reads a question against relation chains.
@@ -199,8 +199,7 @@ def lengthened(
 
 
 def _returning_along(path: QueryPath, hop: Hop, new: str) -> str:
-    out = list(path.tokens)
-    arrow = f"-[:{hop.relation}]->" if hop.forward else f"<-[:{hop.relation}]-"
-    out[path.code[path.return_at]] = Token("name", f"MATCH ({path.returned}){arrow}({new}:{hop.end}) RETURN", "RETURN")
-    out[path.code[path.var_at]] = Token("name", new, new)
-    return render(out)
+    rw = _Rewrite(path.tokens)
+    forward, backward = ([hop.relation], []) if hop.forward else ([], [hop.relation])
+    _return_along(rw, path.return_at, path.var_at, path.returned, hop.end, forward, backward, new)
+    return render(rw.out)
