@@ -81,8 +81,15 @@ def export_replies(path: Path, out: Path, cache: Path | None = None) -> int:
     out = Path(out)
     with replaced(out, suffix=".gz" if out.name.endswith(".gz") else "") as tmp, _open(tmp, "w") as fh:
         for row in rows.values():
-            fh.write(json.dumps(row, sort_keys=True) + "\n")
+            fh.write(json.dumps(_as_archived(row), sort_keys=True) + "\n")
     return len(rows)
+
+
+def _as_archived(row: dict[str, Any]) -> dict[str, Any]:
+    """The reply as an archive carries it: without the cache's mark of which archive it came from
+    (`imported`), a fact about this cache that `import_replies` sets again and refuses to be given."""
+    extra = {name: value for name, value in (row.get("extra") or {}).items() if name != "imported"}
+    return {**row, "extra": extra}
 
 
 # An archive is data from outside: bounded before it is read whole (a 150 KB gzip can expand to

@@ -40,9 +40,7 @@ def mini(tmp_path_factory):
 def run_ground(view, cypher, k=20, l_max=10, directed=True, cap=10_000, use_type=True):
     g = view.graph
     p = parse_cypher(cypher, set(g.node_types()), set(view.relation_types))
-    cands = {
-        v: symbol_candidates(view, s, l_max, use_type, g.name_vectors, g.query_vector) for v, s in p.symbols.items()
-    }
+    cands = {v: symbol_candidates(view, s, l_max, use_type) for v, s in p.symbols.items()}
     out = ground(view, p, cands, k, l_max, "paper", directed, cap)
     return [g.source_ids[i] for i in out.answers], out, cands
 

@@ -65,18 +65,34 @@ def test_entities_are_read_typed_and_resolved_exactly_by_alias_or_by_name_vector
         ("Northlight", "Studio"),
     ]
     assert gazetteer_entities(view, "Which films are about orchards?") == []
-    e = resolve(view, "A. Silva", "Person", g.query_vector)
+    e = resolve(view, "A. Silva", "Person")
     assert (e.row, e.match) == (row(g, "p1"), "exact")  # alias
-    e = resolve(view, "Northlite", "Studio", g.query_vector)
+    e = resolve(view, "Northlite", "Studio")
     assert (e.row, e.match) == (row(g, "s1"), "vector") and e.score <= 1.0  # typed pool: the one studio
     # the prompt's $e-numbering is the enumeration's: a miss and a second name for one node take no slot
     ents = [
-        resolve(view, n, t, g.query_vector)
+        resolve(view, n, t)
         for n, t in [("Ana Silva", "Person"), ("Zzyzx Qwv", "Award"), ("A. Silva", "Person"), ("Northlight", "Studio")]
     ]
     ents[1].row, ents[1].rows, ents[1].match = None, [], "miss"
     assert entity_lines(ents, view).splitlines() == ['$e0 = Person "Ana Silva"', '$e1 = Studio "Northlight"']
     assert [e.rows for e in entity_slots(ents)] == [[row(g, "p1")], [row(g, "s1")]]
+
+
+def test_a_written_name_resolves_by_its_fp32_reading_whatever_the_stored_vectors_rounded_to(g, monkeypatch):
+    """The stored name vectors carry the build's numerics (bf16 on some CPUs); a name resolved by
+    them alone could go to another node on another machine, and the prompt built on it with it."""
+    view = kb_view(g)
+    everyone = np.arange(len(g))
+    vectors = g.exact_vectors(["Ana Silvia", *view.names])
+    cosines = vectors[1:] @ vectors[0]
+    fp32_order = np.lexsort((everyone, -cosines))[:3].tolist()
+    scrambled = np.random.default_rng(0).normal(size=g.name_vectors.shape).astype(np.float32)
+    monkeypatch.setattr(type(g), "name_vectors", property(lambda self: scrambled))
+    rows, got = view.nearest_names("Ana Silvia", everyone, 3)
+    assert len(g) <= 3 + 32 and rows.tolist() == fp32_order  # the whole pool is shortlisted here
+    assert np.allclose(got, cosines[fp32_order]) and rows[0] == row(g, "p1")
+    assert resolve(view, "Ana Silvia", "Person").row == row(g, "p1")
 
 
 # -- templates ------------------------------------------------------------------------------------

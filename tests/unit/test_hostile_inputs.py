@@ -403,6 +403,33 @@ def test_exported_replies_carry_their_request_and_import_bound(tmp_path):
     checked_row(exported, tmp_path / "x.jsonl", 1, unbound=False)
 
 
+def test_replies_imported_from_one_archive_export_into_one_that_imports(tmp_path, monkeypatch):
+    """A study's replies are often partly another study's, imported: its export must not carry this
+    cache's mark of where they came from, which an import refuses as a field it is not given."""
+    from sagegraph.eval.replies import export_replies, import_replies
+
+    client = _client(tmp_path)
+    row = _row(client, "q")
+    import_replies(_archive(tmp_path / "first.jsonl", [row]), client.cache.path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"llm": {"cache": str(client.cache.path)}}))
+    (run / "traces.jsonl").write_text(json.dumps({"qid": "1", "events": [{"kind": "llm", "key": row["key"]}]}) + "\n")
+    assert export_replies(run, tmp_path / "second.jsonl.gz") == 1
+    assert import_replies(tmp_path / "second.jsonl.gz", tmp_path / "other.sqlite") == (1, 0)
+
+
+def test_every_committed_reply_archive_imports(tmp_path):
+    """`make replies` imports each of them into a fresh machine's caches, stopping at the first it refuses."""
+    from sagegraph.eval.replies import import_replies
+
+    archives = sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "replies").glob("*/*.jsonl.gz"))
+    assert len(archives) >= 20
+    for archive in archives:
+        written, kept = import_replies(archive, tmp_path / f"{archive.parent.name}.sqlite", unbound=True)
+        assert written + kept > 0, archive
+
+
 # ---- 8-11: inputs ---------------------------------------------------------------------------------
 
 

@@ -220,11 +220,9 @@ def filter_symbol(view: KBView, sym: Symbol, use_type: bool) -> Candidates:
     return c
 
 
-def rank_constant(
-    view: KBView, sym: Symbol, c: Candidates, l_max: int, name_vectors: np.ndarray, search_vec: np.ndarray
-) -> Candidates:
+def rank_constant(view: KBView, sym: Symbol, c: Candidates, l_max: int) -> Candidates:
     """Step 4, second half: exact normalised name/alias matches first, then the rest of the pool by
-    cosine of name embeddings to the search string; l_max kept."""
+    how close their names read to the search string (`KBView.nearest_names`); l_max kept."""
     mask = c.allowed if c.allowed is not None else np.ones(view.n, dtype=bool)
     exact: list[int] = []
     for cond in (x for x in sym.conditions if x.prop.lower() in NAME_KEYS):
@@ -240,26 +238,18 @@ def rank_constant(
     need = l_max - len(exact)
     ranked = exact[:l_max]
     if need > 0 and len(pool):
-        s = name_vectors[pool] @ search_vec
-        top = (
-            np.argpartition(-s, min(len(s), need + len(exact)) - 1)[: need + len(exact)]
-            if len(s) > need + len(exact)
-            else np.arange(len(s))
-        )
-        order = pool[top][np.lexsort((pool[top], -s[top]))]
+        nearest, _ = view.nearest_names(c.search, pool, need + len(exact))
         taken = set(exact)
-        ranked += [int(i) for i in order if int(i) not in taken][:need]
+        ranked += [int(i) for i in nearest if int(i) not in taken][:need]
     c.ranked = np.array(ranked, dtype=np.int64)
     c.allowed = None
     return c
 
 
-def symbol_candidates(
-    view: KBView, sym: Symbol, l_max: int, use_type: bool, name_vectors: np.ndarray, encode
-) -> Candidates:
-    """Step 4 for one symbol (`encode`: text -> vector)."""
+def symbol_candidates(view: KBView, sym: Symbol, l_max: int, use_type: bool) -> Candidates:
+    """Step 4 for one symbol."""
     c = filter_symbol(view, sym, use_type)
-    return rank_constant(view, sym, c, l_max, name_vectors, encode(c.search)) if c.constant else c
+    return rank_constant(view, sym, c, l_max) if c.constant else c
 
 
 def ground_once(

@@ -435,16 +435,10 @@ class AFRetriever(Retriever[AFParams]):
     def _candidates(self, parsed: ParsedQuery, counters: dict[str, int]) -> dict[str, Candidates]:
         use_type = self.params.grounding.type_mode != "lenient"
         out = {v: filter_symbol(self.view, s, use_type) for v, s in parsed.symbols.items()}
-        searches = [c.search for c in out.values() if c.constant]
-        # fp32, one batched call: through the bf16 query vectors a name's vector moved with the names
-        # batched beside it, enough to swap two nodes whose names read almost alike (as DGR's chains)
-        vec = dict(zip(searches, self.graph.exact_vectors(searches))) if searches else {}
         for v, c in out.items():
             counters["filters_unapplied"] = counters.get("filters_unapplied", 0) + len(c.filters_unapplied)
             if c.constant:
-                rank_constant(
-                    self.view, parsed.symbols[v], c, self.params.grounding.l_max, self.graph.name_vectors, vec[c.search]
-                )
+                rank_constant(self.view, parsed.symbols[v], c, self.params.grounding.l_max)
         return out
 
 

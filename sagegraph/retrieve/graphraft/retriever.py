@@ -131,7 +131,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         else:
             named, failed = llm_entities(self._chat(timeline), self.view, query)
             counters["ner_unreadable"] += int(failed)
-        ents = resolve_all(self.view, named, self.graph.query_vector)
+        ents = resolve_all(self.view, named)
         counters["entities"] += len(ents)
         for e in ents:
             counters[f"resolved_{e.match}"] += 1

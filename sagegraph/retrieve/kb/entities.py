@@ -157,9 +157,9 @@ def linked_rows(view: KBView, question: str, per_name: int = 3) -> list[tuple[st
     ]
 
 
-def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Entity:
+def resolve(view: KBView, name: str, node_type: str | None) -> Entity:
     """Exact normalised name or alias (of the named type when one was given and it has one), else
-    the nearest name vector (of that type when given); `query_vector(text)` embeds the name."""
+    the nearest name (of that type when given), read as `KBView.nearest_names` reads names."""
     e = Entity(name, node_type)
     rows = view.name_index.get(normalise(name), np.zeros(0, np.int64))
     if node_type:
@@ -171,15 +171,13 @@ def resolve(view: KBView, name: str, node_type: str | None, query_vector) -> Ent
         e.rows = _namesakes(view, e.row)
         e.match, e.score = "exact", 1.0
         return e
-    vecs = view.graph.name_vectors
     pool = view.graph.rows_of_type(node_type) if node_type else np.arange(len(view.graph))
     if not len(pool):
         pool = np.arange(len(view.graph))
-    if not len(pool):
+    nearest, cosines = view.nearest_names(name, pool, 1)
+    if not len(nearest):
         return e
-    s = vecs[pool] @ query_vector(name)
-    best = int(np.argmax(s))
-    e.row, e.match, e.score = int(pool[best]), "vector", float(s[best])
+    e.row, e.match, e.score = int(nearest[0]), "vector", float(cosines[0])
     e.rows = _namesakes(view, e.row)
     return e
 
@@ -190,8 +188,8 @@ def _namesakes(view: KBView, row: int) -> list[int]:
     return sorted({int(r) for r in same if view.graph.types[r] == view.graph.types[row]} | {row})
 
 
-def resolve_all(view: KBView, named: list[tuple[str, str | None]], query_vector) -> list[Entity]:
-    return [resolve(view, n, t, query_vector) for n, t in named]
+def resolve_all(view: KBView, named: list[tuple[str, str | None]]) -> list[Entity]:
+    return [resolve(view, n, t) for n, t in named]
 
 
 def entity_slots(entities: list[Entity]) -> list[Entity]:

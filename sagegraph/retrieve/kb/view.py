@@ -26,6 +26,9 @@ from sagegraph.model import SIMILAR_PREFIX
 from sagegraph.retrieve.graph_index import GraphIndex
 
 NAME_FIELDS = ("name", "title")
+# How many rows past `k` the stored name vectors hand to the fp32 reading: bf16 moves a cosine by
+# ~1e-3, far less than the spread of 32 names.
+NAME_SHORTLIST = 32
 _NORM = re.compile(r"[^\w]+")
 _ARTICLE = re.compile(r"^the\s+(?=\S)")
 
@@ -174,6 +177,26 @@ class KBView:
     def degree(self) -> np.ndarray:
         src, dst, _, _ = self._edges
         return np.bincount(np.concatenate([src, dst]), minlength=self.n)
+
+    def nearest_names(self, text: str, pool: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The `k` rows of `pool` whose names read closest to `text`, closest first, with cosines.
+
+        The stored name vectors only shortlist: they carry the build's numerics (bf16 where the CPU
+        has it, up to ~1e-3 from fp32), so two names that close would rank the way the building
+        machine rounded, and whatever is built on the winner (a prompt listing it, a query starting
+        from it) would differ on another CPU, where a replay then finds no recorded reply. The
+        shortlist is read again in fp32 (`exact_vectors`: the text and each name), which CPUs agree
+        on to ~1e-7, and that reading ranks; equal cosines go to the lower row."""
+        pool = np.asarray(pool, dtype=np.int64)
+        if not len(pool) or k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        stored = self.graph.name_vectors[pool] @ self.graph.query_vector(text)
+        keep = min(len(pool), k + NAME_SHORTLIST)
+        rows = pool[np.argpartition(-stored, keep - 1)[:keep]] if len(pool) > keep else pool
+        vectors = self.graph.exact_vectors([text, *(self.names[r] for r in rows)])
+        cosines = vectors[1:] @ vectors[0]
+        order = np.lexsort((rows, -cosines))[:k]
+        return rows[order], cosines[order]
 
     def example_names(self, node_type: str, n: int = 5) -> list[str]:
         """The type's best-connected nodes: the names a reader would recognise."""

@@ -539,8 +539,8 @@ class SparkRetriever(Retriever[SparkParams]):
         label = step.label if step.label in self.graph.node_types() else target
         rows = self.graph.rows_of_type(label)
         if step.field.lower() in ("name", "title"):
-            s = self.graph.name_vectors[rows] @ self.graph.query_vector(step.text)
-        elif self.params.execution.semantic_text:
+            return kb_view(self.graph).nearest_names(step.text, rows, step.k)[0]
+        if self.params.execution.semantic_text:
             s = self.graph.sentence_scores(step.text, rows)
         else:
             s = self.graph.vectors[rows] @ self.graph.query_vector(step.text)
