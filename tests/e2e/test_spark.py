@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sagegraph.config import LLMConfig
-from sagegraph.errors import InfraError, InputError, LLMUnavailable, ReplayMiss
+from sagegraph.errors import InfraError, InputError, LLMUnavailable, QueryStopped, ReplayMiss
 from sagegraph.eval.evaluate import evaluate_one
 from sagegraph.eval.oracle import oracle_endpoint
 from sagegraph.eval.runner import EvalConfig
@@ -448,6 +448,20 @@ def test_a_query_one_relation_short_walks_the_relation_the_question_adds(kb, tmp
     assert as_written.trace["cypher_executed"] == short
     assert as_written.trace["counters"]["ground_return_lengthened"] == 0
     assert {str(res.graph.types[i]) for i in as_written.idx} == {"Studio"}
+    # a store that stops the longer query at a bound: the question keeps the studio, and says why
+    with scripted(kb, tmp_path, lambda b: (200, completion(plan(short, target="Studio")))) as (server, res):
+        read = res.store.read_untrusted
+
+        def stopping(query, **bounds):
+            if "lengthened_" in query:
+                raise QueryStopped("the query ran past its time bound")
+            return read(query, **bounds)
+
+        res.store.read_untrusted = stopping
+        stopped = get_retriever("spark", res, fill=False).search(question, 5)
+    assert stopped.trace["counters"]["repair_store_errors"] == 1 and stopped.trace["cypher_executed"] == short
+    assert "lengthened_2" in stopped.trace["repair_store_errors"][0]["query"]
+    assert {str(res.graph.types[i]) for i in stopped.idx} == {"Studio"}
 
 
 def test_a_grounded_query_that_finds_nothing_runs_once_more_either_way(kb, tmp_path):

@@ -326,6 +326,42 @@ def test_an_embedded_server_that_never_answers_is_stopped_and_started_again(tmp_
         start_embedded(tmp_path / "st", answer_timeout_s=1.0)
 
 
+def test_a_server_that_hangs_making_its_first_graph_is_started_again_and_one_hung_at_close_is_stopped(
+    tmp_path, monkeypatch, caplog
+):
+    """FalkorDB 4.22 was seen to answer its first ping and then deadlock on the first graph it made,
+    and every command after it with it (a store's load, then its close, waited for good). Opening
+    makes and drops a graph under the first ping's timeout; here that step hangs once, as the
+    deadlock would: the server is stopped, a new one starts, and the store opens with its data.
+    A server that stops answering later is stopped at close rather than waited on."""
+    import psutil
+    import redis
+
+    from sagegraph.store import falkor
+
+    nodes, vecs, edges = _graph()
+    with open_store("falkordb", tmp_path / "st", "g") as s:
+        s.load_nodes(nodes, vecs, create=True)
+    real, servers = falkor._make_and_drop_a_graph, []
+
+    def hangs_once(client):
+        servers.append(client.pid)
+        if len(servers) == 1:
+            raise redis.TimeoutError("Timeout reading from socket")
+        real(client)
+
+    monkeypatch.setattr(falkor, "_make_and_drop_a_graph", hangs_once)
+    store = open_store("falkordb", tmp_path / "st", "g")
+    assert len(servers) == 2 and not psutil.pid_exists(servers[0]) and store.count_nodes() == 4
+    assert "did not answer within" in caplog.text
+    monkeypatch.setattr(store.db.client, "_connection_count", lambda: (_ for _ in ()).throw(redis.TimeoutError()))
+    store.close()
+    assert not psutil.pid_exists(servers[1]) or psutil.Process(servers[1]).status() == psutil.STATUS_ZOMBIE
+    assert "did not answer within 300 s: stopped" in caplog.text
+    with open_store("falkordb", tmp_path / "st", "g") as again:  # nothing lost
+        assert again.count_nodes() == 4
+
+
 def test_vector_search_waits_for_an_index_still_filling(tmp_path):
     rng = np.random.default_rng(4)
     vecs = rng.normal(size=(4000, 32)).astype(np.float32)

@@ -157,6 +157,13 @@ def ids_returned(query: str) -> str:
     return render(tokens)
 
 
+def _store_refused(query: str, exc: StoreError, trace: dict, counters: dict) -> None:
+    """A query SPARK wrote itself (a repair of the model's) that the store refused or stopped at a
+    bound: the question keeps what it had, and the diagnostics say so."""
+    counters["repair_store_errors"] += 1
+    trace.setdefault("repair_store_errors", []).append({"query": query, "error": str(exc)[:300]})
+
+
 @register("spark")
 class SparkRetriever(Retriever[SparkParams]):
     uses_llm = True
@@ -272,6 +279,7 @@ class SparkRetriever(Retriever[SparkParams]):
             "cypher_error": 0,
             "cypher_empty": 0,
             "cypher_stopped": 0,
+            "repair_store_errors": 0,
             "repair_calls": 0,
             "llm_refused": 0,
             "text_ranked": 0,
@@ -429,7 +437,8 @@ class SparkRetriever(Retriever[SparkParams]):
                 ev["outputs"] = {"rows": len(rows), "truncated": truncated}
         except StoreUnavailable:
             raise
-        except StoreError:
+        except StoreError as exc:
+            _store_refused(longer, exc, trace, counters)
             return found
         more = self.graph.rows_for_ids(answer_values(rows))
         if not len(more):
@@ -467,7 +476,8 @@ class SparkRetriever(Retriever[SparkParams]):
                     ev["outputs"] = {"rows": len(rows), "truncated": truncated}
             except StoreUnavailable:
                 raise
-            except StoreError:
+            except StoreError as exc:
+                _store_refused(second, exc, trace, counters)
                 continue
             found = self.graph.rows_for_ids(answer_values(rows))
             if len(found):
