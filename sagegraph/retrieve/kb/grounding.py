@@ -129,6 +129,10 @@ class _Node:
     label: str | None
     name: str | None  # a literal {name: '...'} or {title: '...'}
 
+    def has_property_map(self, tokens: list[Token], code: list[int]) -> bool:
+        """Whether the pattern carries a property map (`{year: 1999}`): the query constrains the node."""
+        return any(tokens[code[x]].text == "{" for x in range(self.start + 1, self.end))
+
 
 @dataclass
 class _Rel:
@@ -872,7 +876,7 @@ def _return_path_end(
     count = Counter(out[i].value for i in code if out[i].kind in ("name", "quoted"))
 
     def given(n: _Node) -> bool:  # a name or a property map: the question gives this node
-        return bool(n.name) or any(out[code[x]].text == "{" for x in range(n.start + 1, n.end))
+        return bool(n.name) or n.has_property_map(out, code)
 
     def free(n: _Node) -> bool:  # nothing but a label, and used nowhere else
         return not given(n) and (n.var is None or count.get(n.var, 0) == 1)

@@ -116,9 +116,8 @@ def query_path(query: str, schema: KBSchema) -> QueryPath | None:
 def _conditioned(tokens: list[Token], code: list[int], at: int, var: str, nodes: list[_Node]) -> bool:
     """Whether the query constrains `var` itself: a property map on its pattern or `var.key`
     anywhere before the RETURN."""
-    for n in nodes:
-        if n.var == var and any(tokens[code[x]].text == "{" for x in range(n.start + 1, n.end)):
-            return True
+    if any(n.var == var and n.has_property_map(tokens, code) for n in nodes):
+        return True
     return any(
         tokens[code[i]].kind in ("name", "quoted") and tokens[code[i]].value == var and tokens[code[i + 1]].text == "."
         for i in range(at - 1)
