@@ -13,16 +13,6 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 from tests.fixtures import make_kb, make_ottqa
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    """Under `make test` (`-n 2 --dist loadgroup`) each test file runs in one worker, its module
-    fixtures made once; the files that read the built synthetic KB share one worker, so its
-    session fixture (a build of ~50 s on two cores) is made once rather than once per worker."""
-    reads_the_kb = {item.path for item in items if "synth_kb" in getattr(item, "fixturenames", ())}
-    for item in items:
-        group = "synth_kb" if item.path in reads_the_kb else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(scope="session")
 def ottqa_dir(tmp_path_factory) -> Path:
     return make_ottqa(tmp_path_factory.mktemp("ottqa"))
