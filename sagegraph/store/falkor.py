@@ -280,7 +280,7 @@ def _bound_answers(client: Any, timeout_s: float | None) -> None:
 
 def _make_and_drop_a_graph(client: Any) -> None:
     """Makes and deletes a graph of its own, under the first ping's socket timeout: FalkorDB 4.22
-    was seen (twice in `make test`) to deadlock on the first graph a fresh server makes, its main
+    was seen (once, in `make test`) to deadlock on the first graph a fresh server makes, its main
     thread waiting for the engine's lock on the list of graphs, so a server that answered its
     ping then hung the store's first write, and every command after it, for good. Caught here, it
     is stopped and started again like a server that never answered."""
