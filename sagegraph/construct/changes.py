@@ -60,12 +60,15 @@ class Fingerprints:
         return self.records == other.records and np.array_equal(self.relations, other.relations)
 
 
-def corpus_fingerprints(corpus: Corpus) -> Fingerprints:
+def corpus_fingerprints(corpus: Corpus, relation_hashes: np.ndarray | None = None) -> Fingerprints:
+    """`relation_hashes`: the sorted hashes of `corpus.kb_edges` where an ingest computed them
+    before, for this very table (`construct.relations_file`)."""
     records: dict[str, str] = {}
     for kind in RECORD_KINDS:
         records.update(record_fingerprints(kind, (dataclasses.asdict(r) for r in getattr(corpus, kind))))
     table = corpus.kb_edges
-    return Fingerprints(records, np.sort(kb_edges.row_hashes(table)), lambda: table)
+    hashes = relation_hashes if relation_hashes is not None else np.sort(kb_edges.row_hashes(table))
+    return Fingerprints(records, hashes, lambda: table)
 
 
 def write_fingerprints(sources_dir: Path, fingerprints: Fingerprints) -> None:

@@ -86,7 +86,11 @@ class _StoreNames:
         return False
 
 
-def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], pa.Table]:
+def load_kb(
+    root: Path, policy: ErrorPolicy, relations_before: pa.Table | None = None
+) -> tuple[list[KBObject], pa.Table]:
+    """`relations_before`: the relations file's table as a build read it before, when the caller
+    knows the file has not changed since; it is checked against the nodes as a reading is."""
     names = _StoreNames(root / NODES, policy)
     nodes = [
         n
@@ -97,7 +101,7 @@ def load_kb(root: Path, policy: ErrorPolicy) -> tuple[list[KBObject], pa.Table]:
     edges_path = root / EDGES
     if not edges_path.exists():
         return nodes, kb_edges.empty_relations()
-    fast = kb_edges.read_fast(edges_path, pa.array([n.id for n in nodes], pa.string()))
+    fast = kb_edges.read_fast(edges_path, pa.array([n.id for n in nodes], pa.string()), relations_before)
     if fast is not None:
         return nodes, fast
     return nodes, _read_edges_by_line(edges_path, {n.id for n in nodes}, policy)

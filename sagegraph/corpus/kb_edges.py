@@ -33,15 +33,20 @@ def from_triples(triples: Iterable[tuple[str, str, str]]) -> pa.Table:
     return pa.table({name: pa.array([row[k] for row in rows], pa.string()) for k, name in enumerate(COLUMNS)})
 
 
-def read_fast(path: Path, known_ids: pa.Array) -> pa.Table | None:
+def read_fast(path: Path, known_ids: pa.Array, read_before: pa.Table | None = None) -> pa.Table | None:
     """The relations of `path` when every line is a well-formed relation between known nodes and
-    no two relation types collide in the store; None when any is not (read it line by line then)."""
-    options = pa_json.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore")
-    try:
-        table = pa_json.read_json(path, parse_options=options).select(list(COLUMNS))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
-        return None
-    table = table.combine_chunks()
+    no two relation types collide in the store; None when any is not (read it line by line then).
+    `read_before`: this file's relations as a build read them before, when the caller knows the
+    file is unchanged since (`construct.relations_file`); checked against the nodes as a reading is."""
+    if read_before is not None:
+        table = read_before
+    else:
+        options = pa_json.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore")
+        try:
+            table = pa_json.read_json(path, parse_options=options).select(list(COLUMNS))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
+            return None
+        table = table.combine_chunks()
     if any(table.column(name).null_count for name in COLUMNS):
         return None
     if not (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+
 from sagegraph.config import CorpusConfig
 from sagegraph.corpus import kb_edges
 from sagegraph.corpus.generic import load_generic
@@ -38,7 +40,13 @@ def check_corpus(cfg: CorpusConfig) -> None:
         raise ConfigError("; ".join(missing))
 
 
-def load_corpus(cfg: CorpusConfig, max_sources: int | None = None, subset: str = "prefix") -> Corpus:
+def load_corpus(
+    cfg: CorpusConfig,
+    max_sources: int | None = None,
+    subset: str = "prefix",
+    relations_before: pa.Table | None = None,
+) -> Corpus:
+    """`relations_before`: a KB's relations file as a build read it before, unchanged since (`load_kb`)."""
     policy = ErrorPolicy(cfg.on_error, cfg.on_duplicate)
     corpus = Corpus()
     if cfg.kind == "ottqa":
@@ -50,7 +58,7 @@ def load_corpus(cfg: CorpusConfig, max_sources: int | None = None, subset: str =
     elif cfg.kind == "generic":
         corpus.tables, corpus.documents = load_generic(cfg.documents, cfg.tables, policy)
     else:
-        corpus.kb_nodes, corpus.kb_edges = load_kb(cfg.resolved_path(), policy)
+        corpus.kb_nodes, corpus.kb_edges = load_kb(cfg.resolved_path(), policy, relations_before)
         if max_sources is not None:
             corpus.kb_nodes = corpus.kb_nodes[:max_sources]
             keep = {n.id for n in corpus.kb_nodes}

@@ -244,3 +244,125 @@ def test_a_changed_config_keeps_the_stage_folders_of_the_generation_kept_for_a_r
     again = run_all(kb_cfg(5))
     assert all(b["resumed"] for stage in ("chunks", "metas", "vecs") for b in again[stage])
     assert Layout.of(again["cfg"]).graph == Layout.of(first["cfg"]).graph
+
+
+def test_an_in_process_rebuild_encodes_once_and_leaves_unchanged_relations_unread(tmp_path, monkeypatch):
+    """Objects renamed in several batches: the rebuild in process encodes their texts in one call,
+    and its store difference skips the KB relations both generations hold alike (the rows after
+    the similarity edges), yet the store then holds exactly the new graph, as the graph equals a
+    build from nothing. A relation added is compared, and written, again."""
+    import pyarrow.parquet as pq
+
+    from sagegraph.config import load_config
+    from sagegraph.construct import generations, stages
+    from sagegraph.construct.inprocess import build_in_process
+    from sagegraph.embed import SentenceTransformerEncoder
+    from sagegraph.ownership import mark
+    from tests.fixtures import write_config
+    from tests.unit.test_generations import _assert_store_holds
+
+    def kb_cfg(out):
+        return load_config(write_config(tmp_path / f"{out.name}.yaml", {"kind": "kb", "path": str(data)}, out))
+
+    data = _kb(tmp_path / "kb")
+    cfg = kb_cfg(tmp_path / "out")
+    build_in_process(cfg)
+    _kb(data, renamed={5})
+    build_in_process(cfg)
+    calls: list[int] = []
+    encode = SentenceTransformerEncoder.encode
+
+    def counted(self, texts):
+        calls.append(len(texts))
+        return encode(self, texts)
+
+    monkeypatch.setattr(SentenceTransformerEncoder, "encode", counted)
+    _kb(data, renamed={5, 41, 77})  # three batches of ~10 objects each
+    before = generations.published(cfg.out)
+    third = build_in_process(cfg)
+    monkeypatch.undo()
+    now = generations.published(cfg.out)
+    assert len(calls) == 1 and calls[0] >= 3, calls  # n41's and n77's texts (n5's again), one call
+    same = stages._same_relations(before, now)
+    relations = pq.read_metadata(now / "edges.parquet").num_rows - same[1] if same else 0
+    assert same is not None and relations == 80  # the 80 NEAR relations, left out of the difference
+    assert third["store"]["mode"] == "difference"
+    _assert_store_holds("falkordb", cfg.out / "store", third["store"]["graph"], None, now)
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    mark(fresh)  # made here, as sagegraph's own: the copied cache is then its own too
+    shutil.copytree(cfg.out / "cache", fresh / "cache")
+    build_in_process(kb_cfg(fresh))
+    for name in ("nodes.parquet", "edges.parquet"):
+        assert pq.read_table(now / name).equals(pq.read_table(fresh / "graph" / name))
+
+    with (data / "edges.jsonl").open("a", encoding="utf-8") as out:
+        out.write(json.dumps({"src": "n1", "dst": "n2", "type": "NEAR"}) + "\n")
+    fourth = build_in_process(cfg)
+    assert stages._same_relations(now, generations.published(cfg.out)) is None
+    assert fourth["store"]["mode"] == "difference" and fourth["store"]["difference"]["edges_added"] >= 1
+    _assert_store_holds("falkordb", cfg.out / "store", fourth["store"]["graph"], None, generations.published(cfg.out))
+
+
+def test_an_unchanged_relations_file_is_taken_from_the_last_ingest_and_a_changed_one_is_read(tmp_path, monkeypatch):
+    """Objects renamed, the relations file untouched: the rebuild takes the last ingest's relations
+    (no parse, the same Parquet file under a second name) and builds the graph a build from
+    nothing gives. The file rewritten, at another length or at the same length, is read again."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from sagegraph.config import load_config
+    from sagegraph.construct.inprocess import build_in_process
+    from sagegraph.corpus import kb_edges
+    from sagegraph.ownership import mark
+    from tests.fixtures import write_config
+
+    def kb_cfg(out):
+        corpus = {"kind": "kb", "path": str(data)}
+        return load_config(write_config(tmp_path / f"{out.name}.yaml", corpus, out, store={"backend": "none"}))
+
+    parsed: list[str] = []
+    read_json = kb_edges.pa_json.read_json
+
+    def counted(path, **kwargs):
+        parsed.append(str(path))
+        return read_json(path, **kwargs)
+
+    monkeypatch.setattr(kb_edges.pa_json, "read_json", counted)
+    data = _kb(tmp_path / "kb")
+    cfg = kb_cfg(tmp_path / "out")
+
+    def relations_parquet():
+        manifest = json.loads((cfg.out / "graph" / "manifest.json").read_text())
+        return cfg.out / "stages" / manifest["sources"] / "kb_edges.parquet"
+
+    build_in_process(cfg)
+    assert len(parsed) == 1
+    before = relations_parquet()
+    _kb(data, renamed={5, 41})
+    edges_text = (data / "edges.jsonl").read_text(encoding="utf-8")
+    build_in_process(cfg)
+    assert len(parsed) == 1  # taken from the first ingest, not parsed
+    after = relations_parquet()
+    assert after != before and os.stat(after).st_ino == os.stat(before).st_ino
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    mark(fresh)
+    shutil.copytree(cfg.out / "cache", fresh / "cache")
+    build_in_process(kb_cfg(fresh))
+    for name in ("nodes.parquet", "edges.parquet"):
+        assert pq.read_table(cfg.out / "graph" / name).equals(pq.read_table(fresh / "graph" / name))
+
+    (data / "edges.jsonl").write_text(edges_text.replace('"NEAR"', '"NEXT"', 1), encoding="utf-8")  # same length
+    build_in_process(cfg)
+    assert len(parsed) == 3  # this build's, and the fresh one's above
+    assert "NEXT" in pq.read_table(cfg.out / "graph" / "edges.parquet")["type"].to_pylist()
+
+    # a node the unchanged relations name is gone: the table taken is checked as a reading is
+    nodes = (data / "nodes.jsonl").read_text(encoding="utf-8").splitlines()
+    (data / "nodes.jsonl").write_text("\n".join(n for n in nodes if '"id": "n2"' not in n) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"edges\.jsonl:\d+: field '(src|dst)': names unknown node 'n2'"):
+        build_in_process(cfg)
