@@ -43,8 +43,8 @@ demo: setup
 demo-ottqa: setup
 	$(BIN)/sagegraph sweep conf/sweep_ottqa_demo.yaml
 
-# Two test processes, each test file in one of them (its module fixtures built once): 691 tests in
-# 5 min 39 s on two cores (2026-11-29). The synthetic KB fixture is built in each process; sending
+# Two test processes, each test file in one of them (its module fixtures built once): 692 tests in
+# 5 min 15 s on two cores (AMD EPYC, `.ci/run` on a clean clone, 2026-11-29). The synthetic KB fixture is built in each process; sending
 # every file that reads it to one process instead made that one the long pole (8 min 20 s, same
 # machine, back to back). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
