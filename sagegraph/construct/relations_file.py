@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,5 +71,5 @@ def link(before: Path, path: Path) -> None:
     try:
         os.link(before, tmp)
     except OSError:
-        pq.write_table(pq.read_table(before), tmp)
+        shutil.copyfile(before, tmp)
     tmp.replace(path)

@@ -431,7 +431,7 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
 
 
 def embed_batch(cfg: BuildConfig, metadata_path: str, report: Callable[[str], None] | None = None) -> dict[str, Any]:
-    out = _vectors_file(cfg, metadata_path)
+    out = _vectors_file(cfg, Path(metadata_path).stem)
     if out.exists():
         return {"path": str(out), "resumed": True, "seconds": 0.0, "encode_seconds": 0.0}
     return _write_vectors(cfg, _plan_vectors(cfg, metadata_path), report)
@@ -444,7 +444,7 @@ def embed_batches(cfg: BuildConfig, metadata_paths: list[str]) -> list[dict[str,
     texts: 6.3 s against 10.9 s in calls of ten, 2-core AMD EPYC). The batches then find their
     vectors in the embedding cache, which gives every caller the first vector stored for a text,
     so the vectors are the ones a batch-by-batch build reads from the same cache."""
-    plans = {p: _plan_vectors(cfg, p) for p in metadata_paths if not _vectors_file(cfg, p).exists()}
+    plans = {p: _plan_vectors(cfg, p) for p in metadata_paths if not _vectors_file(cfg, Path(p).stem).exists()}
     enc = get_encoder(cfg)
     e0, n0 = _encode_seconds(enc), _encoded(enc)
     texts = list(dict.fromkeys(text for plan in plans.values() for text in plan.texts))
@@ -476,15 +476,15 @@ class _VectorsPlan:
     seconds: float  # spent making the plan
 
 
-def _vectors_file(cfg: BuildConfig, metadata_path: str) -> Path:
-    return Layout.of(cfg).stage_dir("vectors") / (Path(metadata_path).stem + ".npz")
+def _vectors_file(cfg: BuildConfig, batch: str) -> Path:
+    """The vectors of the batch named `batch` (its metadata file's stem)."""
+    return Layout.of(cfg).stage_dir("vectors") / f"{batch}.npz"
 
 
 def _plan_vectors(cfg: BuildConfig, metadata_path: str) -> _VectorsPlan:
     started = time.perf_counter()
     inputs = pq.read_table(metadata_path)
-    vectors_dir = Layout.of(cfg).stage_dir("vectors")
-    reused = _reusable(cfg, inputs, "metadata", lambda name: vectors_dir / f"{name}.npz")
+    reused = _reusable(cfg, inputs, "metadata", functools.partial(_vectors_file, cfg))
     nodes = table_to_nodes(inputs.take(pa.array(reused.fresh)) if reused else inputs)
     texts = [node_texts[field] for node_texts in map(field_texts, nodes) for field in FIELDS]
     return _VectorsPlan(metadata_path, inputs.num_rows, reused, texts, time.perf_counter() - started)
@@ -492,8 +492,7 @@ def _plan_vectors(cfg: BuildConfig, metadata_path: str) -> _VectorsPlan:
 
 def _write_vectors(cfg: BuildConfig, plan: _VectorsPlan, report: Callable[[str], None] | None = None) -> dict[str, Any]:
     started = time.perf_counter() - plan.seconds
-    vectors_dir = Layout.of(cfg).stage_dir("vectors")
-    out = _vectors_file(cfg, plan.metadata_path)
+    out = _vectors_file(cfg, Path(plan.metadata_path).stem)
     enc = get_encoder(cfg)
     e0, n0 = _encode_seconds(enc), _encoded(enc)
     # One encode call over all fields: duplicates (a title shared by a table's segments) hit the cache.
@@ -503,7 +502,7 @@ def _write_vectors(cfg: BuildConfig, plan: _VectorsPlan, report: Callable[[str],
     if plan.reused:
         vecs = encode(plan.texts) if plan.texts else np.zeros((0, 0), np.float32)
         arrays = {f: vecs[k::width] for k, f in enumerate(FIELDS)}
-        arrays = combine_arrays(plan.reused, lambda name: dict(np.load(vectors_dir / f"{name}.npz")), arrays, FIELDS)
+        arrays = combine_arrays(plan.reused, lambda name: dict(np.load(_vectors_file(cfg, name))), arrays, FIELDS)
     else:
         vecs = encode(plan.texts) if plan.texts else np.zeros((0, enc.dim), np.float32)
         arrays = {f: vecs[k::width] for k, f in enumerate(FIELDS)}
@@ -686,13 +685,18 @@ def finalize_edges(
     return {"path": str(graph / "edges.parquet"), "edges": table.num_rows, "seconds": time.perf_counter() - t0}
 
 
+# The manifest's entry for where the KB relation edges sit in edges.parquet (`_relations_block`).
+RELATIONS_BLOCK = "relations_block"
+
+
 def _relations_block(
     kb_edges_path: Path, first_row: int, rows: int, entity_ids: pa.Array, entity_sources: pa.Array
 ) -> dict[str, Any]:
     """Where a graph's KB relations sit in its edges.parquet (its last `rows` rows) and a digest of
-    what makes them: the ingest's relation hashes and each KB object's node id, in no row order. Two generations
-    with the same digest hold the same relation edges, so their difference need not read or key
-    those millions of rows (`generation_diff`). Nothing where the ingest kept no relation hashes."""
+    what makes them: the ingest's relation hashes and each KB object's node id, in no row order.
+    Two generations with the same digest hold the same relation edges, so their difference need
+    not read or key those millions of rows (`generation_diff`). Nothing where the ingest kept no
+    relation hashes."""
     hashes = kb_edges_path.with_name(RELATION_HASHES)
     if not hashes.exists():
         return {}
@@ -702,9 +706,6 @@ def _relations_block(
         digest.update(f"{source}\x1f{node}\x1e".encode())
     return {RELATIONS_BLOCK: {"first_row": first_row, "rows": rows, "digest": digest.hexdigest()}}
 
-
-# The manifest's entry for where the KB relation edges sit in edges.parquet (`_relations_block`).
-RELATIONS_BLOCK = "relations_block"
 
 # ---- 7. store ---------------------------------------------------------------------------------
 
