@@ -189,11 +189,7 @@ def resolve_corpus(cfg: BuildConfig, keep_read: bool = False) -> tuple[BuildConf
     # Read and validated here, before Prefect and Dask start: a bad line stops the build with its
     # file, line and field (0.7 s for OTT-QA dev), and `preflight` need not read it again.
     relations_digest = _relations_digest(cfg)  # before the read: a file changed meanwhile never matches what was read
-    earlier = (
-        relations_file.read_before(previous_dir, relations_digest)
-        if relations_digest and cfg.max_sources is None
-        else None
-    )
+    earlier = relations_file.read_before(previous_dir, relations_digest) if relations_digest else None
     corpus = load_corpus(cfg.corpus, cfg.max_sources, cfg.subset, earlier.table if earlier else None)
     if len(corpus) == 0:
         raise InputError(cfg.corpus.path or "corpus", None, None, f"corpus {cfg.corpus.kind} has no usable sources")
@@ -226,7 +222,10 @@ class _RelationsRead:
 
 
 def _relations_digest(cfg: BuildConfig) -> str | None:
-    if cfg.corpus.kind != "kb" or cfg.corpus.path is None:
+    """The digest an ingest of `cfg` records for its relations file: none where the ingest holds
+    only part of the file (`max_sources` keeps the relations between the first sources), which
+    must then never stand for the whole file."""
+    if cfg.corpus.kind != "kb" or cfg.corpus.path is None or cfg.max_sources is not None:
         return None
     path = cfg.corpus.resolved_path() / KB_EDGES_FILE
     return relations_file.file_digest(path) if path.is_file() else None

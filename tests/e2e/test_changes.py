@@ -393,3 +393,21 @@ def test_an_in_process_rebuild_of_edited_documents_equals_a_build_from_nothing(t
     build_in_process(_cfg(tmp_path, docs, fresh))
     for name in ("nodes.parquet", "edges.parquet"):
         assert pq.read_table(cfg.out / "graph" / name).equals(pq.read_table(fresh / "graph" / name))
+
+
+def test_a_build_of_the_first_sources_only_never_stands_for_the_whole_relations_file(tmp_path):
+    """A build cut to the first sources (`max_sources`) ingests only the relations between them:
+    the whole file built next into the same folder is read again, all its relations kept."""
+    import pyarrow.parquet as pq
+
+    from sagegraph.config import load_config
+    from sagegraph.construct.inprocess import build_in_process
+    from tests.fixtures import write_config
+
+    data = _kb(tmp_path / "kb")
+    corpus = {"kind": "kb", "path": str(data)}
+    cfg = load_config(write_config(tmp_path / "c.yaml", corpus, tmp_path / "out", store={"backend": "none"}))
+    build_in_process(cfg.model_copy(update={"max_sources": 40}))
+    cut = pq.read_table(cfg.out / "graph" / "edges.parquet")["type"].to_pylist().count("NEAR")
+    build_in_process(cfg)
+    assert cut < 80 and pq.read_table(cfg.out / "graph" / "edges.parquet")["type"].to_pylist().count("NEAR") == 80
