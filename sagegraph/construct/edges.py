@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -90,24 +92,38 @@ def gpu_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def exact_search(query: np.ndarray, base: np.ndarray, m: int, device: str = "cuda", block: int = 4096) -> np.ndarray:
-    """Exact top-m inner-product neighbours, (n_queries, m) base rows: blocks of queries against
-    the whole base as one matrix product each, on `device` (a GPU; "cpu" in tests). The same rows
-    as faiss's flat index, up to ties."""
+# A search ranks its neighbours by scores from a matrix product, whose last bits depend on the
+# thread count, the BLAS kernel and the device; a neighbour at the top-M boundary (exact duplicates,
+# common among tables' column lists, tie to the last bit) then falls either side of it. Where the
+# M-th and the next score are that close, the proposals are re-scored pair by pair (`pair_cosine`,
+# the same arithmetic as the signal values) and ranked by (score, node), so one machine gives one
+# candidate set however many threads it runs, and a GPU's exact search the CPU's flat search's.
+# A search answers (scores, base rows), both (n_queries, m), -1 rows padded with -inf scores.
+Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+SCORE_TOLERANCE = 1e-4  # well above fp32 rounding of a 384-d cosine (~1e-6), below the spacing of real scores
+
+
+def exact_search(
+    query: np.ndarray, base: np.ndarray, m: int, device: str = "cuda", block: int = 4096
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-m inner-product neighbours, (scores, base rows): blocks of queries against the
+    whole base as one matrix product each, on `device` (a GPU; "cpu" in tests). The same rows as
+    faiss's flat index, up to ties."""
     import torch
 
     base_t = torch.from_numpy(base).to(device)
-    out = np.empty((len(query), m), np.int64)
+    scores = np.empty((len(query), m), np.float32)
+    rows = np.empty((len(query), m), np.int64)
     for start in range(0, len(query), block):
         part = torch.from_numpy(query[start : start + block]).to(device)
-        out[start : start + len(part)] = torch.topk(part @ base_t.T, m, dim=1).indices.cpu().numpy()
-    return out
+        top = torch.topk(part @ base_t.T, m, dim=1)
+        scores[start : start + len(part)] = top.values.cpu().numpy()
+        rows[start : start + len(part)] = top.indices.cpu().numpy()
+    return scores, rows
 
 
-def cluster_search(
-    query: np.ndarray, base: np.ndarray, m: int, size: int = 256, probes: int = 16, seed: int = 0
-) -> np.ndarray:
-    """Approximate top-m inner-product neighbours, (n_queries, m) base rows, -1 padded.
+class ClusterIndex:
+    """Approximate inner-product search over `base`.
 
     Spherical k-means cuts the base into cells of about `size` nodes; every query is scored exactly
     against the members of its `probes` nearest cells. Work runs cell by cell: one matrix product
@@ -115,33 +131,72 @@ def cluster_search(
     query is fixed (probes x size dot products), so the search grows linearly with the corpus, and
     it runs as cache-friendly GEMM blocks rather than a graph walk over the whole base. On OTT-QA
     passages (probes=16) it finds 95% of the exact top-50 in a third of HNSW's time.
-    """
-    import faiss  # here, not at module top: chunk and embed workers import this module and never search
-    import torch  # GEMM and top-k over every core; numpy's argpartition uses one
 
-    n_list = max(1, len(base) // size)
-    if n_list == 1:
-        cells, askers = [np.arange(len(base))], [np.arange(len(query))]
-    else:
-        km = faiss.Kmeans(base.shape[1], n_list, niter=10, spherical=True, seed=seed, max_points_per_centroid=64)
-        km.train(base)
-        cells = _split_by(km.index.search(base, 1)[1][:, 0], n_list)
-        p = min(probes, n_list)
-        wanted = km.index.search(query, p)[1].reshape(-1)  # each query's p nearest cells
-        asking_row = np.repeat(np.arange(len(query)), p)
-        askers = [asking_row[i] for i in _split_by(wanted, n_list)]
-    best_s = torch.full((len(query), m), -torch.inf)
-    best_i = torch.full((len(query), m), -1, dtype=torch.int64)
-    q_all, b_all = torch.from_numpy(query), torch.from_numpy(base)
-    for members, rows in zip(cells, askers):
-        if len(members) == 0 or len(rows) == 0:  # k-means can leave a cell empty
-            continue
-        r, c = torch.from_numpy(rows), torch.from_numpy(members)
-        s, i = torch.topk(q_all[r] @ b_all[c].T, min(m, len(members)), dim=1, sorted=False)
-        merged_s, merged_i = torch.cat([best_s[r], s], 1), torch.cat([best_i[r], c[i]], 1)
-        top_s, top = torch.topk(merged_s, m, dim=1, sorted=False)
-        best_s[r], best_i[r] = top_s, torch.gather(merged_i, 1, top)
-    return best_i.numpy()
+    The cells are trained and assigned on one thread: a point near two centroids would otherwise
+    join one or the other with the thread count, and change the candidates of every query there.
+    """
+
+    def __init__(self, base: np.ndarray, size: int = 256, probes: int = 16, seed: int = 0) -> None:
+        import faiss  # here, not at module top: chunk and embed workers import this module and never search
+
+        self.base = base
+        self.n_cells = max(1, len(base) // size)
+        self.probes = min(probes, self.n_cells)
+        self.kmeans = None
+        if self.n_cells == 1:
+            self.cells = [np.arange(len(base))]
+            return
+        with _one_thread():
+            self.kmeans = faiss.Kmeans(
+                base.shape[1], self.n_cells, niter=10, spherical=True, seed=seed, max_points_per_centroid=64
+            )
+            self.kmeans.train(base)
+            self.cells = _split_by(self.kmeans.index.search(base, 1)[1][:, 0], self.n_cells)
+
+    def search(self, query: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, base rows), both (n_queries, m), -1 padded where the probed cells hold fewer."""
+        import torch  # GEMM and top-k over every core; numpy's argpartition uses one
+
+        if self.kmeans is None:
+            askers = [np.arange(len(query))]
+        else:
+            with _one_thread():
+                wanted = self.kmeans.index.search(query, self.probes)[1].reshape(-1)  # each query's nearest cells
+            asking_row = np.repeat(np.arange(len(query)), self.probes)
+            askers = [asking_row[i] for i in _split_by(wanted, self.n_cells)]
+        best_s = torch.full((len(query), m), -torch.inf)
+        best_i = torch.full((len(query), m), -1, dtype=torch.int64)
+        q_all, b_all = torch.from_numpy(query), torch.from_numpy(self.base)
+        for members, rows in zip(self.cells, askers):
+            if len(members) == 0 or len(rows) == 0:  # k-means can leave a cell empty
+                continue
+            r, c = torch.from_numpy(rows), torch.from_numpy(members)
+            s, i = torch.topk(q_all[r] @ b_all[c].T, min(m, len(members)), dim=1, sorted=False)
+            merged_s, merged_i = torch.cat([best_s[r], s], 1), torch.cat([best_i[r], c[i]], 1)
+            top_s, top = torch.topk(merged_s, m, dim=1, sorted=False)
+            best_s[r], best_i[r] = top_s, torch.gather(merged_i, 1, top)
+        return best_s.numpy(), best_i.numpy()
+
+
+def cluster_search(
+    query: np.ndarray, base: np.ndarray, m: int, size: int = 256, probes: int = 16, seed: int = 0
+) -> np.ndarray:
+    """`ClusterIndex`'s approximate top-m neighbours, (n_queries, m) base rows, -1 padded."""
+    return ClusterIndex(base, size, probes, seed).search(query, m)[1]
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        faiss.omp_set_num_threads(threads)
 
 
 def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
@@ -149,18 +204,70 @@ def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
     return np.split(order, np.searchsorted(labels[order], np.arange(1, n)))
 
 
-def _faiss_search(query: np.ndarray, base: np.ndarray, m: int, method: str, params: EdgeConfig) -> np.ndarray:
+def searcher(base: np.ndarray, method: str, params: EdgeConfig) -> Search:
+    """A search over `base` by `method`, its index made once and asked as often as ranking needs."""
+    if method == "cluster":
+        return ClusterIndex(base, params.cluster_size, params.cluster_probes).search
+    if method == "exact-gpu":
+        return lambda query, m: exact_search(query, base, m)
     import faiss
 
     index: faiss.Index
     if method == "hnsw":
-        index = faiss.IndexHNSWFlat(base.shape[1], params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = 80
-        index.hnsw.efSearch = max(64, 2 * params.top_m)
-    else:
-        index = faiss.IndexFlatIP(base.shape[1])
+        hnsw = faiss.IndexHNSWFlat(base.shape[1], params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = 80
+        hnsw.add(base)
+
+        def search_hnsw(query: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+            hnsw.hnsw.efSearch = max(64, 2 * m)
+            return hnsw.search(query, m)
+
+        return search_hnsw
+    index = faiss.IndexFlatIP(base.shape[1])
     index.add(base)
-    return index.search(query, m)[1]
+    return lambda query, m: index.search(query, m)
+
+
+def top_neighbours(
+    query: np.ndarray, base: np.ndarray, m: int, search: Search, tolerance: float = SCORE_TOLERANCE
+) -> np.ndarray:
+    """Each query's m best base rows, (n_queries, m), -1 padded.
+
+    The search's own scores decide where its m-th and the next proposal are more than `tolerance`
+    apart: no rounding can reorder them there. Elsewhere the query is asked for a half more than m,
+    re-scored and ranked by (score, row); where the last proposal still scores within `tolerance` of
+    the m-th (a run of near-equal neighbours that may go on past what was proposed), it is asked
+    again for twice as many, until the run ends inside the proposals or the base is exhausted."""
+    k = min(len(base), m + 1)
+    scores, found = search(query, k)
+    scores = np.where(found >= 0, scores, -np.inf)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    found, scores = np.take_along_axis(found, order, 1), np.take_along_axis(scores, order, 1)
+    out = np.ascontiguousarray(found[:, :m])
+    if k == m:  # the whole base proposed: nothing lies past the boundary
+        return out
+    rows = np.flatnonzero((found[:, m] >= 0) & (scores[:, m - 1] - scores[:, m] < tolerance))
+    k = min(len(base), m + max(8, m // 2))
+    while len(rows):
+        ranked, rescored = _rescored(query[rows], base, search(query[rows], k)[1])
+        out[rows] = ranked[:, :m]
+        if k >= len(base):
+            break
+        unsettled = (ranked[:, k - 1] >= 0) & (rescored[:, k - 1] >= rescored[:, m - 1] - tolerance)
+        rows, k = rows[unsettled], min(len(base), 2 * k)
+    return out
+
+
+def _rescored(query: np.ndarray, base: np.ndarray, proposed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Proposals (rows x k base rows) ordered per row by re-scored cosine, then row; pads last."""
+    n, k = proposed.shape
+    row = np.repeat(np.arange(n), k)
+    node = proposed.reshape(-1)
+    scores = np.full(n * k, -np.inf, np.float32)
+    real = node >= 0
+    scores[real] = pair_cosine(query, base, row[real], node[real])
+    order = np.lexsort((node, -scores, row))
+    return node[order].reshape(n, k), scores[order].reshape(n, k)
 
 
 def ann_pairs(
@@ -172,13 +279,8 @@ def ann_pairs(
     m = min(params.top_m + 1, len(base))
     query = np.ascontiguousarray(query, dtype=np.float32)
     base = np.ascontiguousarray(base, dtype=np.float32)
-    method = ann_method(len(query), len(base), params)
-    if method == "cluster":
-        nn = cluster_search(query, base, m, params.cluster_size, params.cluster_probes)
-    elif method == "exact-gpu":
-        nn = exact_search(query, base, m)
-    else:
-        nn = _faiss_search(query, base, m, method, params)
+    search = searcher(base, ann_method(len(query), len(base), params), params)
+    nn = top_neighbours(query, base, m, search)
     qa = np.repeat(q_ids, m)
     nb = nn.reshape(-1)
     ok = nb >= 0

@@ -256,7 +256,7 @@ def test_the_gpu_search_is_exact_and_auto_takes_it_when_torch_sees_a_gpu(monkeyp
     flat = faiss.IndexFlatIP(16)
     flat.add(base)
     want = flat.search(query, 7)[1]
-    got = edge_construction.exact_search(query, base, 7, device="cpu", block=32)  # blocks of queries, as on a GPU
+    got = edge_construction.exact_search(query, base, 7, device="cpu", block=32)[1]  # blocks of queries, as on a GPU
     assert (np.sort(got, axis=1) == np.sort(want, axis=1)).all()
     params = EdgeConfig()
     monkeypatch.setattr(edge_construction, "gpu_available", lambda: True)
@@ -264,3 +264,80 @@ def test_the_gpu_search_is_exact_and_auto_takes_it_when_torch_sees_a_gpu(monkeyp
     assert edge_construction.ann_method(50_000, 50_000, EdgeConfig(ann="cluster")) == "cluster"  # asked for: kept
     monkeypatch.setattr(edge_construction, "gpu_available", lambda: False)
     assert edge_construction.ann_method(50_000, 50_000, params) == "cluster"
+
+
+def _with_twins(n: int, d: int = 48, seed: int = 0) -> np.ndarray:
+    """Unit vectors in groups, half of each group exact copies: ties at any rank, as tables' column
+    lists have."""
+    rng = np.random.default_rng(seed)
+    groups = rng.standard_normal((n // 12, d)).astype(np.float32)
+    x = groups[rng.integers(0, len(groups), n)]
+    x += 0.2 * rng.standard_normal((n, d)).astype(np.float32) * (rng.random((n, 1)) < 0.5)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _reference_top(query: np.ndarray, base: np.ndarray, m: int) -> list[set[int]]:
+    """The m best rows by pair_cosine's scores, ties to the lower row."""
+    out = []
+    for q in query:
+        scores = edge_construction.pair_cosine(q[None, :], base, np.zeros(len(base), np.int64), np.arange(len(base)))
+        out.append(set(np.lexsort((np.arange(len(base)), -scores))[:m].tolist()))
+    return out
+
+
+def test_the_top_m_is_the_same_whatever_last_bits_the_search_scores_carry():
+    """Two searches that score alike up to rounding, and order ties each its own way, propose the
+    same neighbours: those a pair-by-pair score ranks first, ties to the lower row."""
+    x = _with_twins(600)
+    exact = x @ x.T
+
+    def noisy(seed: int) -> edge_construction.Search:
+        jitter = np.random.default_rng(seed).uniform(-3e-7, 3e-7, exact.shape).astype(np.float32)
+
+        def search(query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+            rows = [int(np.flatnonzero((x == q).all(axis=1))[0]) for q in query]
+            scores = exact[rows] + jitter[rows]
+            top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+            return np.take_along_axis(scores, top, 1), top
+
+        return search
+
+    first = edge_construction.top_neighbours(x, x, 21, noisy(1))
+    second = edge_construction.top_neighbours(x, x, 21, noisy(2))
+    assert [set(r) for r in first.tolist()] == [set(r) for r in second.tolist()] == _reference_top(x, x, 21)
+
+
+@pytest.mark.parametrize("method", ["flat", "cluster", "hnsw"])
+def test_candidate_pairs_do_not_depend_on_the_thread_count(method):
+    """The flat search's matrix product orders tied twins by its thread count (734 of 150,000 pairs
+    apart on a 2-core EPYC before ties were re-scored)."""
+    import faiss
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    x = _with_twins(3000, d=384)
+    ids = np.arange(len(x))
+    params = EdgeConfig(top_m=50, ann=method, cluster_size=128)
+    runs = []
+    before = torch.get_num_threads(), faiss.omp_get_max_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            faiss.omp_set_num_threads(threads)
+            with threadpool_limits(threads):
+                a, b = edge_construction.ann_pairs(x, ids, x, ids, params)
+            runs.append(set(zip(a.tolist(), b.tolist())))
+    finally:
+        torch.set_num_threads(before[0])
+        faiss.omp_set_num_threads(before[1])
+    assert len(runs[0]) >= 3000 * 49 and runs[0] == runs[1]
+
+
+def test_the_gpu_search_proposes_what_the_flat_search_proposes():
+    x = _with_twins(900)
+    flat = edge_construction.top_neighbours(x, x, 31, edge_construction.searcher(x, "flat", EdgeConfig()))
+    on_device = edge_construction.top_neighbours(
+        x, x, 31, lambda query, m: edge_construction.exact_search(query, x, m, device="cpu", block=128)
+    )
+    assert np.array_equal(np.sort(flat, axis=1), np.sort(on_device, axis=1))
+    assert [set(r) for r in flat.tolist()] == _reference_top(x, x, 31)
