@@ -100,6 +100,7 @@ def gpu_available() -> bool:
 # candidate set however many threads it runs, and a GPU's exact search the CPU's flat search's.
 # A search answers (scores, base rows), both (n_queries, m), -1 rows padded with -inf scores.
 Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+MAX_PROPOSALS = 16  # x m: a bound on memory where near-equal neighbours run on
 SCORE_TOLERANCE = 1e-4  # well above fp32 rounding of a 384-d cosine (~1e-6), below the spacing of real scores
 
 
@@ -136,11 +137,16 @@ class ClusterIndex:
     join one or the other with the thread count, and change the candidates of every query there.
     """
 
-    def __init__(self, base: np.ndarray, size: int = 256, probes: int = 16, seed: int = 0) -> None:
+    def __init__(
+        self, base: np.ndarray, size: int = 256, probes: int = 16, seed: int = 0, trained_on: np.ndarray | None = None
+    ) -> None:
+        """`trained_on`: the vectors the cells are drawn from (the base by default; the rows behind
+        a base of distinct vectors, so that the cells are those of the rows themselves)."""
         import faiss  # here, not at module top: chunk and embed workers import this module and never search
 
         self.base = base
-        self.n_cells = max(1, len(base) // size)
+        training = base if trained_on is None else trained_on
+        self.n_cells = max(1, len(training) // size)
         self.probes = min(probes, self.n_cells)
         self.kmeans = None
         if self.n_cells == 1:
@@ -150,7 +156,7 @@ class ClusterIndex:
             self.kmeans = faiss.Kmeans(
                 base.shape[1], self.n_cells, niter=10, spherical=True, seed=seed, max_points_per_centroid=64
             )
-            self.kmeans.train(base)
+            self.kmeans.train(training)
             self.cells = _split_by(self.kmeans.index.search(base, 1)[1][:, 0], self.n_cells)
 
     def search(self, query: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -204,10 +210,11 @@ def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
     return np.split(order, np.searchsorted(labels[order], np.arange(1, n)))
 
 
-def searcher(base: np.ndarray, method: str, params: EdgeConfig) -> Search:
-    """A search over `base` by `method`, its index made once and asked as often as ranking needs."""
+def searcher(base: np.ndarray, method: str, params: EdgeConfig, rows: np.ndarray | None = None) -> Search:
+    """A search over `base` by `method`, its index made once and asked as often as ranking needs;
+    `rows`: the vectors a base of distinct vectors stands for (the clusters are drawn from them)."""
     if method == "cluster":
-        return ClusterIndex(base, params.cluster_size, params.cluster_probes).search
+        return ClusterIndex(base, params.cluster_size, params.cluster_probes, trained_on=rows).search
     if method == "exact-gpu":
         return lambda query, m: exact_search(query, base, m)
     import faiss
@@ -237,7 +244,8 @@ def top_neighbours(
     apart: no rounding can reorder them there. Elsewhere the query is asked for a half more than m,
     re-scored and ranked by (score, row); where the last proposal still scores within `tolerance` of
     the m-th (a run of near-equal neighbours that may go on past what was proposed), it is asked
-    again for twice as many, until the run ends inside the proposals or the base is exhausted."""
+    again for twice as many, until the run ends inside the proposals, the base is exhausted or
+    `MAX_PROPOSALS` x m were asked for (past that, ties within the run go by the proposals')."""
     k = min(len(base), m + 1)
     scores, found = search(query, k)
     scores = np.where(found >= 0, scores, -np.inf)
@@ -251,10 +259,10 @@ def top_neighbours(
     while len(rows):
         ranked, rescored = _rescored(query[rows], base, search(query[rows], k)[1])
         out[rows] = ranked[:, :m]
-        if k >= len(base):
+        if k >= min(len(base), MAX_PROPOSALS * m):
             break
         unsettled = (ranked[:, k - 1] >= 0) & (rescored[:, k - 1] >= rescored[:, m - 1] - tolerance)
-        rows, k = rows[unsettled], min(len(base), 2 * k)
+        rows, k = rows[unsettled], min(len(base), MAX_PROPOSALS * m, 2 * k)
     return out
 
 
@@ -273,20 +281,71 @@ def _rescored(query: np.ndarray, base: np.ndarray, proposed: np.ndarray) -> tupl
 def ann_pairs(
     query: np.ndarray, q_ids: np.ndarray, base: np.ndarray, b_ids: np.ndarray, params: EdgeConfig
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each query node's top-M base nodes (self excluded): (query ids, base ids)."""
+    """Each query node's top-M base nodes (self excluded): (query ids, base ids).
+
+    The search runs over the base's distinct vectors: nodes of one text share one vector (the
+    embedding cache keeps the first), and a KB where thousands of nodes read alike would otherwise
+    be one run of tied neighbours as long as the KB. A distinct vector stands for its nodes, taken
+    in row order until M are taken."""
     if len(query) == 0 or len(base) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     m = min(params.top_m + 1, len(base))
     query = np.ascontiguousarray(query, dtype=np.float32)
     base = np.ascontiguousarray(base, dtype=np.float32)
-    search = searcher(base, ann_method(len(query), len(base), params), params)
-    nn = top_neighbours(query, base, m, search)
+    alike = Alike.of(base)
+    search = searcher(alike.vectors, ann_method(len(query), len(base), params), params, rows=base)
+    nn = alike.rows_of(top_neighbours(query, alike.vectors, min(m, len(alike.vectors)), search), m)
     qa = np.repeat(q_ids, m)
     nb = nn.reshape(-1)
     ok = nb >= 0
     qa, bb = qa[ok], b_ids[nb[ok]]
     ok = qa != bb
     return qa[ok], bb[ok]
+
+
+@dataclass(frozen=True)
+class Alike:
+    """A matrix's distinct rows, in the order of their first row, and the rows each stands for."""
+
+    vectors: np.ndarray  # (n_distinct, dim)
+    members: np.ndarray  # every row, grouped by its distinct vector, ascending within a group
+    starts: np.ndarray  # where each distinct vector's rows begin in `members`
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> Alike:
+        flat = matrix.view(np.dtype((np.void, matrix.dtype.itemsize * matrix.shape[1]))).ravel()
+        _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+        if len(first) == len(matrix):
+            rows = np.arange(len(matrix))
+            return cls(matrix, rows, rows, np.ones(len(matrix), np.int64))
+        order = np.argsort(first)
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        group = rank[inverse.reshape(-1)]
+        members = np.argsort(group, kind="stable")
+        counts = np.bincount(group, minlength=len(order))
+        return cls(matrix[first[order]], members, np.cumsum(counts) - counts, counts)
+
+    def rows_of(self, neighbours: np.ndarray, m: int) -> np.ndarray:
+        """(n_queries, m) rows: each query's distinct neighbours, in order, as their rows, the first m."""
+        if len(self.vectors) == len(self.members):
+            return neighbours if neighbours.shape[1] == m else _padded(neighbours, m)
+        found = neighbours >= 0
+        counts = np.where(found, self.counts[np.maximum(neighbours, 0)], 0)
+        before = np.cumsum(counts, axis=1) - counts
+        take = np.clip(m - before, 0, counts).reshape(-1)
+        starts = self.starts[np.maximum(neighbours, 0)].reshape(-1)
+        query_row = np.repeat(np.arange(len(neighbours)), neighbours.shape[1])
+        out = np.full((len(neighbours), m), -1, np.int64)
+        out[np.repeat(query_row, take), ranges(before.reshape(-1), take)] = self.members[ranges(starts, take)]
+        return out
+
+
+def _padded(rows: np.ndarray, m: int) -> np.ndarray:
+    out = np.full((len(rows), m), -1, np.int64)
+    out[:, : rows.shape[1]] = rows
+    return out
 
 
 def entity_matrix(entity_sets: list[set[str]]) -> tuple[sp.csr_matrix, list[str]]:

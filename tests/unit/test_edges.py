@@ -341,3 +341,22 @@ def test_the_gpu_search_proposes_what_the_flat_search_proposes():
     )
     assert np.array_equal(np.sort(flat, axis=1), np.sort(on_device, axis=1))
     assert [set(r) for r in flat.tolist()] == _reference_top(x, x, 31)
+
+
+def test_nodes_that_read_alike_are_searched_once_and_taken_in_row_order():
+    """Thousands of nodes with one text (one vector) are one distinct vector to the search, not a
+    run of ties as long as the KB: each node gets M neighbours, its look-alikes the first rows."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5000, 32)).astype(np.float32)
+    x[1000:4000] = x[999]  # 3,001 nodes read alike
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    ids = np.arange(len(x))
+    a, b = edge_construction.ann_pairs(x, ids, x, ids, EdgeConfig(top_m=20, ann="cluster", cluster_size=64))
+    neighbours = {q: set(b[a == q].tolist()) for q in (999, 2500, 3999)}
+    lowest = set(range(999, 1020))
+    assert all(n == lowest - {q} or n == set(range(999, 1019)) for q, n in neighbours.items()), neighbours
+    assert np.bincount(a, minlength=len(x)).min() >= 20
+    twins = _with_twins(900)
+    got = edge_construction.ann_pairs(twins, np.arange(900), twins, np.arange(900), EdgeConfig(top_m=30, ann="flat"))
+    reference = _reference_top(twins, twins, 31)
+    assert all(set(got[1][got[0] == q].tolist()) == reference[q] - {q} for q in range(900))
