@@ -210,13 +210,16 @@ def _split_by(labels: np.ndarray, n: int) -> list[np.ndarray]:
     return np.split(order, np.searchsorted(labels[order], np.arange(1, n)))
 
 
-def searcher(base: np.ndarray, method: str, params: EdgeConfig, rows: np.ndarray | None = None) -> Search:
+def searcher(
+    base: np.ndarray, method: str, params: EdgeConfig, rows: np.ndarray | None = None, device: str = "cuda"
+) -> Search:
     """A search over `base` by `method`, its index made once and asked as often as ranking needs;
-    `rows`: the vectors a base of distinct vectors stands for (the clusters are drawn from them)."""
+    `rows`: the vectors a base of distinct vectors stands for (the clusters are drawn from them);
+    `device`: where `exact-gpu` runs ("cpu" in tests and checks)."""
     if method == "cluster":
         return ClusterIndex(base, params.cluster_size, params.cluster_probes, trained_on=rows).search
     if method == "exact-gpu":
-        return lambda query, m: exact_search(query, base, m)
+        return lambda query, m: exact_search(query, base, m, device=device)
     import faiss
 
     index: faiss.Index
@@ -290,17 +293,25 @@ def ann_pairs(
     if len(query) == 0 or len(base) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     m = min(params.top_m + 1, len(base))
-    query = np.ascontiguousarray(query, dtype=np.float32)
-    base = np.ascontiguousarray(base, dtype=np.float32)
-    alike = Alike.of(base)
-    search = searcher(alike.vectors, ann_method(len(query), len(base), params), params, rows=base)
-    nn = alike.rows_of(top_neighbours(query, alike.vectors, min(m, len(alike.vectors)), search), m)
+    nn = nearest(query, base, m, ann_method(len(query), len(base), params), params)
     qa = np.repeat(q_ids, m)
     nb = nn.reshape(-1)
     ok = nb >= 0
     qa, bb = qa[ok], b_ids[nb[ok]]
     ok = qa != bb
     return qa[ok], bb[ok]
+
+
+def nearest(
+    query: np.ndarray, base: np.ndarray, m: int, method: str, params: EdgeConfig, device: str = "cuda"
+) -> np.ndarray:
+    """Each query's m nearest base rows by `method`, (n_queries, m), -1 padded: the search over the
+    base's distinct vectors, re-scored where near-equal (`top_neighbours`), as rows (`Alike`)."""
+    query = np.ascontiguousarray(query, dtype=np.float32)
+    base = np.ascontiguousarray(base, dtype=np.float32)
+    alike = Alike.of(base)
+    search = searcher(alike.vectors, method, params, rows=base, device=device)
+    return alike.rows_of(top_neighbours(query, alike.vectors, min(m, len(alike.vectors)), search), m)
 
 
 @dataclass(frozen=True)

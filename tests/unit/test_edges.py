@@ -360,3 +360,16 @@ def test_nodes_that_read_alike_are_searched_once_and_taken_in_row_order():
     got = edge_construction.ann_pairs(twins, np.arange(900), twins, np.arange(900), EdgeConfig(top_m=30, ann="flat"))
     reference = _reference_top(twins, twins, 31)
     assert all(set(got[1][got[0] == q].tolist()) == reference[q] - {q} for q in range(900))
+
+
+def test_the_device_check_finds_the_exact_search_proposing_what_flat_proposes():
+    from benchmarks.edge_search_devices import compare_vectors
+
+    x = _with_twins(800, d=384)
+    modality = np.array([DOC_CHUNK] * 500 + [TABLE_CHUNK] * 300)
+    vectors = {field: x for field in ("topic", "content", "columns", "title")}
+    rows = compare_vectors(modality, vectors, EdgeConfig(top_m=20, cluster_size=64), "cpu")
+    assert len(rows) == 6  # doc-doc, table-table, doc-table: two vector signals each
+    assert all(
+        row["same_as_flat"]["exact"] == 1.0 and set(row["seconds"]) == {"flat", "cluster", "exact"} for row in rows
+    )
