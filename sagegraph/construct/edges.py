@@ -2,9 +2,11 @@
 kept when a signal exceeds its percentile (95th by default) over the candidate pairs, with OR logic
 across signals (AND selectable).
 
-Candidate pairs never come from all n² pairs: each node proposes its ANN top-M per vector signal
-(faiss; HNSW above a size) and every pair sharing a not-too-common entity (inverted index with a
-document-frequency cap). Work is therefore O(n·M) pairs.
+Candidate pairs never come from all n² pairs: each node proposes its top-M neighbours per vector
+signal (`ann_method`: exact where a side is small or a GPU is there, clustered search otherwise;
+the same candidates whatever the thread count or device, `top_neighbours`) and every pair sharing
+a not-too-common entity (inverted index with a document-frequency cap). Work is therefore O(n·M)
+pairs.
 """
 
 from __future__ import annotations
