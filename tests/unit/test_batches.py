@@ -48,3 +48,36 @@ def test_the_workers_change_no_stage_name():
     names = {n: Layout.of(BuildConfig(runner=RunnerConfig(n_workers=n))).cfg_fp for n in (1, 2, 8)}
     assert names[1] == names[2] == names[8]
     assert Layout.of(BuildConfig(runner=RunnerConfig(batch_size=500))).cfg_fp != names[2]  # the batch size does
+
+
+def _assembled(tmp_path, batches):
+    """`stages.assemble` over hand-made batches: (node, vector row) lists, one vector per field."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from sagegraph.config import load_config
+    from sagegraph.construct import stages
+    from sagegraph.construct.fields import FIELDS
+    from sagegraph.model import Node, nodes_to_table, read_nodes, write_parquet
+    from tests.fixtures import write_config
+
+    tmp_path.mkdir()
+    cfg = load_config(write_config(tmp_path / "c.yaml", {"kind": "kb", "path": str(tmp_path)}, tmp_path / "out"))
+    metadata, vectors = [], []
+    for at, batch in enumerate(batches):
+        nodes = [Node(nid, "entity", "Thing", text, "s-" + nid) for nid, text in batch]
+        metadata.append(str(write_parquet(nodes_to_table(nodes), tmp_path / f"m{at}.parquet")))
+        rows = np.array([[float(ord(text[0])), 0.0] for _, text in batch], np.float32)
+        np.savez(tmp_path / f"v{at}.npz", **{field: rows for field in FIELDS})
+        vectors.append(str(tmp_path / f"v{at}.npz"))
+    graph = Path(stages.assemble(cfg, metadata, vectors)["path"])
+    return [n.id for n in read_nodes(graph / "nodes.parquet")], np.load(graph / "vectors" / "content.npy")
+
+
+def test_assembled_nodes_keep_their_vectors_whether_or_not_identical_chunks_collapse(tmp_path):
+    ids, vectors = _assembled(tmp_path / "apart", [[("a", "alpha"), ("b", "beta")], [("c", "gamma")]])
+    assert ids == ["a", "b", "c"] and vectors[:, 0].tolist() == [ord("a"), ord("b"), ord("g")]
+    ids, vectors = _assembled(tmp_path / "alike", [[("a", "alpha"), ("b", "beta")], [("a", "alpha"), ("c", "gamma")]])
+    assert ids == ["a", "b", "c"] and vectors[:, 0].tolist() == [ord("a"), ord("b"), ord("g")]
+    assert vectors.dtype.name == "float32"
