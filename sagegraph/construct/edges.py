@@ -247,10 +247,11 @@ def top_neighbours(
 
     The search proposes a half more than m. Its own scores decide where its m-th and the next
     proposal are more than `tolerance` apart: no rounding can reorder them there. Elsewhere the
-    proposals are re-scored and ranked by (score, row); where the last still scores within `tolerance` of
-    the m-th (a run of near-equal neighbours that may go on past what was proposed), it is asked
-    again for twice as many, until the run ends inside the proposals, the base is exhausted or
-    `MAX_PROPOSALS` x m were asked for (past that, ties within the run go by the proposals')."""
+    proposals are re-scored and ranked by (score, row); where the last still scores within
+    `tolerance` of the m-th (a run of near-equal neighbours that may go on past what was proposed),
+    the query is asked again for twice as many, until the run ends inside the proposals, the base is
+    exhausted or `MAX_PROPOSALS` x m were asked for (past that, ties within the run go by the
+    proposals')."""
     k = min(len(base), m + max(8, m // 2))
     scores, found = search(query, k)
     scores = np.where(found >= 0, scores, -np.inf)
@@ -268,7 +269,8 @@ def top_neighbours(
             break
         unsettled = (ranked[:, k - 1] >= 0) & (rescored[:, k - 1] >= rescored[:, m - 1] - tolerance)
         rows, k = rows[unsettled], min(len(base), MAX_PROPOSALS * m, 2 * k)
-        proposed = search(query[rows], k)[1] if len(rows) else proposed
+        if len(rows):
+            proposed = search(query[rows], k)[1]
     return out
 
 
@@ -350,8 +352,8 @@ class Alike:
 
     def rows_of(self, neighbours: np.ndarray, m: int) -> np.ndarray:
         """(n_queries, m) rows: each query's distinct neighbours, in order, as their rows, the first m."""
-        if len(self.vectors) == len(self.members):
-            return neighbours if neighbours.shape[1] == m else _padded(neighbours, m)
+        if len(self.vectors) == len(self.members):  # every row distinct: the search asked for m of them
+            return neighbours
         found = neighbours >= 0
         counts = np.where(found, self.counts[np.maximum(neighbours, 0)], 0)
         before = np.cumsum(counts, axis=1) - counts
@@ -361,12 +363,6 @@ class Alike:
         out = np.full((len(neighbours), m), -1, np.int64)
         out[np.repeat(query_row, take), ranges(before.reshape(-1), take)] = self.members[ranges(starts, take)]
         return out
-
-
-def _padded(rows: np.ndarray, m: int) -> np.ndarray:
-    out = np.full((len(rows), m), -1, np.int64)
-    out[:, : rows.shape[1]] = rows
-    return out
 
 
 def entity_matrix(entity_sets: list[set[str]]) -> tuple[sp.csr_matrix, list[str]]:
