@@ -5,12 +5,16 @@ Vectors are L2-normalised float32 so inner product is cosine everywhere (faiss, 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import glob
 import hashlib
 import os
+import pickle
 import sqlite3
+import struct
+import subprocess
 import sys
 import threading
 import time
@@ -20,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from sagegraph.errors import SageGraphError
 from sagegraph.progress import ticker
 from sagegraph.sqlite_store import SQLiteFile
 
@@ -185,6 +190,144 @@ class SentenceTransformerEncoder:
         self.encode_seconds += time.perf_counter() - start
         self.encoded += len(texts)
         return out
+
+
+class EncoderProcess:
+    """A `SentenceTransformerEncoder` in a child process: texts go to it and vectors come back
+    over a pipe. Importing sentence-transformers and its dependencies is seconds of Python work,
+    and on a thread of a building process it holds the interpreter's lock: 6.8 s of a rebuild's
+    batch work took 12.6-14.5 s beside a thread importing it, and 6.0-6.2 s beside a process doing
+    so (2-core AMD EPYC). So a build in one process (a small change, `sagegraph.build`) loads its
+    model here while it works on its batches. A plain interpreter runs the child (`python -c`),
+    not multiprocessing's spawn, which would run the caller's own script again in it."""
+
+    def __init__(self, spec: SentenceTransformerEncoder):
+        self.name = spec.name
+        self.batch_size = spec.batch_size
+        self.encode_seconds = 0.0
+        self.encoded = 0
+        self._dim: int | None = None
+        self._lock = threading.Lock()
+        to_child, self._to_child = os.pipe()
+        self._from_child, from_parent = os.pipe()
+        serve = "from sagegraph.embed import serve_encoder; serve_encoder()"
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", serve, str(to_child), str(from_parent)],
+            pass_fds=(to_child, from_parent),
+            stdin=subprocess.DEVNULL,
+            # A CLI's report goes to stdout: what the libraries print goes with this process's log.
+            stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL,
+        )
+        os.close(to_child)
+        os.close(from_parent)
+        self._closed = False
+        atexit.register(self.close)
+        _send(self._to_child, spec)
+
+    def _ask(self, request: tuple) -> Any:
+        with self._lock:
+            try:
+                _send(self._to_child, request)
+                kind, value = _receive(self._from_child)
+            except (EOFError, OSError) as err:
+                raise SageGraphError(f"the encoder's process stopped (exit code {self._process.poll()})") from err
+        if kind == "error":
+            raise SageGraphError(f"encoding failed in the encoder's process: {value}")
+        return value
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self._ask(("dim",)))
+        return self._dim
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors, seconds = self._ask(("encode", list(texts)))
+        self.encode_seconds += seconds
+        self.encoded += len(texts)
+        return vectors
+
+    def close(self) -> None:
+        """Ends the child at once, loaded or still loading: it holds nothing to keep. It also ends
+        by itself when this process goes (its pipe closes)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for fd in (self._to_child, self._from_child):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._process.terminate()
+            self._process.wait()
+
+
+def _has_fileno(stream: Any) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # pytest's captured streams have none
+        return False
+    return True
+
+
+def _send(fd: int, message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(struct.pack("<Q", len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    parts, left = [], size
+    while left:
+        part = os.read(fd, min(left, 1 << 20))
+        if not part:
+            raise EOFError("the pipe closed")
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _receive(fd: int) -> Any:
+    size = struct.unpack("<Q", _read_exactly(fd, 8))[0]
+    return pickle.loads(_read_exactly(fd, size))
+
+
+def serve_encoder() -> None:
+    """The child of `EncoderProcess`: loads the model at once, then answers until its parent's pipe
+    closes. A failed load is reported to every request, as the in-process encoder would raise it."""
+    requests, replies = int(sys.argv[1]), int(sys.argv[2])
+    encoder: SentenceTransformerEncoder = _receive(requests)
+    threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
+    failure = None
+    try:
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        encoder.model  # noqa: B018 - the load itself
+    except Exception as err:  # reported where it is used
+        failure = f"{type(err).__name__}: {err}"
+    while True:
+        try:
+            request = _receive(requests)
+        except EOFError:
+            return
+        if request is None:
+            return
+        try:
+            if failure is not None:
+                raise SageGraphError(failure)
+            if request[0] == "dim":
+                reply: tuple = ("ok", encoder.dim)
+            else:
+                before = encoder.encode_seconds
+                vectors = encoder.encode(request[1])
+                reply = ("ok", (vectors, encoder.encode_seconds - before))
+        except Exception as err:
+            reply = ("error", f"{type(err).__name__}: {err}")
+        _send(replies, reply)
 
 
 def encode_reporting(

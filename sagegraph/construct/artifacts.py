@@ -21,9 +21,10 @@ from sagegraph.runfiles import replaced, write_text_whole
 # what the old code wrote. Version 1 adds nothing to a fingerprint, so stage outputs written before
 # versions existed stay valid. edges 2: the spread behind `confidence` is summed in float64; edges
 # 3: no `confidence` in an edge's metadata; edges 4: neighbours near the top-M boundary re-scored
-# (`edges.top_neighbours`). store 2: KB fields are typed node properties and KB names get a
+# (`edges.top_neighbours`); edges 5: a pair within one modality runs from its lower node id
+# (`edge_records.pair_edge_table`). store 2: KB fields are typed node properties and KB names get a
 # full-text index (a store loaded by version 1 is reloaded once).
-CODE_VERSIONS = {"edges": 4, "store": 2}
+CODE_VERSIONS = {"edges": 5, "store": 2}
 # Part of every stage's name: changing it renames, and so rebuilds, every stage of every built graph.
 LAYOUT_SALT = "2"
 

@@ -37,7 +37,9 @@ def build_in_process(cfg: BuildConfig, resolved: tuple[BuildConfig, ChangeSet | 
                 "corpus_version": cfg.corpus_version,
             }
         encodes = changes is None or changes.first_build or changes.sources_to_redo() > 0
-        with stages.store_kept_open(cfg), stages.encoder_warmed(cfg, encodes):
+        if encodes:
+            stages.start_encoder(cfg)
+        with stages.store_kept_open(cfg):
             result = _build(cfg)
         record_changes(cfg, changes, result)
         result["up_to_date"] = False

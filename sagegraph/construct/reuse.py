@@ -12,7 +12,7 @@ row, as a batch made whole: the reused rows are the ones that build wrote, and t
 from the same functions (vectors from the same embedding cache).
 
 A retired batch's outputs are found by the source ids in its chunk file; a row is reused only
-when a digest of its whole input row equals one of that batch's rows.
+when its whole input row, every column, equals one of that batch's rows.
 """
 
 from __future__ import annotations
@@ -47,13 +47,11 @@ class Reused:
         return int((self.batch >= 0).sum())
 
 
-def row_digests(table: pa.Table) -> np.ndarray:
-    """A 64-bit digest of each row, every column (pandas hashes them in C)."""
-    import pandas as pd
-
-    if table.num_rows == 0:
-        return np.zeros(0, np.uint64)
-    return pd.util.hash_pandas_object(table.to_pandas(), index=False).to_numpy()
+def row_values(table: pa.Table) -> list[tuple]:
+    """Each row's values, every column, as a tuple: rows are matched by equality, so no digest can
+    collide. A batch's rows convert in about a millisecond (493 rows of 8 columns: 0.8 ms, against
+    16-33 ms for pandas' row hashing, which converts every column to a frame first)."""
+    return list(zip(*(column.to_pylist() for column in table.columns)))
 
 
 _RETIRED: dict[tuple[str, str], dict[str, list[str]]] = {}
@@ -99,7 +97,7 @@ def match_rows(
     names = sorted({name for source in set(inputs.column("source_id").to_pylist()) for name in retired.get(source, [])})
     if not names:
         return Reused(batch, row, [])
-    digests = row_digests(inputs)
+    ours = row_values(inputs)
     for at, name in enumerate(names):
         path = input_dir / f"{name}.parquet"
         if not path.exists() or not output(name).exists():
@@ -107,9 +105,9 @@ def match_rows(
         theirs = pq.read_table(path)
         if theirs.schema != inputs.schema:
             continue
-        where = {digest: k for k, digest in enumerate(row_digests(theirs).tolist())}
-        for k, digest in enumerate(digests.tolist()):
-            if batch[k] < 0 and (found := where.get(digest)) is not None:
+        where = {values: k for k, values in enumerate(row_values(theirs))}
+        for k, values in enumerate(ours):
+            if batch[k] < 0 and (found := where.get(values)) is not None:
                 batch[k], row[k] = at, found
     return Reused(batch, row, names)
 

@@ -17,7 +17,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ from sagegraph.construct.reuse import Reused, combine_arrays, combine_tables, ma
 from sagegraph.corpus import kb_edges, load_corpus
 from sagegraph.corpus.kb import EDGES as KB_EDGES_FILE
 from sagegraph.corpus.records import Corpus, Document, KBObject, Table
-from sagegraph.embed import Encoder, encode_reporting, make_encoder
+from sagegraph.embed import CachedEncoder, Encoder, EncoderProcess, SentenceTransformerEncoder, encode_reporting
 from sagegraph.errors import ConfigError, InputError, StoreError, StoreUnavailable
 from sagegraph.memory import releasing
 from sagegraph.model import (
@@ -72,28 +71,41 @@ from sagegraph.store.loaded import MULTI_GRAPH, load_mismatch, loaded_marker, lo
 log = logging.getLogger("sagegraph.construct")
 _ENCODERS: dict[tuple, Encoder] = {}
 _ENCODERS_MADE = threading.Lock()
+_CHILDREN: dict[tuple, EncoderProcess] = {}  # one encoder process per model setting, for this process's life
 
 
 def get_encoder(cfg: BuildConfig) -> Encoder:
-    """One encoder per process (and per Dask worker): the model loads once, not once per batch."""
+    """One encoder per process (and per Dask worker): the model loads once, not once per batch;
+    this process's encoder process (`start_encoder`) where it has one."""
     layout = Layout.of(cfg)
     key = (cfg.embedding.model, cfg.embedding.device, cfg.embedding.precision, str(layout.cache))
-    with _ENCODERS_MADE:  # a warm-up thread (`encoder_warmed`) may ask at the same moment
+    with _ENCODERS_MADE:  # a warm-up thread (a Dask worker's) may ask at the same moment
         if key not in _ENCODERS:
-            _ENCODERS[key] = _new_encoder(cfg, layout)
+            encoder = _CHILDREN.get(_child_key(_encoder_spec(cfg))) or _new_encoder(cfg)
+            _ENCODERS[key] = (
+                CachedEncoder(encoder, layout.cache / "embeddings.sqlite") if cfg.embedding.cache else encoder
+            )
         return _ENCODERS[key]
 
 
-def _new_encoder(cfg: BuildConfig, layout: Layout) -> Encoder:
+def _encoder_spec(cfg: BuildConfig) -> SentenceTransformerEncoder:
+    """The encoder the build config names, its model not loaded."""
+    return SentenceTransformerEncoder(
+        cfg.embedding.model, cfg.embedding.device, cfg.embedding.batch_size, cfg.embedding.precision
+    )
+
+
+def _child_key(spec: SentenceTransformerEncoder) -> tuple:
+    return (spec.model_name, spec.device, spec.precision, spec.batch_size)
+
+
+def _new_encoder(cfg: BuildConfig) -> SentenceTransformerEncoder:
     threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
     if threads:
         import torch
 
         torch.set_num_threads(int(threads))
-    cache = layout.cache / "embeddings.sqlite" if cfg.embedding.cache else None
-    return make_encoder(
-        cfg.embedding.model, cfg.embedding.device, cfg.embedding.batch_size, cache, cfg.embedding.precision
-    )
+    return _encoder_spec(cfg)
 
 
 def warm_up(cfg: BuildConfig) -> int:
@@ -102,20 +114,17 @@ def warm_up(cfg: BuildConfig) -> int:
     return get_encoder(cfg).dim
 
 
-@contextlib.contextmanager
-def encoder_warmed(cfg: BuildConfig, needed: bool) -> Iterator[None]:
-    """The encoder loaded on a thread of its own while the stages before the first encode run
-    (ingest, the batches found finished): importing torch and loading the model is a fixed cost
-    of seconds, as large as a small rebuild's own work. A stage that encodes first waits for it
-    (the encoder's own lock). `needed`: whether the build will encode at all."""
-    if not needed:
-        yield
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="encoder-warm-up") as pool:
-        warming = pool.submit(warm_up, cfg)
-        yield
-        with contextlib.suppress(Exception):  # a load that failed fails again, with its error, where it is used
-            warming.result()
+def start_encoder(cfg: BuildConfig) -> None:
+    """Start the encoder process a build in this process encodes through (`embed.EncoderProcess`):
+    it imports torch and loads the model while the stages before the first encode run (ingest, the
+    batches' chunks and metadata), a fixed cost of seconds, as large as a small rebuild's own
+    work, which on a thread would hold this process's interpreter lock meanwhile. A stage that
+    encodes first waits for it. It serves this process's later builds too and ends with the
+    process."""
+    spec = _encoder_spec(cfg)
+    with _ENCODERS_MADE:
+        if _child_key(spec) not in _CHILDREN:
+            _CHILDREN[_child_key(spec)] = EncoderProcess(spec)
 
 
 def _encode_seconds(enc: Encoder) -> float:
@@ -1346,7 +1355,7 @@ __all__ = [
     "up_to_date",
     "graph_changes",
     "corpus_read_once",
-    "encoder_warmed",
+    "start_encoder",
 ]
 
 

@@ -256,7 +256,7 @@ def test_an_in_process_rebuild_encodes_once_and_leaves_unchanged_relations_unrea
     from sagegraph.config import load_config
     from sagegraph.construct import generations, stages
     from sagegraph.construct.inprocess import build_in_process
-    from sagegraph.embed import SentenceTransformerEncoder
+    from sagegraph.embed import EncoderProcess
     from sagegraph.ownership import mark
     from tests.fixtures import write_config
     from tests.unit.test_generations import _assert_store_holds
@@ -270,13 +270,13 @@ def test_an_in_process_rebuild_encodes_once_and_leaves_unchanged_relations_unrea
     _kb(data, renamed={5})
     build_in_process(cfg)
     calls: list[int] = []
-    encode = SentenceTransformerEncoder.encode
+    encode = EncoderProcess.encode  # a build in this process encodes in its encoder process
 
     def counted(self, texts):
         calls.append(len(texts))
         return encode(self, texts)
 
-    monkeypatch.setattr(SentenceTransformerEncoder, "encode", counted)
+    monkeypatch.setattr(EncoderProcess, "encode", counted)
     _kb(data, renamed={5, 41, 77})  # three batches of ~10 objects each
     before = generations.published(cfg.out)
     third = build_in_process(cfg)

@@ -169,3 +169,46 @@ def test_exact_vectors_are_fp32_and_keep_a_text_s_vector_whatever_is_batched_bes
     hashed = GraphIndex(mini.dir, encoder=HashEncoder())
     assert hashed._exact_encoder is hashed.encoder
     assert np.allclose(hashed.exact_vectors(TEXTS), np.stack([hashed.query_vector(t) for t in TEXTS]))
+
+
+def test_the_encoder_process_gives_the_in_process_vectors_and_names_a_failed_load():
+    """A build in one process encodes in a child (`EncoderProcess`): the same model and kernels, so
+    the same vectors; a model that cannot load is reported, with its reason, where it is used."""
+    from sagegraph.embed import EncoderProcess
+    from sagegraph.errors import SageGraphError
+
+    texts = ["a film about graphs", "x " * 300, "Paris"]
+    child = EncoderProcess(SentenceTransformerEncoder(precision="fp32"))
+    try:
+        assert child.name == SentenceTransformerEncoder(precision="fp32").name and child.dim == 384
+        vectors = child.encode(texts)
+        assert np.array_equal(vectors, SentenceTransformerEncoder(precision="fp32").encode(texts))
+        assert child.encoded == 3 and child.encode_seconds > 0
+        assert child.encode([]).shape == (0, 384)
+    finally:
+        child.close()
+    broken = EncoderProcess(SentenceTransformerEncoder("/nonexistent/model", precision="fp32"))
+    try:
+        with pytest.raises(SageGraphError, match="encoding failed in the encoder's process"):
+            broken.encode(["text"])
+    finally:
+        broken.close()
+
+
+def test_a_killed_encoder_process_stops_the_encode_with_one_line_and_close_ends_a_loading_one():
+    import os
+    import signal
+    import time
+
+    from sagegraph.embed import EncoderProcess
+    from sagegraph.errors import SageGraphError
+
+    child = EncoderProcess(SentenceTransformerEncoder(precision="fp32"))
+    os.kill(child._process.pid, signal.SIGKILL)
+    with pytest.raises(SageGraphError, match="encoder's process stopped"):
+        child.encode(["text"])
+    child.close()
+    loading = EncoderProcess(SentenceTransformerEncoder(precision="fp32"))
+    started = time.perf_counter()
+    loading.close()  # at once, not after the model's load
+    assert loading._process.returncode is not None and time.perf_counter() - started < 5
