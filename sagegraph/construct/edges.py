@@ -90,7 +90,8 @@ def ann_method(n_queries: int, n_base: int, params: EdgeConfig) -> str:
 
 
 def gpu_available() -> bool:
-    """Without a GPU's device nodes, without importing torch (seconds, in a process that has not)."""
+    """Whether the search can run on a GPU, answered without importing torch (seconds, in a
+    process that has not) on a machine with no GPU device nodes (`embed.pick_device`)."""
     return pick_device() == "cuda"
 
 
