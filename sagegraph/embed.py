@@ -294,18 +294,23 @@ def _receive(fd: int) -> Any:
     return pickle.loads(_read_exactly(fd, size))
 
 
+def set_torch_threads_from_env() -> None:
+    """`SAGEGRAPH_TORCH_THREADS`, where set, as torch's thread count in this process (the encoder's)."""
+    threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
 def serve_encoder() -> None:
     """The child of `EncoderProcess`: loads the model at once, then answers until its parent's pipe
     closes. A failed load is reported to every request, as the in-process encoder would raise it."""
     requests, replies = int(sys.argv[1]), int(sys.argv[2])
     encoder: SentenceTransformerEncoder = _receive(requests)
-    threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
     failure = None
     try:
-        if threads:
-            import torch
-
-            torch.set_num_threads(int(threads))
+        set_torch_threads_from_env()
         encoder.model  # noqa: B018 - the load itself
     except Exception as err:  # reported where it is used
         failure = f"{type(err).__name__}: {err}"
@@ -313,8 +318,6 @@ def serve_encoder() -> None:
         try:
             request = _receive(requests)
         except EOFError:
-            return
-        if request is None:
             return
         try:
             if failure is not None:

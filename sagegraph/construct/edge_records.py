@@ -86,9 +86,8 @@ def shared_entities(E: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> tuple[np.
     return S.indptr.astype(np.int64), S.indices.astype(np.int64)
 
 
-def by_node_id(ids: Sequence[str], a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each pair (a[k], b[k]) of node rows with the lower node id first."""
-    id_arr = pa.array(ids, pa.string())
+def by_node_id(id_arr: pa.Array, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair (a[k], b[k]) of node rows with the lower node id (`id_arr`, by row) first."""
     turn = pc.greater(id_arr.take(pa.array(a)), id_arr.take(pa.array(b))).to_numpy(zero_copy_only=False)
     return np.where(turn, b, a), np.where(turn, a, b)
 
@@ -115,9 +114,10 @@ def pair_edge_table(
     keep = result.keep
     if not keep.any():
         return EDGE_SCHEMA.empty_table()
+    id_arr = pa.array(ids, pa.string())
     a, b = result.a[keep], result.b[keep]
     if result.pair[0] == result.pair[1]:
-        a, b = by_node_id(ids, a, b)
+        a, b = by_node_id(id_arr, a, b)
     vals = result.values[keep]
     thr = result.thresholds[None, :]
     above = vals > thr
@@ -147,7 +147,6 @@ def pair_edge_table(
                 for k, v in extra(kept, entity_names).items()
             }
         )
-    id_arr = pa.array(ids, pa.string())
     types = pa.array([edge_type(s) for s in signals], pa.string())
     return pa.Table.from_arrays(
         [

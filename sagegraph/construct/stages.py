@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import hashlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -48,7 +47,14 @@ from sagegraph.construct.reuse import Reused, combine_arrays, combine_tables, ma
 from sagegraph.corpus import kb_edges, load_corpus
 from sagegraph.corpus.kb import EDGES as KB_EDGES_FILE
 from sagegraph.corpus.records import Corpus, Document, KBObject, Table
-from sagegraph.embed import CachedEncoder, Encoder, EncoderProcess, SentenceTransformerEncoder, encode_reporting
+from sagegraph.embed import (
+    CachedEncoder,
+    Encoder,
+    EncoderProcess,
+    SentenceTransformerEncoder,
+    encode_reporting,
+    set_torch_threads_from_env,
+)
 from sagegraph.errors import ConfigError, InputError, StoreError, StoreUnavailable
 from sagegraph.memory import releasing
 from sagegraph.model import (
@@ -100,11 +106,7 @@ def _child_key(spec: SentenceTransformerEncoder) -> tuple:
 
 
 def _new_encoder(cfg: BuildConfig) -> SentenceTransformerEncoder:
-    threads = os.environ.get("SAGEGRAPH_TORCH_THREADS")
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
+    set_torch_threads_from_env()
     return _encoder_spec(cfg)
 
 
