@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -118,15 +118,31 @@ def _dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True)
 
 
+def shallow_dict(record: Any) -> dict[str, Any]:
+    """A dataclass record's fields by name, its values as they are: what `dataclasses.asdict`
+    gives for records of plain values (strings, numbers, lists and dicts of them), without the
+    deep copy it makes of every nested list and dict (1 s of a 39k-object KB's rebuild)."""
+    return {name: getattr(record, name) for name in _field_names(type(record))}
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    if kind not in _FIELD_NAMES:
+        _FIELD_NAMES[kind] = tuple(f.name for f in fields(kind))
+    return _FIELD_NAMES[kind]
+
+
 def nodes_to_table(nodes: Iterable[Node]) -> pa.Table:
-    rows = [asdict(n) for n in nodes]
+    rows = [shallow_dict(n) for n in nodes]
     for r in rows:
         r["metadata"] = _dumps(r["metadata"])
     return pa.Table.from_pylist(rows, schema=NODE_SCHEMA)
 
 
 def edges_to_table(edges: Iterable[Edge]) -> pa.Table:
-    rows = [asdict(e) for e in edges]
+    rows = [shallow_dict(e) for e in edges]
     for r in rows:
         r["metadata"] = _dumps(r["metadata"])
     return pa.Table.from_pylist(rows, schema=EDGE_SCHEMA)

@@ -11,7 +11,6 @@ finished stages again.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -26,6 +25,7 @@ import pyarrow.parquet as pq
 from sagegraph.construct.artifacts import save_npz, write_json
 from sagegraph.corpus import kb_edges
 from sagegraph.corpus.records import Corpus
+from sagegraph.model import shallow_dict
 
 RECORD_KINDS = ("tables", "documents", "kb_nodes")
 RELATIONS_KIND = "kb_edges"
@@ -65,7 +65,7 @@ def corpus_fingerprints(corpus: Corpus, relation_hashes: np.ndarray | None = Non
     before, for this very table (`construct.relations_file`)."""
     records: dict[str, str] = {}
     for kind in RECORD_KINDS:
-        records.update(record_fingerprints(kind, (dataclasses.asdict(r) for r in getattr(corpus, kind))))
+        records.update(record_fingerprints(kind, (shallow_dict(r) for r in getattr(corpus, kind))))
     table = corpus.kb_edges
     hashes = relation_hashes if relation_hashes is not None else np.sort(kb_edges.row_hashes(table))
     return Fingerprints(records, hashes, lambda: table)

@@ -51,10 +51,12 @@ def _build(cfg: BuildConfig) -> dict[str, Any]:
     ingested = stages.ingest(cfg)
     clock.lap("ingest")
     batches: dict[str, list[dict[str, Any]]] = {"chunk": [], "metadata": [], "embed": []}
-    for batch in ingested["batches"]:  # each batch through chunking and metadata, as a worker takes it
-        batches["chunk"].append(stages.chunk_batch(cfg, batch))
-        batches["metadata"].append(stages.metadata_batch(cfg, batches["chunk"][-1]["path"]))
-    batches["embed"] = stages.embed_batches(cfg, [m["path"] for m in batches["metadata"]])
+    with stages.BatchVectors(cfg) as vectors:
+        for batch in ingested["batches"]:  # each batch through chunking and metadata, as a worker takes it
+            batches["chunk"].append(stages.chunk_batch(cfg, batch))
+            batches["metadata"].append(stages.metadata_batch(cfg, batches["chunk"][-1]["path"]))
+            vectors.add(batches["metadata"][-1]["path"])  # its texts encoded meanwhile
+        batches["embed"] = vectors.written()
     clock.lap("chunk_metadata_embed")
     stages.assemble(cfg, [m["path"] for m in batches["metadata"]], [v["path"] for v in batches["embed"]])
     clock.lap("assemble")

@@ -15,7 +15,8 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ from sagegraph.model import (
     edges_to_table,
     nodes_to_table,
     read_nodes,
+    shallow_dict,
     table_to_nodes,
     write_parquet,
 )
@@ -199,8 +201,8 @@ def resolve_corpus(cfg: BuildConfig, keep_read: bool = False) -> tuple[BuildConf
         raise
     # Read and validated here, before Prefect and Dask start: a bad line stops the build with its
     # file, line and field (0.7 s for OTT-QA dev), and `preflight` need not read it again.
-    relations_digest = _relations_digest(cfg)  # before the read: a file changed meanwhile never matches what was read
-    earlier = relations_file.read_before(previous_dir, relations_digest) if relations_digest else None
+    relations_digest = _relations_digest(cfg, previous_dir)  # before the read: a file changed meanwhile never matches
+    earlier = relations_file.read_before(previous_dir, relations_digest.digest) if relations_digest else None
     corpus = load_corpus(cfg.corpus, cfg.max_sources, cfg.subset, earlier.table if earlier else None)
     if len(corpus) == 0:
         raise InputError(cfg.corpus.path or "corpus", None, None, f"corpus {cfg.corpus.kind} has no usable sources")
@@ -228,18 +230,18 @@ class _RelationsRead:
     """The digest of the relations file as it was read (None: the corpus has none), and the last
     ingest's relations file where the table read was taken from it."""
 
-    digest: str | None
+    digest: relations_file.FileDigest | None
     taken_from: Path | None
 
 
-def _relations_digest(cfg: BuildConfig) -> str | None:
+def _relations_digest(cfg: BuildConfig, previous_sources: Path | None) -> relations_file.FileDigest | None:
     """The digest an ingest of `cfg` records for its relations file: none where the ingest holds
     only part of the file (`max_sources` keeps the relations between the first sources), which
     must then never stand for the whole file."""
     if cfg.corpus.kind != "kb" or cfg.corpus.path is None or cfg.max_sources is not None:
         return None
     path = cfg.corpus.resolved_path() / KB_EDGES_FILE
-    return relations_file.file_digest(path) if path.is_file() else None
+    return relations_file.digest_of(path, previous_sources) if path.is_file() else None
 
 
 def _read_key(cfg: BuildConfig) -> str:
@@ -303,7 +305,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
     if manifest.exists():
         return {**read_json(manifest), "resumed": True}
     t0 = time.perf_counter()
-    relations_read = read[2] if read else _RelationsRead(_relations_digest(cfg), None)
+    relations_read = read[2] if read else _RelationsRead(_relations_digest(cfg, _previous_sources(cfg)), None)
     corpus = read[0] if read else load_corpus(cfg.corpus, cfg.max_sources, cfg.subset)
     if len(corpus) == 0:
         raise ValueError(f"corpus {cfg.corpus.kind} at {cfg.corpus.path} has no usable sources")
@@ -318,7 +320,7 @@ def ingest(cfg: BuildConfig) -> dict[str, Any]:
     for start, end in content_spans(keys, target_size(len(items), cfg.runner.batch_size)):
         payload: dict[str, list] = {"tables": [], "documents": [], "kb_nodes": []}
         for kind, rec in items[start:end]:
-            payload[kind].append(dataclasses.asdict(rec))
+            payload[kind].append(shallow_dict(rec))
         batches.append(str(write_json(d / f"{batch_name(keys[start:end])}.json", payload, indent=None)))
     if relations_read.taken_from is not None:  # the same table as the last ingest's file
         relations_file.link(relations_read.taken_from, d / relations_file.TABLE)
@@ -447,31 +449,88 @@ def embed_batch(cfg: BuildConfig, metadata_path: str, report: Callable[[str], No
     return _write_vectors(cfg, _plan_vectors(cfg, metadata_path), report)
 
 
-def embed_batches(cfg: BuildConfig, metadata_paths: list[str]) -> list[dict[str, Any]]:
-    """`embed_batch` over every batch in this process, with the texts no batch can take from the
-    build before encoded in one call first: a small change touches nearly every batch of a large
-    KB with a few texts each, and one call sorts them all by length into full model batches (2,857
-    texts: 6.3 s against 10.9 s in calls of ten, 2-core AMD EPYC). The batches then find their
-    vectors in the embedding cache, which gives every caller the first vector stored for a text,
-    so the vectors are the ones a batch-by-batch build reads from the same cache."""
-    plans = {p: _plan_vectors(cfg, p) for p in metadata_paths if not _vectors_file(cfg, Path(p).stem).exists()}
-    enc = get_encoder(cfg)
-    e0, n0 = _encode_seconds(enc), _encoded(enc)
-    texts = list(dict.fromkeys(text for plan in plans.values() for text in plan.texts))
-    if texts:
-        enc.encode(texts)
-    paid = {"encode_seconds": _encode_seconds(enc) - e0, "encoded": _encoded(enc) - n0}
-    results = []
-    for path in metadata_paths:
-        if path not in plans:
-            results.append(embed_batch(cfg, path))
-            continue
-        made = _write_vectors(cfg, plans[path])
-        if paid:  # the one encode call is counted once, with the first batch written
-            made.update(encode_seconds=made["encode_seconds"] + paid["encode_seconds"], encoded=paid["encoded"])
-            paid = {}
-        results.append(made)
-    return results
+# Texts handed to the encoder at a time while an in-process build plans its batches: enough for
+# full model batches sorted by length (2,857 texts: 6.3 s in one call against 10.9 s in calls of
+# ten, 2-core AMD EPYC), few enough that encoding starts while the batches are still planned.
+ENCODE_WINDOW = 512
+
+
+class BatchVectors:
+    """The vectors of the batches a build in one process makes, planned batch by batch as each
+    batch's metadata is written (`add`), then written (`written`).
+
+    A small change touches nearly every batch of a large KB with a few texts each. The texts no
+    batch can take from the build before go to the encoder in windows of `ENCODE_WINDOW`, on a
+    thread, while the next batches are chunked, described and planned: the encoder runs in its own
+    process (`embed.EncoderProcess`), so the model's load and its work overlap the batches' Python
+    work instead of following it. The batches then take their vectors from those calls' answers:
+    the embedding cache gives every caller the first vector stored for a text, so they are the
+    vectors a batch-by-batch build reads from the same cache."""
+
+    def __init__(self, cfg: BuildConfig) -> None:
+        self.cfg = cfg
+        self.plans: dict[str, _VectorsPlan] = {}
+        self.order: list[str] = []
+        self.encoder: Encoder | None = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.asked: list[tuple[list[str], Future[np.ndarray]]] = []
+        self.waiting: list[str] = []
+        self.seen: set[str] = set()
+        self.counters: tuple[float, int] = (0.0, 0)
+
+    def __enter__(self) -> BatchVectors:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A build that stops before `written` leaves no encoding behind it."""
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def add(self, metadata_path: str) -> None:
+        self.order.append(metadata_path)
+        if _vectors_file(self.cfg, Path(metadata_path).stem).exists():
+            return
+        plan = self.plans[metadata_path] = _plan_vectors(self.cfg, metadata_path)
+        for text in plan.texts:
+            if text not in self.seen:
+                self.seen.add(text)
+                self.waiting.append(text)
+        if len(self.waiting) >= ENCODE_WINDOW:
+            self._ask()
+
+    def _ask(self) -> None:
+        if not self.waiting:
+            return
+        if self.encoder is None:
+            self.encoder = get_encoder(self.cfg)
+            self.counters = (_encode_seconds(self.encoder), _encoded(self.encoder))
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="encode")
+        assert self.pool is not None
+        texts, self.waiting = self.waiting, []
+        self.asked.append((texts, self.pool.submit(self.encoder.encode, texts)))
+
+    def written(self) -> list[dict[str, Any]]:
+        """Each batch's summary, in the order added; the encoding paid is counted once, with the
+        first batch written."""
+        self._ask()
+        encoded = {text: vector for texts, answer in self.asked for text, vector in zip(texts, answer.result())}
+        paid = {}
+        if self.encoder is not None:
+            paid = {
+                "encode_seconds": _encode_seconds(self.encoder) - self.counters[0],
+                "encoded": _encoded(self.encoder) - self.counters[1],
+            }
+        results = []
+        for path in self.order:
+            if path not in self.plans:
+                results.append(embed_batch(self.cfg, path))
+                continue
+            made = _write_vectors(self.cfg, self.plans[path], encoded=encoded)
+            if paid:
+                made.update(encode_seconds=made["encode_seconds"] + paid["encode_seconds"], encoded=paid["encoded"])
+                paid = {}
+            results.append(made)
+        return results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -500,7 +559,13 @@ def _plan_vectors(cfg: BuildConfig, metadata_path: str) -> _VectorsPlan:
     return _VectorsPlan(metadata_path, inputs.num_rows, reused, texts, time.perf_counter() - started)
 
 
-def _write_vectors(cfg: BuildConfig, plan: _VectorsPlan, report: Callable[[str], None] | None = None) -> dict[str, Any]:
+def _write_vectors(
+    cfg: BuildConfig,
+    plan: _VectorsPlan,
+    report: Callable[[str], None] | None = None,
+    encoded: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """`encoded`: vectors already taken from the embedding cache for some texts (`BatchVectors`)."""
     started = time.perf_counter() - plan.seconds
     out = _vectors_file(cfg, Path(plan.metadata_path).stem)
     enc = get_encoder(cfg)
@@ -509,13 +574,15 @@ def _write_vectors(cfg: BuildConfig, plan: _VectorsPlan, report: Callable[[str],
     label = f"embed {Path(plan.metadata_path).stem}"
     encode = encode_reporting(enc.encode, report, label, getattr(enc, "batch_size", 64))
     width = len(FIELDS)
-    if plan.reused:
-        vecs = encode(plan.texts) if plan.texts else np.zeros((0, 0), np.float32)
-        arrays = {f: vecs[k::width] for k, f in enumerate(FIELDS)}
-        arrays = combine_arrays(plan.reused, lambda name: dict(np.load(_vectors_file(cfg, name))), arrays, FIELDS)
+    if not plan.texts:  # a batch of reused rows only needs no model, not even its width
+        vecs = np.zeros((0, 0 if plan.reused else enc.dim), np.float32)
+    elif encoded is not None and all(text in encoded for text in plan.texts):
+        vecs = np.stack([encoded[text] for text in plan.texts])
     else:
-        vecs = encode(plan.texts) if plan.texts else np.zeros((0, enc.dim), np.float32)
-        arrays = {f: vecs[k::width] for k, f in enumerate(FIELDS)}
+        vecs = encode(plan.texts)
+    arrays = {f: vecs[k::width] for k, f in enumerate(FIELDS)}
+    if plan.reused:
+        arrays = combine_arrays(plan.reused, lambda name: dict(np.load(_vectors_file(cfg, name))), arrays, FIELDS)
     save_npz(out, **arrays)
     return _made(
         out,
@@ -1340,7 +1407,7 @@ __all__ = [
     "chunk_batch",
     "metadata_batch",
     "embed_batch",
-    "embed_batches",
+    "BatchVectors",
     "assemble",
     "edges_for_pair",
     "finalize_edges",

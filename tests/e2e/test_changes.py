@@ -256,7 +256,7 @@ def test_an_in_process_rebuild_encodes_once_and_leaves_unchanged_relations_unrea
     from sagegraph.config import load_config
     from sagegraph.construct import generations, stages
     from sagegraph.construct.inprocess import build_in_process
-    from sagegraph.embed import EncoderProcess
+    from sagegraph.embed import CachedEncoder, EncoderProcess
     from sagegraph.ownership import mark
     from tests.fixtures import write_config
     from tests.unit.test_generations import _assert_store_holds
@@ -277,12 +277,21 @@ def test_an_in_process_rebuild_encodes_once_and_leaves_unchanged_relations_unrea
         return encode(self, texts)
 
     monkeypatch.setattr(EncoderProcess, "encode", counted)
+    asked: list[int] = []
+    ask = CachedEncoder.encode  # and the embedding cache: once, the batches take that call's vectors
+
+    def counted_asks(self, texts):
+        asked.append(len(texts))
+        return ask(self, texts)
+
+    monkeypatch.setattr(CachedEncoder, "encode", counted_asks)
     _kb(data, renamed={5, 41, 77})  # three batches of ~10 objects each
     before = generations.published(cfg.out)
     third = build_in_process(cfg)
     monkeypatch.undo()
     now = generations.published(cfg.out)
     assert len(calls) == 1 and calls[0] >= 3, calls  # n41's and n77's texts (n5's again), one call
+    assert len(asked) == 1, asked
     same = stages._same_relations(before, now)
     relations = pq.read_metadata(now / "edges.parquet").num_rows - same[1] if same else 0
     assert same is not None and relations == 80  # the 80 NEAR relations, left out of the difference

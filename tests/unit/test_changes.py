@@ -3,6 +3,7 @@ build from nothing gives), the change set says what changed, an unchanged or res
 reuses what was built, and an unreadable corpus changes nothing."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -150,3 +151,31 @@ def test_relation_hashes_are_the_hashes_of_their_values():
     plain = pd.DataFrame([{"src": s, "type": t, "dst": d} for s, t, d in triples], dtype=object)
     expected = pd.util.hash_pandas_object(plain, index=False, categorize=False).to_numpy(np.uint64)
     assert kb_edges.row_hashes(kb_edges.from_triples(triples)).tolist() == expected.tolist()
+
+
+def test_a_relations_file_whose_status_is_the_recorded_one_is_not_hashed_again(tmp_path, monkeypatch):
+    """The recorded digest stands for a file with the same size, inode and times that had settled
+    before it was hashed; a rewrite of the same length, or a file hashed in the tick it was
+    written, is hashed again."""
+    import os
+
+    from sagegraph.construct import relations_file
+
+    path, sources = tmp_path / "edges.jsonl", tmp_path / "sources"
+    sources.mkdir()
+    path.write_text('{"src": "a", "dst": "b", "type": "R"}\n', encoding="utf-8")
+    hashed: list[Path] = []
+    digest_bytes = relations_file.file_digest
+    monkeypatch.setattr(relations_file, "file_digest", lambda p: hashed.append(p) or digest_bytes(p))
+
+    first = relations_file.digest_of(path, sources)
+    relations_file.record(sources, first)
+    assert relations_file.digest_of(path, sources).digest == first.digest and len(hashed) == 2  # written just now
+
+    monkeypatch.setattr(relations_file, "SETTLED_NS", 0)  # as if the file had settled long before
+    assert relations_file.digest_of(path, sources) == first and len(hashed) == 2
+
+    path.write_text('{"src": "a", "dst": "c", "type": "R"}\n', encoding="utf-8")  # same length, other bytes
+    os.utime(path, ns=(first.status.modified_ns, first.status.modified_ns))  # the old modification time
+    again = relations_file.digest_of(path, sources)
+    assert len(hashed) == 3 and again.digest != first.digest
