@@ -114,7 +114,7 @@ def read_before(previous_sources: Path | None, digest: str) -> ReadBefore | None
     try:
         if read_json(previous_sources / RECORD).get("digest") != digest:
             return None
-        table = pq.read_table(previous_sources / TABLE).combine_chunks()
+        table = pq.read_table(previous_sources / TABLE)  # as read: joining its chunks copied 6.4M rows (1.3-2.2 s)
         hashes = np.load(previous_sources / RELATIONS)["hashes"]
     except (OSError, ValueError, KeyError, pa.ArrowException):
         return None
