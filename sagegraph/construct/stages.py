@@ -462,8 +462,9 @@ class BatchVectors:
     A small change touches nearly every batch of a large KB with a few texts each. The texts no
     batch can take from the build before go to the encoder in windows of `ENCODE_WINDOW`, on a
     thread, while the next batches are chunked, described and planned: the encoder runs in its own
-    process (`embed.EncoderProcess`), so the model's load and its work overlap the batches' Python
-    work instead of following it. The batches then take their vectors from those calls' answers:
+    process (`embed.EncoderProcess`), so it can work while this process does the batches' Python
+    work, where one call after the last plan could only follow it. The batches then take their
+    vectors from those calls' answers:
     the embedding cache gives every caller the first vector stored for a text, so they are the
     vectors a batch-by-batch build reads from the same cache."""
 
@@ -574,7 +575,7 @@ def _write_vectors(
     label = f"embed {Path(plan.metadata_path).stem}"
     encode = encode_reporting(enc.encode, report, label, getattr(enc, "batch_size", 64))
     width = len(FIELDS)
-    if not plan.texts:  # a batch of reused rows only needs no model, not even its width
+    if not plan.texts:  # every row reused: no text to encode, so the model is not asked, even for its width
         vecs = np.zeros((0, 0 if plan.reused else enc.dim), np.float32)
     elif encoded is not None and all(text in encoded for text in plan.texts):
         vecs = np.stack([encoded[text] for text in plan.texts])
