@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from sagegraph.construct.artifacts import save_npz, write_json
 from sagegraph.corpus import kb_edges
@@ -115,7 +114,7 @@ def read_relations(path: Path) -> pa.Table:
     if path.suffix == ".json":
         rows = json.loads(path.read_text(encoding="utf-8"))
         return kb_edges.from_triples((str(r["src"]), str(r["type"]), str(r["dst"])) for r in rows)
-    return pq.read_table(path)
+    return kb_edges.read_table(path)
 
 
 def digest(fingerprints: Fingerprints) -> str:

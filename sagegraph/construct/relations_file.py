@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from sagegraph.construct.artifacts import read_json, write_json
 from sagegraph.construct.changes import RELATIONS
+from sagegraph.corpus import kb_edges
 
 RECORD = "relations-file.json"
 TABLE = "kb_edges.parquet"
@@ -114,7 +114,7 @@ def read_before(previous_sources: Path | None, digest: str) -> ReadBefore | None
     try:
         if read_json(previous_sources / RECORD).get("digest") != digest:
             return None
-        table = pq.read_table(previous_sources / TABLE)  # as read: joining its chunks copied 6.4M rows (1.3-2.2 s)
+        table = kb_edges.read_table(previous_sources / TABLE)  # as read: joining its chunks copied 6.4M rows
         hashes = np.load(previous_sources / RELATIONS)["hashes"]
     except (OSError, ValueError, KeyError, pa.ArrowException):
         return None

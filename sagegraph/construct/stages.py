@@ -40,7 +40,7 @@ from sagegraph.construct.changes import (
     read_relations,
     write_fingerprints,
 )
-from sagegraph.construct.edge_records import extra_for, pair_edge_table
+from sagegraph.construct.edge_records import extra_for, pair_edge_table, repeated
 from sagegraph.construct.fields import FIELDS, entity_set, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
 from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
@@ -744,9 +744,9 @@ def finalize_edges(
         {
             "src": entity_ids.take(pa.array(src_at[keep])),
             "dst": entity_ids.take(pa.array(dst_at[keep])),
-            "type": relations["type"].filter(pa.array(keep)),
+            "type": relations["type"].filter(pa.array(keep)).cast(pa.string()),
             "weight": pa.array(np.ones(kept, np.float32)),
-            "metadata": pa.array(["{}"] * kept, pa.string()),
+            "metadata": repeated("{}", kept),
         },
         schema=EDGE_SCHEMA,
     )
@@ -826,6 +826,11 @@ def store_kept_open(cfg: BuildConfig) -> Iterator[None]:
             store.close()
 
 
+# A difference's writes stay in the store's log (replayed at each server start) until they reach
+# this share of the snapshot; a whole load is folded at once (`GraphStore.compact`).
+LOG_SHARE_TO_FOLD = 0.1
+
+
 @releasing
 def load_store(cfg: BuildConfig) -> dict[str, Any]:
     """Load the graph into the configured store, beside the graph readers use now (a FalkorDB graph
@@ -878,7 +883,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
                 counts = _load_whole(store, node_table, vectors, edges, cfg.store.batch_size)
             how = {"mode": "full"}
         _declare_indexes(cfg, store, node_table, vectors)
-        compacted = store.compact()  # the next start reads a snapshot, not this load's queries
+        compacted = store.compact(0.0 if how["mode"] == "full" else LOG_SHARE_TO_FOLD)
     assert counts is not None  # a difference applied or a full load: either counted the store
     summary = {
         "backend": cfg.store.backend,
@@ -888,7 +893,7 @@ def load_store(cfg: BuildConfig) -> dict[str, Any]:
         "graph_fingerprint": layout.cfg_fp["edges"],
         **counts,
         **how,
-        "compact_seconds": round(compacted, 2),
+        "compact_seconds": round(compacted, 2) if compacted is not None else None,
         "seconds": time.perf_counter() - t0,
     }
     write_json(marker, summary)

@@ -49,10 +49,7 @@ def read_fast(path: Path, known_ids: pa.Array, read_before: pa.Table | None = No
         table = table.combine_chunks()
     if any(table.column(name).null_count for name in COLUMNS):
         return None
-    if not (
-        pc.all(pc.is_in(table["src"], value_set=known_ids)).as_py()
-        and pc.all(pc.is_in(table["dst"], value_set=known_ids)).as_py()
-    ):
+    if not all(bool((index_of(table[end], known_ids) >= 0).all()) for end in ("src", "dst")):
         return None
     types = pc.unique(table["type"]).to_pylist()
     if len({safe_label(name) for name in types}) != len(types):
@@ -83,7 +80,28 @@ def label(table: pa.Table, row: int) -> str:
     return f"{table['src'][row].as_py()}-[{table['type'][row].as_py()}]->{table['dst'][row].as_py()}"
 
 
+def read_table(path: Path) -> pa.Table:
+    """An ingest's relations file, its columns read as dictionaries: millions of relations name a
+    few hundred thousand nodes and a few dozen types, and Parquet already holds each column as a
+    dictionary and its indices, so the strings are not made once per row (1.1 s against 6.2-7.0 s
+    for STaRK-PRIME's 6.4M relations here)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=list(COLUMNS), read_dictionary=list(COLUMNS))
+
+
 def index_of(values: pa.ChunkedArray | pa.Array, keys: pa.Array) -> np.ndarray:
     """The position in `keys` of each value (-1 where it is not there): relations joined to their
-    nodes, nodes to their degree counts."""
-    return pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy().astype(np.int64)
+    nodes, nodes to their degree counts. A dictionary column is looked up once per distinct value
+    and the rows take their value's answer: Arrow's own lookup decodes every row first."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    if not chunks or not pa.types.is_dictionary(chunks[0].type):
+        return pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy().astype(np.int64)
+    parts = [np.zeros(0, np.int64)]
+    for chunk in chunks:
+        found = pc.fill_null(pc.index_in(chunk.dictionary, value_set=keys), -1).to_numpy().astype(np.int64)
+        at = found[pc.fill_null(chunk.indices, 0).to_numpy(zero_copy_only=False)]
+        if chunk.null_count:
+            at[chunk.is_null().to_numpy(zero_copy_only=False)] = -1
+        parts.append(at)
+    return np.concatenate(parts)

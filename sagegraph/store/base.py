@@ -150,11 +150,13 @@ class GraphStore(ABC):
     def run_atomically(self, writes: Iterable[Write]) -> int:
         return self.run_writes(writes)
 
-    def compact(self) -> float:
+    def compact(self, log_share: float = 0.0) -> float | None:
         """Fold what the writes since the last compaction added to the store's log into its
-        snapshot, so the next server start reads a snapshot instead of replaying queries. Seconds
-        taken; 0 where the store keeps no such log (a server's own operator decides)."""
-        return 0.0
+        snapshot, so the next server start reads a snapshot instead of replaying queries; only
+        once that part has grown past `log_share` of the snapshot. Seconds taken; None where
+        nothing was folded, and always where the store keeps no such log (a server's own operator
+        decides)."""
+        return None
 
     def copy_graph(self, source: str) -> None:
         """Make this store graph a copy of another graph of the store (replacing what it held)."""

@@ -254,6 +254,22 @@ def _starting(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _rewriting(client: Any) -> bool:
+    info = client.info("persistence")
+    return bool(info.get("aof_rewrite_in_progress") or info.get("aof_rewrite_scheduled"))
+
+
+# Where the server keeps its append-only file's parts (Redis 7's `appenddirname`, left at its default).
+LOG_DIR = "appendonlydir"
+
+
+def _log_sizes(path: Path) -> tuple[int, int]:
+    """Bytes of the append-only file's base part(s) and of its incremental parts."""
+    parts = [f for f in (path / LOG_DIR).iterdir() if f.is_file()] if (path / LOG_DIR).is_dir() else []
+    base = sum(f.stat().st_size for f in parts if ".base." in f.name)
+    return base, sum(f.stat().st_size for f in parts if f.name.endswith(".incr.aof"))
+
+
 def _await_rewrite(client: Any, path: Path, timeout_s: float = 3600.0) -> None:
     """Until no AOF rewrite runs or waits to run; a rewrite that failed is a StoreError."""
     deadline = time.monotonic() + timeout_s
@@ -501,15 +517,22 @@ class FalkorStore(GraphStore):
     def graphs(self) -> list[str]:
         return list(self.db.list_graphs())
 
-    def compact(self) -> float:
-        """BGREWRITEAOF, awaited: the append-only file's base becomes an RDB image of every graph
-        (`aof-use-rdb-preamble`, Redis's default) and its incremental part, the queries a store
-        difference wrote, is dropped. Redis rewrites on its own only when that part has grown
-        past the base's size; without this, every start of the server after a rebuild would
-        replay the difference's queries, which at a large KB's size takes minutes where reading
-        the snapshot takes seconds. A rewrite must finish before SHUTDOWN, which would kill it."""
+    def compact(self, log_share: float = 0.0) -> float | None:
+        """BGREWRITEAOF, awaited, once the append-only file's incremental part (the queries
+        written since the last rewrite) has grown past `log_share` of its base: the base becomes
+        an RDB image of every graph (`aof-use-rdb-preamble`, Redis's default) and the increment is
+        dropped. A server start replays the increment query by query, so a log left to grow makes
+        every later open slower; a rewrite writes the whole store again, so folding a small
+        increment makes every small rebuild pay for the store's size. Redis rewrites on its own
+        only past 100% and counts the increments replayed at a start as base, so the sizes are
+        read from the files. A rewrite must finish before SHUTDOWN, which would kill it. None
+        where nothing was folded."""
         started = time.perf_counter()
         client = self.db.client
+        if log_share > 0 and not _rewriting(client):
+            base, increment = _log_sizes(self.path)
+            if increment <= log_share * base:
+                return None
         try:
             client.execute_command("BGREWRITEAOF")
         except Exception as exc:  # one already running (an automatic rewrite) is awaited below
@@ -634,8 +657,8 @@ class FalkorServerStore(FalkorStore):
         self.graph_name = graph
         self.g = self.db.select_graph(graph)
 
-    def compact(self) -> float:
-        return 0.0  # a shared server's persistence is its operator's
+    def compact(self, log_share: float = 0.0) -> float | None:
+        return None  # a shared server's persistence is its operator's
 
     def close(self) -> None:
         db, self.db = getattr(self, "db", None), None

@@ -271,6 +271,27 @@ def test_compact_folds_the_writes_into_the_snapshot_the_next_start_reads(tmp_pat
         assert again.count_nodes() == 4 and again.count_edges() == 3
 
 
+def test_a_log_increment_below_the_share_is_left_for_the_next_start_to_replay(tmp_path):
+    """`compact(share)` folds only once the queries written since the last fold reach `share` of
+    the snapshot's bytes: a small difference is replayed at the next start (and its data is
+    there), a large one is folded."""
+    nodes, vecs, edges = _graph()
+    logs = tmp_path / "st" / "appendonlydir"
+    with open_store("falkordb", tmp_path / "st", "g") as s:
+        s.load_nodes(nodes, vecs, create=True)
+        assert s.compact() is not None
+        s.load_edges(edges, create=True)
+        increment = sum(f.stat().st_size for f in logs.glob("*.incr.aof"))
+        base = sum(f.stat().st_size for f in logs.glob("*.base.*"))
+        assert 0 < increment < base
+        assert s.compact(log_share=increment / base + 0.01) is None
+        assert sum(f.stat().st_size for f in logs.glob("*.incr.aof")) == increment
+    with open_store("falkordb", tmp_path / "st", "g") as again:
+        assert again.count_nodes() == 4 and again.count_edges() == 3  # replayed from the increment
+        assert again.compact(log_share=increment / base / 2) is not None
+    assert [f.stat().st_size for f in logs.glob("*.incr.aof")] == [0]
+
+
 def test_an_embedded_server_that_never_answers_is_stopped_and_started_again(tmp_path, monkeypatch):
     """A server hung while loading its store (seen once: FalkorDB stopped after reading its AOF's
     base file) holds its socket open and never answers. Here a process that accepts on a socket

@@ -168,3 +168,30 @@ def test_relations_read_by_arrow_equal_the_line_by_line_reading_and_anything_odd
         assert kb_edges.read_fast(path, known) is None  # the line-by-line reader then names line 2
         with pytest.raises(InputError, match=r"edges.jsonl:2: "):
             load_kb(tmp_path, ErrorPolicy())
+
+
+def test_relations_read_back_as_dictionaries_join_their_nodes_as_strings_do(tmp_path):
+    """An ingest's relations file read with dictionary columns: the same rows and row hashes as the
+    strings, the same positions of each end among the nodes (nulls and ends not among them -1),
+    and the same verdict of the ends' check."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sagegraph.corpus import kb_edges
+
+    table = kb_edges.from_triples([("n1", "R", "n2"), ("n2", "S", "n9"), ("n1", "R", "n1")] * 3)
+    path = tmp_path / "kb_edges.parquet"
+    pq.write_table(table, path, row_group_size=4)  # several row groups, one dictionary each
+    read = kb_edges.read_table(path)
+    assert pa.types.is_dictionary(read.schema.field("src").type) and read["src"].num_chunks > 1
+    assert read.cast(kb_edges.SCHEMA).equals(table)
+    assert np.array_equal(kb_edges.row_hashes(read), kb_edges.row_hashes(table))
+    nodes = pa.array(["n2", "n1"])
+    for end in ("src", "dst"):
+        assert np.array_equal(kb_edges.index_of(read[end], nodes), kb_edges.index_of(table[end], nodes))
+    assert kb_edges.index_of(table["dst"], nodes).tolist()[:3] == [0, -1, 1]
+    with_null = pa.chunked_array([pa.array(["n1", None, "n7"]).dictionary_encode()])
+    assert kb_edges.index_of(with_null, nodes).tolist() == [1, -1, -1]
+    assert kb_edges.read_fast(path, nodes, read_before=read) is None  # n9 is no node
+    assert kb_edges.read_fast(path, pa.array(["n1", "n2", "n9"]), read_before=read) is read
