@@ -827,7 +827,9 @@ def store_kept_open(cfg: BuildConfig) -> Iterator[None]:
 
 
 # A difference's writes stay in the store's log (replayed at each server start) until they reach
-# this share of the snapshot; a whole load is folded at once (`GraphStore.compact`).
+# this share of the snapshot; a whole load is folded at once (`GraphStore.compact`). At
+# STaRK-PRIME's size a 1% rebuild adds about 8 MB to a 690 MB snapshot: six rounds' increments
+# (7%) opened in 6.3-7.5 s against 6.1-6.3 s once folded, and a fold takes 3.6 s of a ~45 s rebuild.
 LOG_SHARE_TO_FOLD = 0.1
 
 

@@ -393,3 +393,22 @@ def test_the_device_check_finds_the_exact_search_proposing_what_flat_proposes():
     assert all(
         row["same_as_flat"]["exact"] == 1.0 and set(row["seconds"]) == {"flat", "cluster", "exact"} for row in rows
     )
+
+
+def test_the_clustered_search_probing_every_cell_finds_the_exact_neighbours():
+    """Probing every cell, the cell-by-cell products and running top m are an exact search: the
+    same neighbours and scores as the flat one, and -1 padding where the base holds fewer than m."""
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((1200, 32)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    query = base[:200]
+    index = edge_construction.ClusterIndex(base, size=100, probes=12)
+    assert index.probes == index.n_cells == 12
+    scores, rows = index.search(query, 25)
+    exact = query @ base.T
+    expected = np.argsort(-exact, axis=1)[:, :25]
+    assert all(set(a) == set(b) for a, b in zip(rows.tolist(), expected.tolist()))
+    assert np.allclose(np.sort(scores, 1), np.sort(np.take_along_axis(exact, expected, 1), 1), atol=1e-5)
+    few = edge_construction.ClusterIndex(base[:10], size=100, probes=4)
+    _, padded = few.search(query[:3], 15)
+    assert (padded[:, 10:] == -1).all() and all(set(r[:10]) == set(range(10)) for r in padded.tolist())
