@@ -166,10 +166,9 @@ class ClusterIndex:
         """(scores, base rows), both (n_queries, m), -1 padded where the probed cells hold fewer.
         Per cell, one matrix product of its askers with its members (numpy's BLAS over every
         core), then each asker whose best score there beats the worst of its m so far takes its
-        new m from those and the cell's scores in one selection. faiss's exact search per cell,
-        a heap per query, gave the same neighbours in 17.2 s against 9.6 s for the 129k queries
-        of a PRIME-sized KB here (one run each, 2-core Xeon);
-        torch is not imported for it: a rebuild's process that encodes in a child
+        new m from those and the cell's scores in one selection: at a PRIME-sized KB's shape this
+        ran in about half the time of faiss's exact search per cell, which keeps a heap per query
+        (docs/scale.md). torch is not imported for it: a rebuild's process that encodes in a child
         (`embed.EncoderProcess`) would import it for this alone."""
         if self.kmeans is None:
             askers = [np.arange(len(query))]

@@ -273,14 +273,11 @@ def _log_sizes(path: Path) -> tuple[int, int]:
 def _await_rewrite(client: Any, path: Path, timeout_s: float = 3600.0) -> None:
     """Until no AOF rewrite runs or waits to run; a rewrite that failed is a StoreError."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        info = client.info("persistence")
-        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
-            break
+    while _rewriting(client):
         if time.monotonic() > deadline:
             raise StoreError(f"embedded FalkorDB in {path}: its log rewrite ran past {timeout_s:.0f} s")
         time.sleep(0.2)
-    if info.get("aof_last_bgrewrite_status") not in (None, "ok"):
+    if client.info("persistence").get("aof_last_bgrewrite_status") not in (None, "ok"):
         raise StoreError(f"embedded FalkorDB in {path}: its log rewrite failed (see the server's log)")
 
 
