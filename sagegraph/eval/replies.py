@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from sagegraph.errors import InputError, SageGraphError
 from sagegraph.llm import ReplyCache, request_key
+from sagegraph.ownership import mark
 from sagegraph.retrieve.timeline import llm_keys
 from sagegraph.runfiles import read_traces, replaced, run_dirs
 
@@ -190,5 +191,18 @@ def import_replies(path: Path, cache: Path, replace: bool = False, unbound: bool
         except (json.JSONDecodeError, RecursionError) as exc:
             raise InputError(path, lineno, None, f"not JSON: {getattr(exc, 'msg', 'nested too deep')}") from None
         rows.append(checked_row(row, path, lineno, unbound))
+    made = _missing(Path(cache).parent)
     written = ReplyCache(Path(cache)).insert_all(rows, replace=replace)
+    for folder in made:  # replies imported before the build: the build's folder is then sagegraph's own
+        mark(folder)
     return written, len(rows) - written
+
+
+def _missing(folder: Path) -> list[Path]:
+    """`folder` and those above it that do not exist yet: what writing there makes."""
+    missing = []
+    for place in (folder.absolute(), *folder.absolute().parents):
+        if place.exists():
+            break
+        missing.append(place)
+    return missing

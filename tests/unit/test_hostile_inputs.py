@@ -681,3 +681,20 @@ def test_a_long_name_is_cut_where_a_reranker_reads_a_candidates_relations():
     view.__dict__["names"] = ["short", "n" * 100_000]
     described = view.describe(0, text_chars=240)
     assert len(described) < 400 and "KNOWS -> " + "n" * 240 + "..." in described
+
+
+def test_replies_imported_before_the_build_leave_its_folder_sagegraphs_own(tmp_path):
+    """`make replies` runs before any build: the build folder it makes to hold the cache is then
+    sagegraph's, so the build that follows may use it; a user's folder it only wrote into is not."""
+    from sagegraph.eval.replies import import_replies
+    from sagegraph.ownership import NotOurs, claim
+
+    client = _client(tmp_path)
+    archive = _archive(tmp_path / "a.jsonl", [_row(client, "what is x?")])
+    assert import_replies(archive, tmp_path / "work" / "kb" / "cache" / "llm.sqlite") == (1, 0)
+    assert claim(tmp_path / "work" / "kb") == tmp_path / "work" / "kb"
+    theirs = tmp_path / "theirs"
+    (theirs / "notes").mkdir(parents=True)
+    import_replies(archive, theirs / "cache" / "llm.sqlite")
+    with pytest.raises(NotOurs):
+        claim(theirs)
