@@ -39,6 +39,8 @@ def build_in_process(cfg: BuildConfig, resolved: tuple[BuildConfig, ChangeSet | 
         encodes = changes is None or changes.first_build or changes.sources_to_redo() > 0
         if encodes:
             stages.start_encoder(cfg)
+        else:  # one a caller started before the change was known
+            stages.stop_encoders()
         with stages.store_kept_open(cfg):
             result = _build(cfg)
         record_changes(cfg, changes, result)

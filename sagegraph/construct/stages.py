@@ -131,6 +131,15 @@ def start_encoder(cfg: BuildConfig) -> None:
             _CHILDREN[_child_key(spec)] = EncoderProcess(spec)
 
 
+def stop_encoders() -> None:
+    """Ends this process's encoder processes: a build that `start_encoder` began to prepare for
+    turned out to need none (nothing to encode, or its batches run on workers)."""
+    with _ENCODERS_MADE:
+        for child in _CHILDREN.values():
+            child.close()
+        _CHILDREN.clear()
+
+
 def _encode_seconds(enc: Encoder) -> float:
     return float(getattr(enc, "encode_seconds", 0.0))
 
@@ -1433,6 +1442,7 @@ __all__ = [
     "graph_changes",
     "corpus_read_once",
     "start_encoder",
+    "stop_encoders",
 ]
 
 

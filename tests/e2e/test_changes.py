@@ -420,3 +420,24 @@ def test_a_build_of_the_first_sources_only_never_stands_for_the_whole_relations_
     cut = pq.read_table(cfg.out / "graph" / "edges.parquet")["type"].to_pylist().count("NEAR")
     build_in_process(cfg)
     assert cut < 80 and pq.read_table(cfg.out / "graph" / "edges.parquet")["type"].to_pylist().count("NEAR") == 80
+
+
+def test_a_rebuild_with_nothing_to_encode_stops_the_encoder_started_for_it(tmp_path):
+    """`sagegraph build` starts the encoder's process before it knows the change (a rebuild's model
+    loads while the corpus is compared); a change with no text to encode (a relation added) ends
+    it, rather than leaving a process that imports torch beside the build's own work."""
+    from sagegraph.config import load_config
+    from sagegraph.construct import stages
+    from sagegraph.construct.inprocess import build_in_process
+    from tests.fixtures import write_config
+
+    data = _kb(tmp_path / "kb")
+    cfg = load_config(write_config(tmp_path / "kb.yaml", {"kind": "kb", "path": str(data)}, tmp_path / "out"))
+    build_in_process(cfg)
+    with (data / "edges.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"src": "n1", "dst": "n2", "type": "FAR"}) + "\n")
+    stages.start_encoder(cfg)
+    assert stages._CHILDREN
+    report = build_in_process(cfg)
+    assert not stages._CHILDREN
+    assert report["counts"]["edges_by_type"].get("FAR") == 1
