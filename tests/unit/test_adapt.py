@@ -315,3 +315,71 @@ def test_two_encoders_read_together_score_the_mean_of_their_cosines():
     both = ReadTogether(lambda texts: general[[int(t) for t in texts]], Adapted()).vectors(["0", "1", "2"])
     expected = (general @ general.T + adapted @ adapted.T) / 2
     assert np.allclose(both @ both.T, expected, atol=1e-6)
+
+
+def test_the_asked_questions_recurring_phrases_outside_names_are_what_is_asked_about():
+    """Phrases of one to three words that recur in the questions, a question's names, its function
+    words and what the KB already says left out; a possessive or punctuation ends a phrase."""
+    from sagegraph.retrieve.kb.adapt import asked_ngrams
+
+    asked = [
+        "who is the other half of Ana Silva 's heir ?",
+        "what is Bo Li's heir's other half?",
+        "the other half of the heir of Cy Dee ?",
+        "what is the cause of death of Ana Silva ?",
+        "the cause of death of Bo Li ?",
+        "cause of death of Cy Dee's heir?",
+    ]
+    names = ["ana silva", "bo li", "cy dee"]
+    found = asked_ngrams(asked, lambda q: [n for n in names if n in q.lower()], known={"heir"})
+    assert found[:3] == sorted(found[:3], key=lambda g: -sum(g in q.lower() for q in asked))
+    assert set(found) == {"other half", "half", "cause of death", "cause", "death"}
+    assert not any(n in g for g in found for n in ("ana", "silva", "bo", "li", "dee", "s "))
+    assert asked_ngrams(asked, lambda q: [], known=set(), min_questions=7) == []
+
+
+def test_the_model_links_an_asked_phrase_to_one_relation_and_a_reply_naming_none_of_the_kbs_is_not_kept(
+    family, tmp_path
+):
+    """One call per phrase, shown the KB's relations; a phrase linked to a relation joins its words,
+    'none' adds nothing, and a reply naming no relation of the KB is counted, not cached, so a
+    second run asks only for it again. A file of asked questions lends its question texts alone."""
+    from sagegraph.config import LLMConfig
+    from sagegraph.corpus.questions import asked_texts
+    from sagegraph.llm import LLMClient
+    from sagegraph.retrieve.kb.adaptation import asked_vocabulary
+    from tests.fake_openai import FakeOpenAI, completion
+
+    view = kb_view(family)
+    people = ("Håkon Ørsted", "Ingrid Ørsted", "Jonas Berg")  # the KB's names: never asked about
+    rows = [
+        {"id": f"q{i}", "question": q, "answer_ids": ["secret"], "relation_paths": [["x"]], "split": s}
+        for i, (q, s) in enumerate(
+            [(f"who is the offspring of {n}?", "train") for n in people]
+            + [(f"the birth town of {n}?", "train") for n in people]
+            + [(f"which team has {n}?", "train") for n in people]
+            + [("a test question naming heir heir heir", "test")]
+        )
+    ]
+    path = tmp_path / "asked.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    asked = asked_texts(path, "train")
+    assert asked == [r["question"] for r in rows if r["split"] == "train"]
+    replies = {"offspring": "child of", "birth town": "born in", "birth": "born in", "team": "none"}
+
+    def responder(body):
+        phrase = body["messages"][-1]["content"].rsplit("Phrase: ", 1)[1]
+        assert "Relations:" in body["messages"][-1]["content"] and "child of" in body["messages"][-1]["content"]
+        return 200, completion(json.dumps({"relation": replies.get(phrase, "plays for")}))  # not a relation here
+
+    with FakeOpenAI(responder) as server:
+        cfg = LLMConfig(base_url=server.base_url, model="test-model", max_retries=0, cache_dir=tmp_path / "cache")
+        client = LLMClient(cfg, tmp_path / "cache" / "llm.sqlite")
+        words_of, stats = asked_vocabulary(view, client, asked, {"child_of": ["kid"]})
+        assert words_of["child_of"] == ["kid", "offspring"]
+        assert words_of["born_in"] == ["birth town", "birth"]
+        assert stats["linked"] == {"offspring": "child_of", "birth town": "born_in", "birth": "born_in"}
+        assert "town" not in stats["linked"] and not any("ørsted" in p or "berg" in p for p in stats["linked"])
+        assert stats["unusable_replies"] == stats["phrases"] - 4 > 0  # 'team has', ...: named no relation of the KB
+        _, again = asked_vocabulary(view, client, asked, {"child_of": ["kid"]})
+        assert again["cached_replies"] == 4 and again["llm_calls"] == stats["unusable_replies"]
