@@ -241,6 +241,26 @@ def asked_ngrams(
     return [gram for gram, n in seen.most_common() if n >= min_questions and gram not in known]
 
 
+def spanning_phrases(linked: dict[str, str], vocabulary: dict[str, list[str]]) -> list[str]:
+    """The linked phrases that hold words another relation goes by ('sex of daughter' linked to
+    the relation of sex, beside the one 'daughter' names): a phrase that says a chain of two
+    relations would teach the encoder that the chain's words mean one, the very confusion between
+    a chain and its last relation the adaptation is there to undo."""
+    named: dict[str, set[str]] = {}
+    for relation, said in vocabulary.items():
+        for word in (words(relation), *said):
+            named.setdefault(word, set()).add(relation)
+    for phrase, relation in linked.items():
+        named.setdefault(phrase, set()).add(relation)
+    out = []
+    for phrase, relation in linked.items():
+        tokens = phrase.split()
+        parts = {" ".join(tokens[i:j]) for i in range(len(tokens)) for j in range(i + 1, len(tokens) + 1)} - {phrase}
+        if any(named.get(part, set()) - {relation} for part in parts):
+            out.append(phrase)
+    return out
+
+
 def link_messages(phrase: str, relations: list[tuple[str, str, str]]) -> list[dict[str, str]]:
     """The prompt that links one asked phrase: the KB's relations as (name, head type, tail type)."""
     listed = "\n".join(f"- {words(rel)} (from a {words(head)} to a {words(tail)})" for rel, head, tail in relations)

@@ -40,6 +40,7 @@ from sagegraph.retrieve.kb.adapt import (
     read_link,
     read_vocabulary,
     sample_questions,
+    spanning_phrases,
     vocabulary_messages,
     words,
 )
@@ -170,6 +171,9 @@ def asked_vocabulary(
         if target is not None:
             linked[phrase] = target
             merged.setdefault(target, []).append(phrase)
+    spanning = spanning_phrases(linked, merged)
+    for phrase in spanning:
+        merged[linked.pop(phrase)].remove(phrase)
     merged, ambiguous = distinct_vocabulary(merged, names)
     if report:
         seconds = time.perf_counter() - t0
@@ -182,6 +186,7 @@ def asked_vocabulary(
         "llm_calls": (client.usage.calls - before[0]) - (client.usage.cached - before[1]),
         "cached_replies": client.usage.cached - before[1],
         "seconds": round(time.perf_counter() - t0, 1),
+        "spanning_two_relations_dropped": spanning,
         "ambiguous_words_dropped": ambiguous,
         "traces": traces,
     }
