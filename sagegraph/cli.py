@@ -505,7 +505,6 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _adapt(args: argparse.Namespace) -> int:
-    from sagegraph.corpus.questions import asked_texts
     from sagegraph.retrieve.kb.adapt import SampleSettings
     from sagegraph.retrieve.kb.adaptation import AdaptSettings, TrainSettings, adapt_graph
 
@@ -516,13 +515,11 @@ def _adapt(args: argparse.Namespace) -> int:
         sample=SampleSettings(**given(questions=args.questions, max_hops=args.max_hops, seed=args.seed)),
         train=TrainSettings(**given(epochs=args.epochs, negatives=args.negatives)),
     )
-    asked = asked_texts(args.asked, args.asked_split) if args.asked else None
     out = adapt_graph(
         _graph_dir(args.graph_dir),
         settings,
         _llm_config(args, False),
         report=lambda line: print(line, file=sys.stderr, flush=True),
-        asked=asked,
     )
     print(json.dumps(out))
     return 0
@@ -811,13 +808,6 @@ def parser() -> argparse.ArgumentParser:
     ad.add_argument("--questions", type=int, help="questions drawn from the KB's own chains (default 800)")
     ad.add_argument("--max-hops", type=int, help="the longest chain drawn (1-3 relations; default 3)")
     ad.add_argument("--seed", type=int, help="the draw's seed (default 0)")
-    ad.add_argument(
-        "--asked",
-        type=Path,
-        help="a JSONL file of questions people ask the KB: only each row's `question` text is read; with --llm, "
-        "the words they use that the model links to a relation join its words (one call per recurring phrase)",
-    )
-    ad.add_argument("--asked-split", help="--asked: only the rows whose `split` is this (e.g. train)")
     ad.add_argument("--epochs", type=int, help="passes over the training pairs (default 1)")
     ad.add_argument("--negatives", type=int, help="wrong chains paired with each question (default 3)")
     ad.add_argument(

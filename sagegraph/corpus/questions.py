@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sagegraph.corpus.jsonl import ErrorPolicy, load_records, read_jsonl, require
+from sagegraph.corpus.jsonl import ErrorPolicy, load_records, require
 from sagegraph.corpus.ottqa import parse_question as parse_ottqa_question
 from sagegraph.corpus.records import Question
 from sagegraph.errors import ConfigError, InputError
@@ -76,22 +76,6 @@ def load_questions(path: Path, policy: ErrorPolicy | None = None) -> list[Questi
     if not path.exists():
         raise InputError(path, None, None, "questions file not found")
     return load_records(path, parse_question, policy or ErrorPolicy(), key=lambda q: q.id)
-
-
-def asked_texts(path: Path, split: str | None = None) -> list[str]:
-    """The `question` text of each row of a file of questions people ask, and nothing else of it:
-    what `sagegraph adapt --asked` learns words from, so a file that also holds answers (or a split
-    of a benchmark's) lends only its questions. `split`: only rows whose `split` is that."""
-    path = Path(path)
-    texts = []
-    for lineno, obj in read_jsonl(path, ErrorPolicy()):
-        if split is not None and obj.get("split") != split:
-            continue
-        text = require(obj, "question", str, path, lineno)
-        if (why := question_too_long(text)) is not None:
-            raise InputError(path, lineno, "question", why)
-        texts.append(text)
-    return texts
 
 
 def matching_questions(questions: list[Question], where: dict[str, Any]) -> list[Question]:

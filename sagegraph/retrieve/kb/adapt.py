@@ -20,9 +20,7 @@ the same fields `chain_encoder.training_triplets` reads from labels of gold-anno
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -187,102 +185,6 @@ def distinct_vocabulary(
         kept[relation] = [word for word in said if given[word] == 1 and own_names.get(word, relation) == relation]
         dropped.extend(f"{relation}: {word}" for word in said if word not in kept[relation])
     return kept, dropped
-
-
-# -- the words a KB's own questions use, linked by a model ------------------------------------------
-# The model's words for a relation are the common ones ('partner' for `spouse`); the questions a KB is
-# asked may say others ('other half', 'darling'). Given questions people ask (their text alone, no
-# answer), the word n-grams that recur in them outside the KB's names are each shown to the model
-# with the KB's relations, and a word it links to one joins that relation's words.
-
-ASKED_MIN_QUESTIONS = 3  # an n-gram in fewer of the asked questions is not asked about
-ASKED_MAX_WORDS = 80  # the most frequent n-grams asked about, at most
-LINK_MAX_RELATIONS = 60  # relations shown to the model, most frequent first
-NO_RELATION = "none"
-LINK_SYSTEM = (
-    "You link words from questions about a knowledge graph to the graph's relations. Given the graph's "
-    "relations (each with the types it links) and a word or phrase that questions use, name the one relation "
-    f'the phrase refers to, or "{NO_RELATION}" if it names none (a question word, a kind of thing, part of a name). '
-    'Reply with JSON only: {"relation": "..."}.'
-)
-
-
-def asked_ngrams(
-    questions: list[str], names: Callable[[str], list[str]], known: set[str], min_questions: int = ASKED_MIN_QUESTIONS
-) -> list[str]:
-    """Word n-grams (1-3 words) that recur in the asked questions outside the KB names each holds
-    (`names`: the names found in a question): one content word, two words neither of which is an
-    article, preposition or form of 'be' ('other half'), or two content words around one ('cause of
-    death'); most frequent first, those already `known` (a relation's words, a type's) left out.
-    English function words (bm25s's lists) are the only words written here."""
-    from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS
-
-    glue, function = set(STOPWORDS_EN), set(STOPWORDS_EN_PLUS) | set(STOPWORDS_EN)
-    seen: Counter[str] = Counter()
-    for question in questions:
-        text = question.lower()
-        for name in names(question):  # a name ends a phrase, as punctuation or a possessive does
-            text = text.replace(name.lower(), " | ")
-        found: set[str] = set()
-        for stretch in re.split(r"\s?['’]s\b|[^\w\s-]", text):
-            tokens = stretch.split()
-            for i, word in enumerate(tokens):
-                if word not in function and not word.isdigit():
-                    found.add(word)
-                if i + 1 < len(tokens):
-                    pair = tokens[i : i + 2]
-                    if not set(pair) & glue and not set(pair) <= function:
-                        found.add(" ".join(pair))
-                if i + 2 < len(tokens):
-                    first, middle, last = tokens[i : i + 3]
-                    if middle in glue and first not in function and last not in function:
-                        found.add(f"{first} {middle} {last}")
-        seen.update(found)
-    return [gram for gram, n in seen.most_common() if n >= min_questions and gram not in known]
-
-
-def spanning_phrases(linked: dict[str, str], vocabulary: dict[str, list[str]]) -> list[str]:
-    """The linked phrases that hold words another relation goes by ('sex of daughter' linked to
-    the relation of sex, beside the one 'daughter' names): a phrase that says a chain of two
-    relations would teach the encoder that the chain's words mean one, the very confusion between
-    a chain and its last relation the adaptation is there to undo."""
-    named: dict[str, set[str]] = {}
-    for relation, said in vocabulary.items():
-        for word in (words(relation), *said):
-            named.setdefault(word, set()).add(relation)
-    for phrase, relation in linked.items():
-        named.setdefault(phrase, set()).add(relation)
-    out = []
-    for phrase, relation in linked.items():
-        tokens = phrase.split()
-        parts = {" ".join(tokens[i:j]) for i in range(len(tokens)) for j in range(i + 1, len(tokens) + 1)} - {phrase}
-        if any(named.get(part, set()) - {relation} for part in parts):
-            out.append(phrase)
-    return out
-
-
-def link_messages(phrase: str, relations: list[tuple[str, str, str]]) -> list[dict[str, str]]:
-    """The prompt that links one asked phrase: the KB's relations as (name, head type, tail type)."""
-    listed = "\n".join(f"- {words(rel)} (from a {words(head)} to a {words(tail)})" for rel, head, tail in relations)
-    return [
-        {"role": "system", "content": LINK_SYSTEM},
-        {"role": "user", "content": f"Relations:\n{listed}\n\nPhrase: {phrase}"},
-    ]
-
-
-def read_link(reply: dict[str, Any], relations: list[str]) -> str | None:
-    """The relation a reply links its phrase to (None: it names none); ValueError for a reply that
-    names no relation of the KB, so it is not kept as a good one."""
-    said = reply.get("relation")
-    if not isinstance(said, str):
-        raise ValueError("no 'relation'")
-    said = words(said)
-    if said == NO_RELATION:
-        return None
-    by_words = {words(rel): rel for rel in relations}
-    if said not in by_words:
-        raise ValueError(f"{said!r} is not one of the KB's relations")
-    return by_words[said]
 
 
 def _is_round_trip(hops: tuple[HopKey, ...]) -> bool:

@@ -29,23 +29,14 @@ from sagegraph.errors import ConfigError, LLMError, ReplyRejected, SageGraphErro
 from sagegraph.llm import LLMClient, parse_json_reply
 from sagegraph.retrieve.graph_index import GraphIndex
 from sagegraph.retrieve.kb.adapt import (
-    ASKED_MAX_WORDS,
-    LINK_MAX_RELATIONS,
-    NO_RELATION,
     KBQuestion,
     SampleSettings,
-    asked_ngrams,
     distinct_vocabulary,
-    link_messages,
-    read_link,
     read_vocabulary,
     sample_questions,
-    spanning_phrases,
     vocabulary_messages,
-    words,
 )
 from sagegraph.retrieve.kb.chain_encoder import RECORD, adapted_path, publish_folder, train_selector_encoder
-from sagegraph.retrieve.kb.entities import gazetteer_entities
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.resources import llm_cache_path
 from sagegraph.runfiles import write_jsonl_whole, write_text_whole
@@ -124,79 +115,6 @@ def relation_vocabulary(
     return said, stats
 
 
-def asked_vocabulary(
-    view: KBView,
-    client: LLMClient,
-    asked: list[str],
-    vocabulary: dict[str, list[str]],
-    report: Callable[[str], None] | None = None,
-) -> tuple[dict[str, list[str]], dict[str, Any]]:
-    """`vocabulary` with the words the asked questions use that the model links to a relation
-    (`adapt.asked_ngrams`, `adapt.read_link`), one cached, counted call per phrase; a reply that
-    names no relation of the KB is not cached and its phrase is left out (counted); a word that then
-    names two relations is dropped (`distinct_vocabulary`). Only each question's text is read."""
-    relations: list[tuple[str, str, str]] = []
-    for head, relation, tail, _ in view.patterns:  # most frequent first
-        if relation not in {r for r, _, _ in relations}:
-            relations.append((relation, head, tail))
-    relations = relations[:LINK_MAX_RELATIONS]
-    names = [r for r, _, _ in relations]
-    known = {words(r) for r in names} | {w for said in vocabulary.values() for w in said}
-    known |= {words(str(t)) for t in set(view.graph.types.tolist())}
-    phrases = asked_ngrams(asked, lambda q: [span for span, _ in gazetteer_entities(view, q)], known)
-    phrases = phrases[:ASKED_MAX_WORDS]
-    t0 = time.perf_counter()
-    before = (client.usage.calls, client.usage.cached)
-    merged = {relation: list(said) for relation, said in vocabulary.items()}
-    linked: dict[str, str] = {}
-    traces: list[dict[str, Any]] = []
-    unusable = 0
-    choices = {"enum": [*map(words, names), NO_RELATION]}
-    schema = {"type": "object", "required": ["relation"], "properties": {"relation": choices}}
-    for phrase in phrases:
-        messages = link_messages(phrase, relations)
-        try:
-            reply = client.chat(
-                messages,
-                response_format={"type": "json_object", "schema": schema},
-                max_tokens=32,
-                accept=functools.partial(_link, relations=names),
-            )
-            target = _link(reply.text, names)
-        except (ValueError, ReplyRejected):
-            unusable += 1
-            continue
-        event = {"kind": "llm", "name": "link", "inputs": messages, "outputs": reply.text, "key": reply.key}
-        traces.append({"qid": f"link:{phrase}", "events": [{**event, "cached": reply.cached}]})
-        if target is not None:
-            linked[phrase] = target
-            merged.setdefault(target, []).append(phrase)
-    spanning = spanning_phrases(linked, merged)
-    for phrase in spanning:
-        merged[linked.pop(phrase)].remove(phrase)
-    merged, ambiguous = distinct_vocabulary(merged, names)
-    if report:
-        seconds = time.perf_counter() - t0
-        report(f"asked questions' words: {len(linked):,} of {len(phrases):,} phrases linked, {seconds:.0f} s")
-    stats = {
-        "questions": len(asked),
-        "phrases": len(phrases),
-        "linked": linked,
-        "unusable_replies": unusable,
-        "llm_calls": (client.usage.calls - before[0]) - (client.usage.cached - before[1]),
-        "cached_replies": client.usage.cached - before[1],
-        "seconds": round(time.perf_counter() - t0, 1),
-        "spanning_two_relations_dropped": spanning,
-        "ambiguous_words_dropped": ambiguous,
-        "traces": traces,
-    }
-    return merged, stats
-
-
-def _link(text: str, relations: list[str]) -> str | None:
-    return read_link(parse_json_reply(text), relations)
-
-
 def _vocabulary(text: str, relation: str) -> list[str]:
     return read_vocabulary(parse_json_reply(text), relation)
 
@@ -206,24 +124,18 @@ def adapt_graph(
     settings: AdaptSettings,
     llm: LLMConfig | None = None,
     report: Callable[[str], None] | None = None,
-    asked: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Draw (with the model's relation words given `llm`, and the words of the `asked` questions'
-    texts it links to relations), write the questions, train (unless this draw's encoder is there)
-    and report."""
+    """Draw (with the model's relation words given `llm`), write the questions, train (unless
+    this draw's encoder is there) and report."""
     graph = GraphIndex(graph_dir)
     try:
-        return _adapt(graph, settings, llm, report, asked or [])
+        return _adapt(graph, settings, llm, report)
     finally:
         graph.close()  # the reader's lease on the generation, whatever happened
 
 
 def _adapt(
-    graph: GraphIndex,
-    settings: AdaptSettings,
-    llm: LLMConfig | None,
-    report: Callable[[str], None] | None,
-    asked: list[str],
+    graph: GraphIndex, settings: AdaptSettings, llm: LLMConfig | None, report: Callable[[str], None] | None
 ) -> dict[str, Any]:
     view = kb_view(graph)
     encoder = adapted_path(graph.dir)
@@ -232,18 +144,12 @@ def _adapt(
     phrasing: dict[str, Any] = {"llm_calls": 0}
     if llm is not None:
         cache = llm_cache_path(graph, llm)
-        client = LLMClient(llm, cache)
         try:
-            vocabulary, phrasing = relation_vocabulary(view, client, report)
-            if asked:
-                vocabulary, phrasing["asked"] = asked_vocabulary(view, client, asked, vocabulary, report)
-                phrasing["words"] = vocabulary
-                phrasing["llm_calls"] += phrasing["asked"]["llm_calls"]
+            vocabulary, phrasing = relation_vocabulary(view, LLMClient(llm, cache), report)
         except LLMError as exc:
             raise SageGraphError(f"adapt: the model stopped answering; its replies so far are cached: {exc}") from None
         # as a run records its calls, so `sagegraph llm export GRAPH/adapt FILE` can share them for a replay
-        traces = phrasing.pop("traces") + (phrasing["asked"].pop("traces") if asked else [])
-        write_jsonl_whole(folder / "traces.jsonl", traces)
+        write_jsonl_whole(folder / "traces.jsonl", phrasing.pop("traces"))
         write_text_whole(folder / "config.json", json.dumps({"graph": str(graph.dir), "llm": {"cache": str(cache)}}))
     t0 = time.perf_counter()
     questions = sample_questions(view, settings.sample, vocabulary)
