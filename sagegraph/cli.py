@@ -59,9 +59,8 @@ def _build(args: argparse.Namespace) -> int:
         # The flow adapts the generation it publishes (`adapt.enabled`); the other two ways do it here.
         adapted = functools.partial(with_adaptation, cfg, report=lambda line: print(line, file=sys.stderr, flush=True))
         result = up_to_date(resolved) if changes is not None and changes.empty else None
-        if result is not None or args.flow or fans_out(changes, cfg.runner):
-            stop_encoders()  # its workers encode, or nothing is encoded
         if result is not None:  # nothing to redo: no server, no workers (a scheduled rebuild of an unchanged corpus)
+            stop_encoders()  # nothing is encoded
             print(
                 f"sagegraph: {cfg.out}: the graph, its statistics and its store are up to date; nothing to build",
                 flush=True,
@@ -75,6 +74,7 @@ def _build(args: argparse.Namespace) -> int:
             )
             result = adapted(build_in_process(cfg, resolved=(resolved, changes)))
         else:
+            stop_encoders()  # the workers encode
             from sagegraph.flows.build_graph import build_graph  # Prefect's import (~1.5 s): only where a flow runs
 
             with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
