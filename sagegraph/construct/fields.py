@@ -6,6 +6,8 @@ modality fills the same field names; a missing field falls back to the node text
 
 from __future__ import annotations
 
+from typing import Any
+
 from sagegraph.construct.entities import normalise
 from sagegraph.model import DOC_CHUNK, TABLE_CHUNK, Node
 
@@ -30,7 +32,13 @@ def field_texts(node: Node) -> dict[str, str]:
 
 
 def entity_set(node: Node) -> set[str]:
-    names = set(node.metadata.get("entities", {}) or {})
-    if node.modality == DOC_CHUNK and node.title:
-        names.add(node.title)
+    return entity_names(node.modality, node.title, node.metadata)
+
+
+def entity_names(modality: str, title: str, metadata: dict[str, Any]) -> set[str]:
+    """A node's entity set from its columns, for readers that never make the Node (the edge stage
+    reads a large KB's 129k nodes as columns)."""
+    names = set(metadata.get("entities", {}) or {})
+    if modality == DOC_CHUNK and title:
+        names.add(title)
     return {k for k in (normalise(n) for n in names) if len(k) > 1}

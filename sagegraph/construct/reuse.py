@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from sagegraph.construct.artifacts import Layout, read_json
+from sagegraph.model import read_batch_table
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def _sources_of_retired(cfg_layout: Layout, previous: Path, current: Path) -> di
         path = chunks / f"{name}.parquet"
         if not path.exists():
             continue
-        for source in set(pq.read_table(path, columns=["source_id"]).column("source_id").to_pylist()):
+        for source in set(read_batch_table(path, columns=["source_id"]).column("source_id").to_pylist()):
             out.setdefault(source, []).append(name)
     return out
 
@@ -102,7 +102,7 @@ def match_rows(
         path = input_dir / f"{name}.parquet"
         if not path.exists() or not output(name).exists():
             continue
-        theirs = pq.read_table(path)
+        theirs = read_batch_table(path)
         if theirs.schema != inputs.schema:
             continue
         where = {values: k for k, values in enumerate(row_values(theirs))}

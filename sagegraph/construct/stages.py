@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -41,7 +42,7 @@ from sagegraph.construct.changes import (
     write_fingerprints,
 )
 from sagegraph.construct.edge_records import extra_for, pair_edge_table, repeated
-from sagegraph.construct.fields import FIELDS, entity_set, field_texts
+from sagegraph.construct.fields import FIELDS, entity_names, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
 from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
 from sagegraph.construct.reuse import Reused, combine_arrays, combine_tables, match_rows, retired_batches
@@ -61,10 +62,12 @@ from sagegraph.memory import releasing
 from sagegraph.model import (
     EDGE_SCHEMA,
     ENTITY,
+    TABLE_CHUNK,
     Node,
     content_id,
     edges_to_table,
     nodes_to_table,
+    read_batch_table,
     read_nodes,
     shallow_dict,
     table_to_nodes,
@@ -422,7 +425,7 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
         usage = read_json(usage_path) if usage_path.exists() else {}
         return {"path": str(out), "resumed": True, "seconds": 0.0, "llm": usage}
     t0 = time.perf_counter()
-    inputs = pq.read_table(chunks_path)
+    inputs = read_batch_table(Path(chunks_path))
     # An LLM's fallback row is made again (its call retried), never kept: only heuristic rows are reused.
     metadata_of = functools.partial(batch_file, layout.stage_path("metadata"))
     reused = _reusable(cfg, inputs, "chunks", metadata_of) if cfg.metadata.mode == "heuristic" else None
@@ -443,7 +446,7 @@ def metadata_batch(cfg: BuildConfig, chunks_path: str, report: Callable[[str], N
     write_json(usage_path, usage)
     table = nodes_to_table(nodes)
     if reused:
-        table = combine_tables(reused, lambda name: pq.read_table(metadata_of(name)), table)
+        table = combine_tables(reused, lambda name: read_batch_table(metadata_of(name)), table)
     write_parquet(table, out)
     return _made(out, table.num_rows, reused, t0, llm=usage)
 
@@ -562,7 +565,7 @@ def _vectors_file(cfg: BuildConfig, batch: str) -> Path:
 
 def _plan_vectors(cfg: BuildConfig, metadata_path: str) -> _VectorsPlan:
     started = time.perf_counter()
-    inputs = pq.read_table(metadata_path)
+    inputs = read_batch_table(Path(metadata_path))
     reused = _reusable(cfg, inputs, "metadata", functools.partial(_vectors_file, cfg))
     nodes = table_to_nodes(inputs.take(pa.array(reused.fresh)) if reused else inputs)
     texts = [node_texts[field] for node_texts in map(field_texts, nodes) for field in FIELDS]
@@ -639,7 +642,7 @@ def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str
     if marker.exists() and marker.read_text() == layout.cfg_fp["nodes"] and (g / "nodes.parquet").exists():
         return {"path": str(g), "resumed": True, "seconds": 0.0}
     t0 = time.perf_counter()
-    tables = [pq.read_table(p) for p in sorted(metadata_paths)]
+    tables = [read_batch_table(Path(p)) for p in sorted(metadata_paths)]
     import pyarrow as pa
 
     nodes_tbl = pa.concat_tables(tables)
@@ -700,14 +703,26 @@ def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str], nodes_dir: Path | No
     if out.exists() and stats_path.exists():
         return {"path": str(out), "stats": str(stats_path), "resumed": True, "seconds": 0.0}
     t0 = time.perf_counter()
-    nodes, vectors = load_graph_inputs(nodes_dir or layout.graph)
-    ids = [n.id for n in nodes]
-    modality = np.array([n.modality for n in nodes])
-    source = np.array([n.source_id for n in nodes])
-    Emat, names = edge_construction.entity_matrix([entity_set(n) for n in nodes])
-    vec = {f: np.asarray(v) for f, v in vectors.items()}
+    graph = nodes_dir or layout.graph
+    # Columns, not Node objects: making 129k of them was most of this stage outside the search at a
+    # PRIME-sized KB's size, and only the pairs with table chunks read more than these (`extra_for`).
+    cols = pq.read_table(graph / "nodes.parquet", columns=["id", "modality", "source_id", "title", "metadata"])
+    ids = cols.column("id").to_pylist()
+    modality = cols.column("modality").to_numpy(zero_copy_only=False).astype(str)
+    source = cols.column("source_id").to_numpy(zero_copy_only=False).astype(str)
+    Emat, names = edge_construction.entity_matrix(
+        [
+            entity_names(m, t, json.loads(meta or "{}"))
+            for m, t, meta in zip(
+                modality.tolist(), cols.column("title").to_pylist(), cols.column("metadata").to_pylist()
+            )
+        ]
+    )
+    del cols
+    vec = {f: np.asarray(np.load(graph / "vectors" / f"{f}.npy", mmap_mode="r")) for f in FIELDS}
     res = edge_construction.similarity_pair(pair, modality, source, vec, Emat, edge_params(cfg))
-    table = pair_edge_table(res, ids, Emat, names, extra_for(pair, nodes))
+    extra = extra_for(pair, read_nodes(graph / "nodes.parquet")) if TABLE_CHUNK in pair else None
+    table = pair_edge_table(res, ids, Emat, names, extra)
     write_parquet(table, out)
     save_npz(stats_path, values=res.values, thresholds=res.thresholds, keep=res.keep, signals=np.array(res.signals))
     return {

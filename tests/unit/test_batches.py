@@ -81,3 +81,17 @@ def test_assembled_nodes_keep_their_vectors_whether_or_not_identical_chunks_coll
     ids, vectors = _assembled(tmp_path / "alike", [[("a", "alpha"), ("b", "beta")], [("a", "alpha"), ("c", "gamma")]])
     assert ids == ["a", "b", "c"] and vectors[:, 0].tolist() == [ord("a"), ord("b"), ord("g")]
     assert vectors.dtype.name == "float32"
+
+
+def test_a_batch_file_reads_on_this_thread_as_pyarrow_reads_it(tmp_path):
+    """`read_batch_table` skips pyarrow's dataset layer and thread pool: the same table, schema
+    metadata and a column selection included."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sagegraph.model import read_batch_table, write_parquet
+
+    table = pa.table({"id": ["b", "a", "c"], "metadata": ['{"x": 1}', "{}", None], "position": [2, 0, 1]})
+    path = write_parquet(table.replace_schema_metadata({b"made_by": b"test"}), tmp_path / "batch.parquet")
+    assert read_batch_table(path).equals(pq.read_table(path), check_metadata=True)
+    assert read_batch_table(path, columns=["position", "id"]).equals(pq.read_table(path, columns=["position", "id"]))
