@@ -42,7 +42,7 @@ from sagegraph.construct.changes import (
     write_fingerprints,
 )
 from sagegraph.construct.edge_records import extra_for, pair_edge_table, repeated
-from sagegraph.construct.fields import FIELDS, entity_names, field_texts
+from sagegraph.construct.fields import FIELDS, entity_names, entity_set, field_texts
 from sagegraph.construct.metadata import estimate_llm_tokens, extract_metadata
 from sagegraph.construct.nodes import document_nodes, kb_nodes, table_nodes
 from sagegraph.construct.reuse import Reused, combine_arrays, combine_tables, match_rows, retired_batches
@@ -669,9 +669,45 @@ def assemble(cfg: BuildConfig, metadata_paths: list[str], vector_paths: list[str
 
 
 def load_graph_inputs(graph_dir: Path) -> tuple[list[Node], dict[str, np.ndarray]]:
-    nodes = read_nodes(graph_dir / "nodes.parquet")
-    vectors = {f: np.load(graph_dir / "vectors" / f"{f}.npy", mmap_mode="r") for f in FIELDS}
-    return nodes, vectors
+    return read_nodes(graph_dir / "nodes.parquet"), graph_vectors(graph_dir)
+
+
+def graph_vectors(graph_dir: Path) -> dict[str, np.ndarray]:
+    """Each field's vectors, memory-mapped: pages are read as the search touches them."""
+    return {f: np.load(graph_dir / "vectors" / f"{f}.npy", mmap_mode="r") for f in FIELDS}
+
+
+@dataclasses.dataclass(frozen=True)
+class _PairInputs:
+    """What one modality pair's edges read of the graph's nodes, row by row."""
+
+    ids: list[str]
+    modality: np.ndarray
+    source: np.ndarray
+    entity_sets: list[set[str]]
+    nodes: list[Node] | None  # whole nodes, for the pairs whose edges carry extras (`extra_for`)
+
+
+def _pair_inputs(graph_dir: Path, pair: tuple[str, str]) -> _PairInputs:
+    """Columns, not Node objects, unless the pair's extras need them (those with table chunks):
+    making 129k Nodes was most of the edge stage outside the search at a PRIME-sized KB's size.
+    Where the Nodes are made, the columns are taken from them, so no node is parsed twice."""
+    path = graph_dir / "nodes.parquet"
+    if TABLE_CHUNK in pair:
+        nodes = read_nodes(path)
+        return _PairInputs(
+            [n.id for n in nodes],
+            np.array([n.modality for n in nodes]),
+            np.array([n.source_id for n in nodes]),
+            [entity_set(n) for n in nodes],
+            nodes,
+        )
+    cols = pq.read_table(path, columns=["id", "modality", "source_id", "title", "metadata"]).to_pydict()
+    entity_sets = [
+        entity_names(modality, title, json.loads(metadata or "{}"))
+        for modality, title, metadata in zip(cols["modality"], cols["title"], cols["metadata"])
+    ]
+    return _PairInputs(cols["id"], np.array(cols["modality"]), np.array(cols["source_id"]), entity_sets, None)
 
 
 # ---- 6. edges ---------------------------------------------------------------------------------
@@ -704,25 +740,12 @@ def edges_for_pair(cfg: BuildConfig, pair: tuple[str, str], nodes_dir: Path | No
         return {"path": str(out), "stats": str(stats_path), "resumed": True, "seconds": 0.0}
     t0 = time.perf_counter()
     graph = nodes_dir or layout.graph
-    # Columns, not Node objects: making 129k of them was most of this stage outside the search at a
-    # PRIME-sized KB's size, and only the pairs with table chunks read more than these (`extra_for`).
-    cols = pq.read_table(graph / "nodes.parquet", columns=["id", "modality", "source_id", "title", "metadata"])
-    ids = cols.column("id").to_pylist()
-    modality = cols.column("modality").to_numpy(zero_copy_only=False).astype(str)
-    source = cols.column("source_id").to_numpy(zero_copy_only=False).astype(str)
-    Emat, names = edge_construction.entity_matrix(
-        [
-            entity_names(m, t, json.loads(meta or "{}"))
-            for m, t, meta in zip(
-                modality.tolist(), cols.column("title").to_pylist(), cols.column("metadata").to_pylist()
-            )
-        ]
-    )
-    del cols
-    vec = {f: np.asarray(np.load(graph / "vectors" / f"{f}.npy", mmap_mode="r")) for f in FIELDS}
-    res = edge_construction.similarity_pair(pair, modality, source, vec, Emat, edge_params(cfg))
-    extra = extra_for(pair, read_nodes(graph / "nodes.parquet")) if TABLE_CHUNK in pair else None
-    table = pair_edge_table(res, ids, Emat, names, extra)
+    inputs = _pair_inputs(graph, pair)
+    Emat, names = edge_construction.entity_matrix(inputs.entity_sets)
+    vec = {f: np.asarray(v) for f, v in graph_vectors(graph).items()}
+    res = edge_construction.similarity_pair(pair, inputs.modality, inputs.source, vec, Emat, edge_params(cfg))
+    extra = extra_for(pair, inputs.nodes) if inputs.nodes is not None else None
+    table = pair_edge_table(res, inputs.ids, Emat, names, extra)
     write_parquet(table, out)
     save_npz(stats_path, values=res.values, thresholds=res.thresholds, keep=res.keep, signals=np.array(res.signals))
     return {
