@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sagegraph.retrieve.graphraft.retriever import PROMPT_VERSION
 from sagegraph.retrieve.kb.adapt import (
     SampleSettings,
     chain_frames,
@@ -289,7 +290,7 @@ def test_a_run_on_the_adapted_encoder_is_stamped_with_it_so_adapting_again_rerun
     assert plain.retriever_class.graph_inputs(family, plain.validated()) == ""
     paper = EvalConfig("graphraft", 20, {"selector": "grammar"})  # a model's selector reads no encoder
     assert paper.retriever_class.graph_inputs(family, paper.validated()) == ""
-    assert paper.retriever_class.prompt_for(paper.validated()) == "graphraft-5"
+    assert paper.retriever_class.prompt_for(paper.validated()) == PROMPT_VERSION
     default = EvalConfig("graphraft", 20, {})  # GraphRAFT's default reads the adaptation
     assert default.retriever_class.graph_inputs(family, default.validated()) == cls.graph_inputs(family, params) != ""
     around = EvalConfig("sage", 10, {"seed_retriever": "graphraft", "k_prime": 10})  # SAGE reads what its seeds read

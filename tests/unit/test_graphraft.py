@@ -451,11 +451,24 @@ def test_three_hop_chains_are_enumerated_on_request_read_as_phrases_and_run_the_
     assert (
         prior_order([t, *[x for x in enumerate_templates(view, [ingrid]) if x.kind == "1hop"]])[-1] == 0
     )  # longest last without a model
+    # a chain walks on through the start, as its Cypher matches: Håkon is the only one born in his
+    # town, so the town's people are Håkon alone (no 2-hop template ends there, the start left out),
+    # and their guild is his
+    hakon = [row(g, "h1")]
+    from_hakon = {t.cypher(): t for t in enumerate_templates(view, [hakon], three_hop=True)}
+    through = (
+        "MATCH (e0:Human)-[:born_in]->(:Town)<-[:born_in]-(:Human)-[:member_of]->(x:Guild) WHERE e0.id IN $e0 "
+        "AND NOT x.id IN $e0 RETURN DISTINCT x.id AS id"
+    )
+    assert ids(g, from_hakon[through].rows) == {"r1"}
+    assert not [c for c, x in from_hakon.items() if x.kind == "2hop" and "<-[:born_in]-(x:Human)" in c]
     with open_store("falkordb", tmp_path / "store", graph="family") as store:
         store.load_nodes(nodes)
         store.load_edges(edges)
         for c in chains.values():
             assert run_in_store(store, view, c, [ingrid]).tolist() == sorted(c.rows.tolist()), c.cypher()
+        for c in from_hakon.values():
+            assert run_in_store(store, view, c, [hakon]).tolist() == sorted(c.rows.tolist()), c.cypher()
 
 
 def test_similar_selection_ranks_by_phrase_with_the_no_model_order_breaking_ties(g):
@@ -660,3 +673,27 @@ def test_a_trained_encoder_appears_whole_or_not_at_all(tmp_path):
     with pytest.raises(ConfigError, match="not a selector encoder"):
         train_selector_encoder([], tmp_path / "notes")
     assert (tmp_path / "notes" / "mine.txt").read_text() == "keep"
+
+
+def test_chains_walk_on_through_their_start_and_end_without_it(tmp_path):
+    """DGR's chains and `sagegraph adapt`'s drawn walks (`chains_from`) read a chain as the
+    templates do: Håkon's town's people are Håkon alone, so that chain is not yielded (its end
+    would be the start), but walked on it reaches his guild."""
+    from sagegraph.retrieve.kb.metapaths import chains_from
+    from tests.kb_mini import family_records
+
+    g = build_mini(tmp_path / "graph", family_records())
+    view = kb_view(g)
+    named = {
+        tuple((view.relation_types[c], out) for c, out, _ in hops): ids(g, ends)
+        for hops, ends in chains_from(view, row(g, "h1"), 3)
+    }
+    assert named[(("born_in", True), ("born_in", False), ("member_of", True))] == {"r1"}
+    assert (("born_in", True), ("born_in", False)) not in named
+    assert all("h1" not in ends for ends in named.values())
+    drawn = [  # as `sagegraph adapt` draws: the start left out at every step
+        tuple((view.relation_types[c], out) for c, out, _ in hops)
+        for hops, _ in chains_from(view, row(g, "h1"), 3, through_start=False)
+    ]
+    assert (("born_in", True), ("born_in", False), ("member_of", True)) not in drawn
+    assert set(drawn) < set(named)

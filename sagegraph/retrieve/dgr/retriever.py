@@ -84,7 +84,7 @@ from sagegraph.retrieve.kb.view import KBView
 from sagegraph.retrieve.registry import register
 from sagegraph.retrieve.timeline import Timeline
 
-PROMPT_VERSION = "dgr-13"
+PROMPT_VERSION = "dgr-14"
 # `chain_order`: words farther from a start's name count as this far (at most 300 bands a start)
 ORDER_WORDS = 24
 

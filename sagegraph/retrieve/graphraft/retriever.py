@@ -47,7 +47,7 @@ from sagegraph.retrieve.timeline import Timeline
 # one) are not the paper's; they are above hybrid in every question group of the development KBs,
 # where the paper's untuned `grammar` is not.
 # The paper's GraphRAFT: `selector: grammar, three_hop: false, unnamed: resolve` (the encoder is unused).
-PROMPT_VERSION = "graphraft-5"
+PROMPT_VERSION = "graphraft-6"
 
 
 def _encoder_of(params: GraphRAFTParams) -> str | None:

@@ -123,10 +123,12 @@ def enumerate_templates(
     sharing its name. `max_mid_degree` skips middles with more KB edges than that (hubs), which a
     store would otherwise time out on; None keeps them all. `three_hop` extends each 2-hop chain by
     one more hop when it reaches at most `max_frontier` nodes (a wider one is a hub's fan-out,
-    which no question walks on through). A 3-hop chain is a walk: its third hop may go back over
-    the second's edge (X's parent's child's parent is the parent again), as FalkorDB matches the
-    template's Cypher; Neo4j, which never repeats a relationship within a pattern, returns fewer
-    rows for such a chain when it runs in the store (`execute: store`).
+    which no question walks on through). A 3-hop chain is a walk: it goes on through the start
+    (X's parent's children hold X, so X's parent's child's gender holds X's; only a template's
+    targets leave the start out) and its third hop may go back over the second's edge (X's
+    parent's child's parent is the parent again), as FalkorDB matches the template's Cypher;
+    Neo4j, which never repeats a relationship within a pattern, returns fewer rows for such a
+    chain when it runs in the store (`execute: store`).
 
     `budget` bounds the walk as `metapaths.WalkBudget` bounds DGR's (a fresh one by default): the
     relations its 2- and 3-hop steps examine and the templates it makes; every 1-hop template and
@@ -152,16 +154,18 @@ def enumerate_templates(
                 continue
             if not _within(budget, view, mids, len(out)):
                 break
-            for (c2, d2, t), rows in sorted(hop_groups(view, mids, exclude=a).items()):
+            for (c2, d2, t), reached in sorted(hop_groups(view, mids).items()):
                 two = (Hop(rel[c1], d1), Hop(rel[c2], d2))
-                out.append(Template("2hop", (s,), (ta,), two, (tm,), t, rows))
-                if not three_hop or len(rows) > max_frontier:
+                rows = reached[~np.isin(reached, a)]
+                if len(rows):
+                    out.append(Template("2hop", (s,), (ta,), two, (tm,), t, rows))
+                if not three_hop or len(reached) > max_frontier:
                     continue
                 if max_mid_degree is not None:
-                    rows = rows[view.degree[rows] <= max_mid_degree]
-                if not _within(budget, view, rows, len(out)):
+                    reached = reached[view.degree[reached] <= max_mid_degree]
+                if not _within(budget, view, reached, len(out)):
                     break
-                for (c3, d3, t3), ends in sorted(hop_groups(view, rows, exclude=a).items()):
+                for (c3, d3, t3), ends in sorted(hop_groups(view, reached, exclude=a).items()):
                     out.append(Template("3hop", (s,), (ta,), (*two, Hop(rel[c3], d3)), (tm, t), t3, ends))
             if budget.capped:
                 break

@@ -237,7 +237,7 @@ class _Sampler:
         budget = WalkBudget(max_work=200_000, max_chains=1_000)
         walks = {
             hops: ends
-            for hops, ends in chains_from(view, start, settings.max_hops, budget=budget)
+            for hops, ends in chains_from(view, start, settings.max_hops, budget=budget, through_start=False)
             if not _is_round_trip(hops)
         }
         fits = [hops for hops, ends in walks.items() if 0 < len(ends) <= settings.max_answers]

@@ -72,12 +72,22 @@ class WalkBudget:
 
 
 def chains_from(
-    view: KBView, start: int, depth: int, max_frontier: int = 2000, budget: WalkBudget | None = None
+    view: KBView,
+    start: int,
+    depth: int,
+    max_frontier: int = 2000,
+    budget: WalkBudget | None = None,
+    through_start: bool = True,
 ) -> Iterator[tuple[tuple[HopKey, ...], np.ndarray]]:
     """Every typed chain of 1 to `depth` hops from `start` with the distinct nodes at its end (the
     start itself left out), shortest first, within `budget` (a fresh `WalkBudget` by default). A
-    chain that already reaches more than `max_frontier` nodes is not walked on (a hub's fan-out,
-    which no question walks through)."""
+    chain walks on through every node it reaches, the start too (X's parent's children hold X, so
+    X's parent's child's gender holds X's), as the chain's Cypher matches it; only its end leaves
+    the start out, and a chain that ends at the start alone is walked on but not yielded.
+    `through_start=False` leaves the start out at every step instead: `sagegraph adapt` draws its
+    questions so, since encoders trained on walks through their own start read the development KBs'
+    questions no better (experiments/kb-walk-through-start). A chain that already reaches more than
+    `max_frontier` nodes is not walked on (a hub's fan-out, which no question walks through)."""
     budget = budget if budget is not None else WalkBudget()
     here = np.array([start], dtype=np.int64)
     level: list[tuple[tuple[HopKey, ...], np.ndarray]] = [((), here)]
@@ -88,13 +98,17 @@ def chains_from(
                 continue
             if not budget.examine(view, rows):
                 break
-            for key, ends in sorted(hop_groups(view, rows, exclude=here).items()):
-                nxt.append(((*hops, key), ends))
+            left_out = None if through_start else here
+            for key, reached in sorted(hop_groups(view, rows, exclude=left_out).items()):
+                nxt.append(((*hops, key), reached))
         room = budget.max_chains - budget.chains
         if len(nxt) > room:
             nxt, budget.capped = nxt[:room], True
         budget.chains += len(nxt)
-        yield from nxt
+        for hops, reached in nxt:
+            ends = reached[reached != start]
+            if len(ends):
+                yield hops, ends
         if budget.capped:
             return
         level = nxt
