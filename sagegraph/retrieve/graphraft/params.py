@@ -55,13 +55,6 @@ class SelectionParams(ParamGroup):
     scorer_model: str | None = Field(
         None, description="score: the GGUF chat model that scores (default: the local model profile's file)"
     )
-    plan_weight: float = Field(
-        0.0,
-        ge=0.0,
-        description="similar: one more call, the model's relation plan (the relations walked from each named "
-        "entity, chosen from the KB's), its match with each template so weighted and added to the phrase similarity; "
-        "0 asks none",
-    )
     m: int = Field(5, ge=1, le=50, description="templates chosen and run in order (the paper's beam width)")
     max_candidates: int = Field(
         300, ge=1, description="templates offered to a model's selector, in the no-model order (the grammar grows)"

@@ -37,7 +37,6 @@ from sagegraph.retrieve.kb.chain_encoder import adapted_inputs, keyed_prompt, tu
 from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
 from sagegraph.retrieve.kb.metapaths import WalkBudget
-from sagegraph.retrieve.kb.plan import Plan, ask_plan, plan_match
 from sagegraph.retrieve.kb.rerank import Reranker
 from sagegraph.retrieve.kb.unnamed import names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.kb.view import KBView, kb_view
@@ -150,7 +149,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             budget=budget,
         )
 
-    def _similarity(self, query: str, ents: list[Entity], plan: Plan):
+    def _similarity(self, query: str, ents: list[Entity]):
         """A template's phrase against the question with its own entities' names taken out (a
         name says which node, not which relation), times those entities' resolution scores (an
         exact name 1.0, a name vector its cosine): a relation word the entity step mistook for a
@@ -158,8 +157,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         question that the right template is read against. Phrases and questions are read in fp32
         (the graph's `exact_vectors`, memoised: the same relation chains recur across questions;
         through the bf16 query vectors two templates that read alike swapped with the batch), or
-        through an encoder tuned on this KB's training labels (`selector_encoder`, fp32 too). A
-        relation plan (`plan_weight`) adds its match with each template, so weighted."""
+        through an encoder tuned on this KB's training labels (`selector_encoder`, fp32 too)."""
         slots = entity_slots(ents)
         vectors = self.encoder.vectors if self.encoder is not None else self.graph.exact_vectors
 
@@ -170,10 +168,8 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             asked = vectors([masked_question(query, [slots[i].name for i in key]) for key in keys])
             question = dict(zip(keys, asked))
             phrases = vectors([t.phrase() for t in templates])
-            weight = self.params.selection.plan_weight
             return [
                 float(v @ question[t.slots]) * float(np.prod([slots[i].score for i in t.slots]))
-                + (weight * plan_match(plan, t.walks(), t.target_type) if weight else 0.0)
                 for v, t in zip(phrases, templates)
             ]
 
@@ -201,8 +197,6 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             "ungrounded_replies": 0,
             "unreadable_replies": 0,
             "picks_from_prior": 0,
-            "plan_calls": 0,
-            "plan_unreadable": 0,
             "templates_run": 0,
             "llm_refused": 0,
             "filled": 0,
@@ -233,16 +227,6 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         ):  # a phrase ranking is cheap at any count
             offered = [templates[i] for i in prior_order(templates)[: self.params.selection.max_candidates]]
 
-        plan = Plan()
-        if self.params.selection.selector == "similar" and self.params.selection.plan_weight and offered:
-            names = [e.name for e in entity_slots(ents)]
-            try:
-                plan = ask_plan(self._chat(timeline), query, names, self.view.relation_types)
-                counters["plan_calls"], counters["plan_unreadable"] = 1, int(plan.unreadable)
-            except LLMRequestRefused:  # a KB whose relations overflow the context: the phrases alone
-                counters["llm_refused"] += 1
-            trace["plan"] = plan.record()
-
         def enough(order: list[int]) -> bool:  # the picks so far already give k nodes
             return len(set().union(*(offered[i].rows.tolist() for i in order))) >= k if order else False
 
@@ -257,7 +241,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
                 enough,
                 score=self._scorer(timeline) if self.params.selection.selector == "score" else None,
                 length_norm=self.params.selection.length_norm,
-                similarity=self._similarity(query, ents, plan) if self.params.selection.selector == "similar" else None,
+                similarity=self._similarity(query, ents) if self.params.selection.selector == "similar" else None,
             )
         except LLMRequestRefused:  # most often a listed menu longer than the context: the no-model order
             counters["llm_refused"] += 1

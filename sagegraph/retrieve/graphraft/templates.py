@@ -98,13 +98,6 @@ class Template:
             return joint_phrase([h.rel for h in self.hops], self.target_type)
         return chain_phrase([(h.rel, t) for h, t in zip(self.hops, (*self.mids, self.target_type))])
 
-    def walks(self) -> dict[int, tuple[str, ...]]:
-        """The relations walked from each entity slot to the target (a path's second entity walks
-        its one relation back), as a relation plan names them."""
-        if self.kind == "path":
-            return {self.slots[0]: (self.hops[0].rel,), self.slots[1]: (self.hops[1].rel,)}
-        return {self.slots[0]: tuple(h.rel for h in self.hops)}
-
     def record(self) -> dict:
         return {"kind": self.kind, "cypher": self.cypher(), "count": self.count}
 
