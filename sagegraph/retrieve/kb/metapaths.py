@@ -90,6 +90,7 @@ def chains_from(
     `max_frontier` nodes is not walked on (a hub's fan-out, which no question walks through)."""
     budget = budget if budget is not None else WalkBudget()
     here = np.array([start], dtype=np.int64)
+    left_out = None if through_start else here
     level: list[tuple[tuple[HopKey, ...], np.ndarray]] = [((), here)]
     for hop in range(depth):
         nxt = []
@@ -98,7 +99,6 @@ def chains_from(
                 continue
             if not budget.examine(view, rows):
                 break
-            left_out = None if through_start else here
             for key, reached in sorted(hop_groups(view, rows, exclude=left_out).items()):
                 nxt.append(((*hops, key), reached))
         room = budget.max_chains - budget.chains
