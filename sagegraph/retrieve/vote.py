@@ -42,8 +42,10 @@ class VoteParams(BaseModel):
         description="the retrievers that vote, in the order that settles a question they disagree on",
     )
     member_params: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {"dgr": {"n_agents": 0}},
-        description="a member's parameters by its name (validated by its own model); DGR's chains without its agent",
+        default_factory=lambda: dict[str, dict[str, Any]](spark={"repair_empty": False}, dgr={"n_agents": 0}),
+        description="a member's parameters by its name (validated by its own model); SPARK without its "
+        "empty-result repair (a query found only after the store's feedback is a second guess, which "
+        "outvoted the other members wrongly where they disagreed); DGR's chains without its agent",
     )
     depth: int = Field(20, ge=1, description="results asked of each member before fusing")
 

@@ -580,3 +580,30 @@ def test_only_configurations_that_read_sentence_vectors_prepare_them():
         and Graph.built == 1
     )
     assert retriever_class("hybrid").prepare(g, validate_params("hybrid", {})) == [] and Graph.built == 1
+
+
+def test_a_query_that_finds_nothing_gets_one_repair_told_where_its_walk_stopped(kb, tmp_path):
+    q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
+    name = q.meta["gold_cypher"].split("name: ")[1].split("}")[0]
+    wrong = f"MATCH (p:Person {{name: {name}}})-[:WON]->(a:Award) RETURN DISTINCT a.id AS id"
+    replies = iter([plan(wrong), plan(q.meta["gold_cypher"])])
+    with scripted(kb, tmp_path, lambda b: (200, completion(next(replies)))) as (server, res):
+        g = res.graph
+        r = get_retriever("spark", res).search(q.text, len(q.gold_sources) + 2)
+    c = r.trace["counters"]
+    told = server.requests[1]["messages"][-1]["content"]
+    assert c["empty_feedback"] == 1 and c["repair_calls"] == 1 and c["fallback"] == 0 and r.usage["calls"] == 2
+    assert told.startswith("That Cypher query ran and found nothing.") and "has no -[:WON]->(:Award)" in told
+    assert "-[:DIRECTED]->(:Movie)" in told  # what the KB holds at the named director
+    assert {g.source_ids[i] for i in r.idx[: len(q.gold_sources)]} == set(q.gold_sources)
+    assert r.trace["empty_feedback"] in told
+
+
+def test_a_repaired_query_that_finds_nothing_again_falls_back_without_a_third_call(kb, tmp_path):
+    q = next(q for q in kb["questions"] if q.meta["template"] == "movies_directed_by")
+    name = q.meta["gold_cypher"].split("name: ")[1].split("}")[0]
+    wrong = plan(f"MATCH (p:Person {{name: {name}}})-[:WON]->(a:Award) RETURN DISTINCT a.id AS id")
+    with scripted(kb, tmp_path, lambda b: (200, completion(wrong))) as (server, res):
+        r = get_retriever("spark", res).search(q.text, 5)
+    c = r.trace["counters"]
+    assert len(server.requests) == 2 and c["empty_feedback"] == 1 and c["cypher_empty"] == 1 and c["fallback"] == 1

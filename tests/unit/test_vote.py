@@ -39,7 +39,8 @@ def test_reciprocal_rank_fusion_adds_ranks_and_keeps_first_appearance_on_ties():
 
 def test_parameters_refuse_a_vote_of_one_a_member_twice_and_params_of_no_member():
     assert VoteParams().members == ["spark", "graphraft", "dgr"]
-    assert VoteParams(members=["spark", "graphraft"]).member_params == {}  # the default's DGR entry left out
+    assert VoteParams(members=["graphraft", "dgr"]).member_params == {"dgr": {"n_agents": 0}}  # SPARK's left out
+    assert VoteParams(members=["spark", "graphraft"]).member_params == {"spark": {"repair_empty": False}}
     for bad in (
         {"members": ["spark"]},
         {"members": ["spark", "spark"]},

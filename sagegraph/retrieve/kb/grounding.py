@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
+from sagegraph.errors import ReadOnlyViolation
 from sagegraph.model import safe_label
 from sagegraph.retrieve.kb.view import NAME_FIELDS, KBView, normalise
 from sagegraph.store.readonly import Token, render, tokenize
@@ -362,6 +363,17 @@ def _name_literals(tokens: list[Token], code: list[int]) -> list[int]:
         and tokens[code[j - 2]].kind == "name"
         and tokens[code[j - 2]].value.lower() in NAME_FIELDS
     ]
+
+
+def query_names(query: str) -> list[str]:
+    """The names a query pins its nodes by (`{name: 'X'}`, `v.name = 'X'`), in order; none where
+    it does not tokenize."""
+    try:
+        tokens = tokenize(query)
+    except ReadOnlyViolation:
+        return []
+    code = _code(tokens)
+    return [tokens[code[j]].value for j in _name_literals(tokens, code)]
 
 
 def text_conditions(query: str) -> tuple[list[str], bool]:

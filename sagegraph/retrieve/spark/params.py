@@ -33,6 +33,11 @@ class PlanParams(ParamGroup):
         description="names in the question found in the KB's name index are listed in the prompt with their labels",
     )
     repair: bool = Field(True, description="one repair call when the engine cannot parse or plan the Cypher")
+    repair_empty: bool = Field(
+        True,
+        description="one repair call when the grounded query runs and finds nothing, telling the model where "
+        "its path stopped in the KB and which relations the KB holds there",
+    )
 
 
 class ExecutionParams(ParamGroup):

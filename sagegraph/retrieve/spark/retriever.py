@@ -30,6 +30,7 @@ from sagegraph.llm import LLMRequestRefused, Reply, parse_json_reply, usage_scop
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.flat import HybridRetriever
 from sagegraph.retrieve.kb.entities import linked_rows
+from sagegraph.retrieve.kb.feedback import empty_result_feedback
 from sagegraph.retrieve.kb.grounding import (
     KBSchema,
     count_repairs,
@@ -51,7 +52,7 @@ from sagegraph.store.readonly import Token, render, tokenize
 # Grounding in the KB is on by default: the card's stored instances and the question's linked names
 # change the prompt, the repairs change what runs. The paper's SPARK: `card_examples: false, link:
 # false, ground: false, card_similarity: true, semantic_text: false, named_last: false`.
-PROMPT_VERSION = "spark-7"  # the run key: bumped when what runs changes, the prompt included
+PROMPT_VERSION = "spark-8"  # the run key: bumped when what runs changes, the prompt included
 
 SYSTEM = """You plan how to find the answers to a question in a graph database.
 Reply with one JSON object and nothing else:
@@ -70,6 +71,10 @@ toLower(n.property) CONTAINS 'word'; end with RETURN DISTINCT n.id AS id."""
 REPAIR = """The database could not run that Cypher query:
 {error}
 Reply with the corrected JSON plan (same format), changing only what the error requires."""
+
+EMPTY = """That Cypher query ran and found nothing.
+{feedback}
+Reply with the corrected JSON plan (same format), using only relationships the KB holds."""
 
 _RELATIONSHIP = re.compile(r"-\s*\[|\]\s*-|<-|->|--")
 _STRINGS = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
@@ -281,6 +286,7 @@ class SparkRetriever(Retriever[SparkParams]):
             "cypher_stopped": 0,
             "repair_store_errors": 0,
             "repair_calls": 0,
+            "empty_feedback": 0,
             "llm_refused": 0,
             "text_ranked": 0,
         }
@@ -393,7 +399,8 @@ class SparkRetriever(Retriever[SparkParams]):
                 counters["cypher_invalid"] += 1
                 trace["cypher_error"] = str(exc)[:500]
                 if attempt == 0 and self.params.plan.repair:
-                    repaired = self._repair(messages, reply.text, str(exc), trace, counters, timeline)
+                    follow = REPAIR.format(error=str(exc)[:800])
+                    repaired = self._repair(messages, reply.text, follow, trace, counters, timeline)
                     if repaired is not None and repaired.cypher:
                         plan = repaired
                         continue
@@ -416,6 +423,16 @@ class SparkRetriever(Retriever[SparkParams]):
                 found = self._either_way(query, trace, counters, timeline)
             if len(found) == 0 and self.params.execution.semantic_text:
                 found = self._by_sentences(query, plan.target, trace, counters)
+            if len(found) == 0 and attempt == 0 and self.params.plan.repair_empty:
+                said = empty_result_feedback(query, self.kb_schema(), kb_view(self.graph), [row for _, row in linked])
+                if said is not None:
+                    counters["empty_feedback"] = 1
+                    trace["empty_feedback"] = said
+                    follow = EMPTY.format(feedback=said)
+                    repaired = self._repair(messages, reply.text, follow, trace, counters, timeline)
+                    if repaired is not None and repaired.cypher:
+                        plan = repaired
+                        continue
             if len(found) == 0:
                 counters["cypher_empty"] = 1
             return found, plan
@@ -524,12 +541,13 @@ class SparkRetriever(Retriever[SparkParams]):
         return grounded
 
     def _repair(
-        self, messages, reply_text: str, error: str, trace: dict, counters: dict, timeline: Timeline
+        self, messages, reply_text: str, told: str, trace: dict, counters: dict, timeline: Timeline
     ) -> Plan | None:
+        """The plan again from the model, told what the store said of its query (`told`)."""
         counters["repair_calls"] = 1
         follow = messages + [
             {"role": "assistant", "content": reply_text},
-            {"role": "user", "content": REPAIR.format(error=error[:800])},
+            {"role": "user", "content": told},
         ]
         try:
             with timeline.span("llm", "repair", follow) as ev:
