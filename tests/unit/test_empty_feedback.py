@@ -17,7 +17,7 @@ def family(tmp_path_factory):
 
 
 def row_of(view, name):
-    return int(view.name_index[name.lower()][0]) if name.lower() in view.name_index else view.names.index(name)
+    return view.names.index(name)
 
 
 def test_a_first_relation_the_named_node_lacks_is_named_with_what_it_has(family):

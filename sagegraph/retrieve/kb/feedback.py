@@ -58,9 +58,7 @@ def _walk_stops(view: KBView, start: np.ndarray, hops: Sequence[Hop]) -> tuple[i
 
 def _named_rows(view: KBView, name: str, label: str | None) -> np.ndarray:
     rows = view.name_index.get(normalise(name), np.zeros(0, np.int64))
-    if label is not None:
-        rows = rows[[str(view.graph.types[r]) == label for r in rows]] if len(rows) else rows
-    return rows
+    return rows if label is None or not len(rows) else rows[view.graph.types[rows] == label]
 
 
 def _path_feedback(view: KBView, start: np.ndarray, literal: str, hops: Sequence[Hop]) -> str | None:

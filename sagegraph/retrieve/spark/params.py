@@ -1,7 +1,7 @@
 """SPARK's parameters, grouped by what they govern: the prompt (`PlanParams`), how the model's query
 runs (`ExecutionParams`) and how its nodes become the k results (`AnswerParams`). A sweep or `-p
 KEY=VALUE` names each by its own name. The paper's SPARK is `card_examples: false, card_similarity:
-true, link: false, ground: false, semantic_text: false, named_last: false`."""
+true, link: false, ground: false, semantic_text: false, named_last: false, repair_empty: false`."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ from sagegraph.store.readonly import Token, render, tokenize
 
 # Grounding in the KB is on by default: the card's stored instances and the question's linked names
 # change the prompt, the repairs change what runs. The paper's SPARK: `card_examples: false, link:
-# false, ground: false, card_similarity: true, semantic_text: false, named_last: false`.
+# false, ground: false, card_similarity: true, semantic_text: false, named_last: false, repair_empty: false`.
 PROMPT_VERSION = "spark-8"  # the run key: bumped when what runs changes, the prompt included
 
 SYSTEM = """You plan how to find the answers to a question in a graph database.
