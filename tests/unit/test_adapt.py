@@ -167,6 +167,53 @@ def test_a_generation_whose_draw_another_generation_trained_on_takes_its_encoder
     assert len(runs) == 2 and not other["reused_encoder"]
 
 
+def test_a_killed_adaptation_leaves_the_folder_as_the_last_finished_one_wrote_it(tmp_path, monkeypatch):
+    """Killed while training another draw, the folder still holds the questions and the report
+    of the encoder in it, not the new draw's questions beside the old encoder."""
+    import sagegraph.retrieve.kb.adaptation as adaptation
+    from sagegraph.retrieve.kb.adaptation import AdaptSettings, adapt_graph
+
+    _fake_training(monkeypatch)
+    graph = build_mini(tmp_path / "graph", family_records()).dir
+    first = adapt_graph(graph, AdaptSettings())
+    folder = graph / "adapt"
+    before = {name: (folder / name).read_text() for name in ("questions.jsonl", "adapt.json")}
+
+    def killed(labels, out, **kw):
+        raise KeyboardInterrupt  # as a kill lands mid-training: nothing after it runs
+
+    monkeypatch.setattr(adaptation, "train_selector_encoder", killed)
+    with pytest.raises(KeyboardInterrupt):
+        adapt_graph(graph, AdaptSettings(sample=SampleSettings(seed=7)))
+    assert {name: (folder / name).read_text() for name in before} == before
+    record = json.loads((folder / "selector-encoder" / "selector_training.json").read_text())
+    assert record["draw"] == first["draw"] == json.loads(before["adapt.json"])["draw"]
+
+
+def test_a_second_adaptation_of_a_generation_stops_while_another_runs(tmp_path, monkeypatch):
+    """Two `sagegraph adapt` on one generation would interleave one draw's questions with the
+    other's encoder: the second stops with one line naming the first."""
+    import fcntl
+    import os
+
+    from sagegraph.retrieve.kb.adaptation import AdaptSettings, adapt_graph
+    from sagegraph.runlock import DirectoryLocked, lock_path
+
+    runs = _fake_training(monkeypatch)
+    graph = build_mini(tmp_path / "graph", family_records()).dir
+    lock = lock_path(graph / "adapt")
+    lock.write_text(json.dumps({"pid": os.getpid(), "command": "sagegraph adapt (the other one)"}))
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file: as another process holds it
+        with pytest.raises(DirectoryLocked, match="another adaptation is writing here"):
+            adapt_graph(graph, AdaptSettings())
+    finally:
+        os.close(fd)
+    assert runs == [] and not (graph / "adapt" / "questions.jsonl").exists()
+    assert adapt_graph(graph, AdaptSettings())["questions"] > 0  # once it is done
+
+
 def test_a_kb_build_adapts_what_it_publishes_when_its_config_asks(kb_dir, tmp_path, monkeypatch):
     """`adapt.enabled`: `sagegraph.build` adapts the published generation; a build that finds the
     graph up to date finds it adapted; a KB with nothing to draw is built and published anyway."""

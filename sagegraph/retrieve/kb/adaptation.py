@@ -137,26 +137,35 @@ def adapt_graph(
 def _adapt(
     graph: GraphIndex, settings: AdaptSettings, llm: LLMConfig | None, report: Callable[[str], None] | None
 ) -> dict[str, Any]:
+    """One adaptation of a generation at a time (a second stops with one line naming the first);
+    the folder's files are written once the encoder is in place, so a killed adaptation leaves
+    the questions, calls and report of the last one that finished beside its encoder."""
+    folder = adapted_path(graph.dir).parent
+    with hold(folder, "adaptation", owned=False):
+        return _adapt_held(graph, settings, llm, report)
+
+
+def _adapt_held(
+    graph: GraphIndex, settings: AdaptSettings, llm: LLMConfig | None, report: Callable[[str], None] | None
+) -> dict[str, Any]:
     view = kb_view(graph)
     encoder = adapted_path(graph.dir)
     folder = encoder.parent
     vocabulary: dict[str, list[str]] = {}
     phrasing: dict[str, Any] = {"llm_calls": 0}
+    calls: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
     if llm is not None:
         cache = llm_cache_path(graph, llm)
         try:
             vocabulary, phrasing = relation_vocabulary(view, LLMClient(llm, cache), report)
         except LLMError as exc:
             raise SageGraphError(f"adapt: the model stopped answering; its replies so far are cached: {exc}") from None
-        # as a run records its calls, so `sagegraph llm export GRAPH/adapt FILE` can share them for a replay
-        write_jsonl_whole(folder / "traces.jsonl", phrasing.pop("traces"))
-        write_text_whole(folder / "config.json", json.dumps({"graph": str(graph.dir), "llm": {"cache": str(cache)}}))
+        calls = (phrasing.pop("traces"), {"graph": str(graph.dir), "llm": {"cache": str(cache)}})
     t0 = time.perf_counter()
     questions = sample_questions(view, settings.sample, vocabulary)
     drawn_s = time.perf_counter() - t0
     if not questions:
         raise NothingToAdapt(f"{graph.dir}: the KB has no named node with a chain to a few nodes: nothing to adapt to")
-    write_jsonl_whole(folder / QUESTIONS, (q.record() for q in questions))
     digest = draw_digest(questions, settings)
     trained = _trained_on(encoder)
     carried = None if trained == digest else _trained_elsewhere(graph.dir, digest)
@@ -194,6 +203,11 @@ def _adapt(
         "llm_calls": phrasing["llm_calls"],
         "settings": settings.model_dump(),
     }
+    write_jsonl_whole(folder / QUESTIONS, (q.record() for q in questions))
+    if calls is not None:
+        # as a run records its calls, so `sagegraph llm export GRAPH/adapt FILE` can share them for a replay
+        write_jsonl_whole(folder / "traces.jsonl", calls[0])
+        write_text_whole(folder / "config.json", json.dumps(calls[1]))
     write_text_whole(folder / REPORT, json.dumps(out, indent=1))
     return out
 
