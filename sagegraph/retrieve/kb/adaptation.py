@@ -129,7 +129,9 @@ def adapt_graph(
     this draw's encoder is there) and report."""
     graph = GraphIndex(graph_dir)
     try:
-        return _adapt(graph, settings, llm, report)
+        # One adaptation of a generation at a time: a second stops with one line naming the first.
+        with hold(adapted_path(graph.dir).parent, "adaptation", owned=False):
+            return _adapt(graph, settings, llm, report)
     finally:
         graph.close()  # the reader's lease on the generation, whatever happened
 
@@ -137,30 +139,21 @@ def adapt_graph(
 def _adapt(
     graph: GraphIndex, settings: AdaptSettings, llm: LLMConfig | None, report: Callable[[str], None] | None
 ) -> dict[str, Any]:
-    """One adaptation of a generation at a time (a second stops with one line naming the first);
-    the folder's files are written once the encoder is in place, so a killed adaptation leaves
-    the questions, calls and report of the last one that finished beside its encoder."""
-    folder = adapted_path(graph.dir).parent
-    with hold(folder, "adaptation", owned=False):
-        return _adapt_held(graph, settings, llm, report)
-
-
-def _adapt_held(
-    graph: GraphIndex, settings: AdaptSettings, llm: LLMConfig | None, report: Callable[[str], None] | None
-) -> dict[str, Any]:
     view = kb_view(graph)
     encoder = adapted_path(graph.dir)
     folder = encoder.parent
     vocabulary: dict[str, list[str]] = {}
     phrasing: dict[str, Any] = {"llm_calls": 0}
-    calls: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+    traces: list[dict[str, Any]] = []
+    run_record: dict[str, Any] | None = None  # where the model's replies are cached, when it was asked
     if llm is not None:
         cache = llm_cache_path(graph, llm)
         try:
             vocabulary, phrasing = relation_vocabulary(view, LLMClient(llm, cache), report)
         except LLMError as exc:
             raise SageGraphError(f"adapt: the model stopped answering; its replies so far are cached: {exc}") from None
-        calls = (phrasing.pop("traces"), {"graph": str(graph.dir), "llm": {"cache": str(cache)}})
+        traces = phrasing.pop("traces")
+        run_record = {"graph": str(graph.dir), "llm": {"cache": str(cache)}}
     t0 = time.perf_counter()
     questions = sample_questions(view, settings.sample, vocabulary)
     drawn_s = time.perf_counter() - t0
@@ -203,11 +196,12 @@ def _adapt_held(
         "llm_calls": phrasing["llm_calls"],
         "settings": settings.model_dump(),
     }
+    # Written after the encoder, so a killed adaptation leaves these as the last finished one wrote them.
     write_jsonl_whole(folder / QUESTIONS, (q.record() for q in questions))
-    if calls is not None:
+    if run_record is not None:
         # as a run records its calls, so `sagegraph llm export GRAPH/adapt FILE` can share them for a replay
-        write_jsonl_whole(folder / "traces.jsonl", calls[0])
-        write_text_whole(folder / "config.json", json.dumps(calls[1]))
+        write_jsonl_whole(folder / "traces.jsonl", traces)
+        write_text_whole(folder / "config.json", json.dumps(run_record))
     write_text_whole(folder / REPORT, json.dumps(out, indent=1))
     return out
 
