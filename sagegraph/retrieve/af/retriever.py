@@ -430,7 +430,7 @@ class AFRetriever(Retriever[AFParams]):
         released after 2003" needs no name; a `CONTAINS` of the question's words is a motif)."""
         if any(c.value_filters for c in cands.values()):
             return False
-        return not names_a_node(self.view, query, _written(parsed, names_only=True))
+        return not names_a_node(self.view, query)
 
     def _candidates(self, parsed: ParsedQuery, counters: dict[str, int]) -> dict[str, Candidates]:
         use_type = self.params.grounding.type_mode != "lenient"

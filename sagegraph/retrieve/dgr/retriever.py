@@ -72,7 +72,6 @@ from sagegraph.retrieve.kb.chains import (
     name_distances,
     order_gap,
 )
-from sagegraph.retrieve.kb.entities import name_words
 from sagegraph.retrieve.kb.metapaths import WalkBudget, chains_from
 from sagegraph.retrieve.kb.unnamed import (
     names_a_node,
@@ -434,13 +433,7 @@ class DGRRetriever(Retriever[DGRParams]):
         an agent that chose answers keeps them. The trace's `unnamed` says what ranked them."""
         searches = [q for r in runs for q in r.searches]
         out: dict[str, Any] = {"counters": {"unnamed": 0, "unnamed_motifs": 0}}
-        # Every run of a search's words counts as a name the model wrote: PathQuestion's questions
-        # are lower case, and an agent searches "srinagarindra children" (or "kalama's husband")
-        # for "what did srinagarindra 's children die from ?", whose one-word name the gazetteer
-        # skips, and "william cavendish bentinck 7th duke of portland 's kid", a name longer than
-        # the gazetteer's six-word window.
-        written = searches + [span for q in searches for span in word_spans(name_words(q))]
-        if self.hybrid is None or not any(r.fallback for r in runs) or names_a_node(self.tools.view, query, written):
+        if self.hybrid is None or not any(r.fallback for r in runs) or names_a_node(self.tools.view, query):
             return out
         view = self.tools.view
         unnamed = self.params.answer.unnamed
@@ -457,12 +450,6 @@ def added_margin(length: int, margin: float, upto: int | None) -> float:
     """What a relation that makes a chain `length` long must read closer than the chain it extends
     by (`reach_margin`, `margin_upto`): the margin up to `upto` relations, any gain past them."""
     return margin if upto is None or length <= upto else 0.0
-
-
-def word_spans(words: list[str], longest: int = 12) -> list[str]:
-    """Every run of at most `longest` consecutive words, joined by spaces: bounded, so a search a
-    model wrote hundreds of words long costs linear time, not cubic."""
-    return [" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, min(i + longest, len(words)) + 1)]
 
 
 def rank_by_similarity(

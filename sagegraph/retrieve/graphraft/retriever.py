@@ -211,7 +211,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             counters["llm_refused"] += 1
             ents = []
         names = [e.name for e in ents]
-        if self.params.answer.unnamed != "resolve" and not names_a_node(self.view, query, names):
+        if self.params.answer.unnamed != "resolve" and not names_a_node(self.view, query):
             r = rank_unnamed(self.params.answer.unnamed, self.view, self.hybrid, query, names, None, k)
             counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
             trace["entities"] = [e.record(self.view) for e in ents]

@@ -110,30 +110,25 @@ _WORD = re.compile(r"\w+(?:['’.-]\w+)*")
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 
-def name_words(text: str) -> list[str]:
-    """The words of `text` as the gazetteer reads them, a possessive 's taken off ("kalama's
-    husband" -> kalama, husband)."""
-    return [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
-
-
-def gazetteer_entities(view: KBView, question: str, max_words: int = 6) -> list[tuple[str, str | None]]:
-    """Longest non-overlapping word n-grams of the question that are a KB name or alias. A
-    one-word match must be capitalised in the question ('Drama', not 'drama films'): single
-    common words name too many things."""
+def gazetteer_entities(view: KBView, question: str) -> list[tuple[str, str | None]]:
+    """Longest non-overlapping word n-grams of the question that are a KB name or alias, up to the
+    KB's longest name. Case does not decide: a KB's questions may be written in lower case
+    ("the husband of kalama"); only a question's opening word that is also a KB name ("Name the
+    ...") is not read as one."""
     words = _WORD.findall(question)
     out: list[tuple[str, str | None]] = []
     i = 0
     while i < len(words):
-        for n in range(min(max_words, len(words) - i), 0, -1):
+        for n in range(min(view.longest_name_words, len(words) - i), 0, -1):
             span = words[i : i + n]
-            if n == 1 and not span[0][:1].isupper():
-                continue
             key = normalise(" ".join(span))
             rows = view.name_index.get(key)
             if rows is None and _POSSESSIVE.search(span[-1]):  # "Ana Silva's films": the name without its 's
                 span = [*span[:-1], _POSSESSIVE.sub("", span[-1])]
                 key = normalise(" ".join(span))
                 rows = view.name_index.get(key)
+            if n > 1 and rows is not None and key == normalise(" ".join(span[1:])):
+                continue  # "the X": the name starts a word later, where its key is the same
             if rows is not None and len(rows) and (i > 0 or n > 1 or key not in _OPENERS):
                 types = {str(view.graph.types[r]) for r in rows}
                 out.append((" ".join(span), types.pop() if len(types) == 1 else None))

@@ -43,14 +43,11 @@ UNNAMED_HELP = (
 )
 
 
-def names_a_node(view: KBView, question: str, written: Iterable[str] = ()) -> bool:
-    """Whether the question names a node of the KB: one of its word spans is a KB name (the
-    gazetteer), or a name the model `written` is one that the question holds. Lower-case one-word
-    names, which the gazetteer skips ('the husband of kalama'), count through `written`."""
-    if gazetteer_entities(view, question):
-        return True
-    asked = f" {normalise(question)} "
-    return any((key := _kb_name(view, name)) and f" {key} " in asked for name in written)
+def names_a_node(view: KBView, question: str) -> bool:
+    """Whether one of the question's word spans is a KB name or alias (the gazetteer). Only the
+    question's own words decide: a name the model wrote that the question does not hold is a copy
+    (the prompt's example, a card's value), not a sign that the question names a node."""
+    return bool(gazetteer_entities(view, question))
 
 
 def _kb_name(view: KBView, phrase: str) -> str:

@@ -106,6 +106,11 @@ class KBView:
                 idx.setdefault(key, []).append(i)
         return {k: np.array(v, dtype=np.int64) for k, v in idx.items()}
 
+    @cached_property
+    def longest_name_words(self) -> int:
+        """The most words a name or alias has: how long a span of a question can name a node."""
+        return max((len(key.split()) for key in self.name_index), default=1)
+
     def column(self, prop: str) -> Column:
         """One attribute over all rows, in the forms filters compare, built once per attribute."""
         with _LOCK:
