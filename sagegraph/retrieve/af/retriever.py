@@ -90,14 +90,14 @@ def parse_target_type(text: str, types: list[str]) -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
-def _written(parsed: ParsedQuery, names_only: bool) -> list[str]:
-    """The strings the query compares: on name keys (`names_only`), or on any key with `=`,
-    `CONTAINS` or `IN` (the motifs of a question that names nothing)."""
+def _written(parsed: ParsedQuery) -> list[str]:
+    """The strings the query compares with `=`, `CONTAINS` or `IN`, on any key: the motifs of a
+    question that names nothing."""
     return [
         str(v)
         for s in parsed.symbols.values()
         for cond in s.conditions
-        if (cond.prop.lower() in NAME_KEYS if names_only else cond.op in ("=", "contains", "in"))
+        if cond.op in ("=", "contains", "in")
         for v in (cond.value if isinstance(cond.value, list) else [cond.value])
         if isinstance(v, str)
     ]
@@ -370,10 +370,8 @@ class AFRetriever(Retriever[AFParams]):
         cands = self._candidates(parsed, counters) if parsed.target is not None else {}
         if cands:
             steps["candidates"] = {v: c.summary(self.view) for v, c in cands.items()}
-        if self.params.query.unnamed != "resolve" and self._unnamed(query, asked, cands):
-            r = rank_unnamed(
-                self.params.query.unnamed, self.view, self.hybrid, query, _written(asked, names_only=False), y_type, k
-            )
+        if self.params.query.unnamed != "resolve" and self._unnamed(query, cands):
+            r = rank_unnamed(self.params.query.unnamed, self.view, self.hybrid, query, _written(asked), y_type, k)
             counters["unnamed"], counters["unnamed_motifs"] = 1, int(r.trace["ranked_by"] == "motifs")
             steps["unnamed"] = r.trace
             rows = [int(x) for x in r.idx]
@@ -425,7 +423,7 @@ class AFRetriever(Retriever[AFParams]):
         steps["filled"] = len(fill)
         return Steps37(grounded, kept, kept + fill, {r: "grounded" for r in kept} | {r: "vss" for r in fill})
 
-    def _unnamed(self, query: str, parsed: ParsedQuery, cands: dict[str, Candidates]) -> bool:
+    def _unnamed(self, query: str, cands: dict[str, Candidates]) -> bool:
         """No node to start from: the question names none, and no filter compares a value ("films
         released after 2003" needs no name; a `CONTAINS` of the question's words is a motif)."""
         if any(c.value_filters for c in cands.values()):
