@@ -78,6 +78,23 @@ def test_the_draw_is_the_same_for_the_same_seed_and_differs_for_another(films):
     assert [q.label() for q in a] != [q.label() for q in c]
 
 
+def test_words_for_one_relation_rephrase_only_the_questions_that_walk_it(family):
+    """The draw (starts, chains, answers) does not depend on the relations' words, and a question
+    that walks no relation whose words changed reads as before: two vocabularies are compared on
+    the same questions, not on two samples of the KB."""
+    view = kb_view(family)
+    settings = SampleSettings(questions=40, seed=3)
+    plain = sample_questions(view, settings)
+    relation = plain[0].relations[0]
+    worded = sample_questions(view, settings, {relation: ["first word", "second word", "third word"]})
+    assert [(q.topic_ids, q.relations, q.answer_ids) for q in plain] == [
+        (q.topic_ids, q.relations, q.answer_ids) for q in worded
+    ]
+    untouched = [(a.text, b.text) for a, b in zip(plain, worded) if relation not in a.relations]
+    assert untouched and all(before == after for before, after in untouched)
+    assert any(a.text != b.text for a, b in zip(plain, worded) if relation in a.relations)
+
+
 def test_frames_say_the_chain_read_back_from_its_end_with_only_the_kbs_own_words():
     assert words("Born_In") == "born in" and words("people.person.spouse") == "people person spouse"
     frames = chain_frames("Ada", ["child of", "born in"], "town")

@@ -228,9 +228,16 @@ class _Sampler:
         self.start_set = set(self.starts)
         self.seen: set[tuple] = set()
 
-    def said(self, relation: str) -> str:
+    def phrasing(self, *drawn: object) -> random.Random:
+        """The words and frame of one drawn question come from a generator of their own, seeded by
+        what was drawn: the draw (starts, chains, answers) is then the same whatever words the
+        relations have, and a change to one relation's words rephrases only the questions that
+        walk it, so two vocabularies are compared on the same questions."""
+        return random.Random(repr((self.settings.seed, *drawn)))
+
+    def said(self, relation: str, phrasing: random.Random) -> str:
         """A relation as one question says it: its stored name or one of the words people use."""
-        return self.rng.choice([words(relation), *self.vocabulary.get(relation, [])])
+        return phrasing.choice([words(relation), *self.vocabulary.get(relation, [])])
 
     def chain(self, start: int, qid: str) -> KBQuestion | None:
         view, settings = self.view, self.settings
@@ -254,10 +261,13 @@ class _Sampler:
         answers = set(ends.tolist())
         others = {_phrase(view, h): h for h, e in walks.items() if h != hops and set(e.tolist()) != answers}
         others.pop(phrase, None)
-        frames = chain_frames(FIRST, [self.said(view.relation_types[c]) for c, _, _ in hops], words(hops[-1][2]))
+        phrasing = self.phrasing(start, hops)
+        frames = chain_frames(
+            FIRST, [self.said(view.relation_types[c], phrasing) for c, _, _ in hops], words(hops[-1][2])
+        )
         return KBQuestion(
             id=qid,
-            frame=self.rng.choice(frames),
+            frame=phrasing.choice(frames),
             kind="chain",
             names=[view.names[start]],
             topic_ids=[str(view.graph.ids[start])],
@@ -326,12 +336,13 @@ class _Sampler:
         for hop in (*one, *reach):  # one entity's relation alone: half the question
             others.setdefault(_phrase(view, (hop,)), (hop,))
         others.pop(phrase, None)
+        phrasing = self.phrasing(first, second, key, second_key)
         frames = conjunction_frames(
-            FIRST, self.said(rels[key[0]]), SECOND, self.said(rels[second_key[0]]), words(target)
+            FIRST, self.said(rels[key[0]], phrasing), SECOND, self.said(rels[second_key[0]], phrasing), words(target)
         )
         return KBQuestion(
             id=qid,
-            frame=self.rng.choice(frames),
+            frame=phrasing.choice(frames),
             kind="conjunction",
             names=[view.names[first], view.names[second]],
             topic_ids=[str(view.graph.ids[first]), str(view.graph.ids[second])],
