@@ -146,6 +146,11 @@ def _local_cluster_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
     # One torch thread per worker thread: 2 processes x 1 thread beat 1 x 2 on a 2-core CPU.
     os.environ["SAGEGRAPH_TORCH_THREADS"] = str(cfg.threads_per_worker)
     os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads_per_worker))
+    # Dask's statistical profiler samples a worker's task thread every 10 ms and folds the samples
+    # on the worker's event loop: a build's workers encode for minutes, and the folding took a
+    # core's share from the encoding (a worker's event-loop thread 30 s of CPU in its first 75 s).
+    # Nothing here reads the profiles; a user's own scheduler keeps its workers' settings.
+    os.environ.setdefault("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
     return {
         "n_workers": cfg.n_workers,
         "threads_per_worker": cfg.threads_per_worker,
