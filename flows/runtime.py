@@ -141,22 +141,42 @@ def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> 
             server.stop()
 
 
+# Settings of the workers of a LocalCluster that sagegraph starts; the workers of a user's own
+# scheduler (runner.dask_address) keep theirs. Given as Dask config while the cluster is made: a
+# worker takes its nanny's config over what it would read from the environment.
+WORKER_SETTINGS: dict[str, Any] = {
+    # The statistical profiler samples a worker's task thread every 10 ms and folds the samples on
+    # the worker's event loop, a tenth of a core beside a build's encoding; nothing reads them.
+    "distributed.worker.profile.enabled": False,
+    # The nanny exports MALLOC_TRIM_THRESHOLD_=65536 before it spawns a worker, to hand freed memory
+    # back to the OS sooner. Setting it at all fixes glibc's mmap threshold at 128 KiB, so each
+    # batch's activations are mapped, faulted in and unmapped again: a worker encoded at 0.7x of a
+    # plain process. None leaves glibc's own thresholds (or the value the user exported).
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+}
+
+
 def _local_cluster_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
     """LocalCluster settings, after exporting what its worker processes inherit."""
     # One torch thread per worker thread: 2 processes x 1 thread beat 1 x 2 on a 2-core CPU.
     os.environ["SAGEGRAPH_TORCH_THREADS"] = str(cfg.threads_per_worker)
     os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads_per_worker))
-    # Dask's statistical profiler samples a worker's task thread every 10 ms and folds the samples
-    # on the worker's event loop: a build's workers encode for minutes, and the folding took a
-    # core's share from the encoding (a worker's event-loop thread 30 s of CPU in its first 75 s).
-    # Nothing here reads the profiles; a user's own scheduler keeps its workers' settings.
-    os.environ.setdefault("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
     return {
         "n_workers": cfg.n_workers,
         "threads_per_worker": cfg.threads_per_worker,
         "processes": True,
         "dashboard_address": None,
     }
+
+
+def local_cluster(**kwargs: Any):
+    """A LocalCluster whose workers run with `WORKER_SETTINGS`: its nannies take the config as it
+    is while they are made, and use it for every worker they start or restart."""
+    import dask.config
+    from distributed import LocalCluster
+
+    with dask.config.set(WORKER_SETTINGS):
+        return LocalCluster(**kwargs)
 
 
 def fans_out(changes: ChangeSet | None, cfg: RunnerConfig) -> bool:
@@ -176,13 +196,13 @@ def dask_runner(cfg: RunnerConfig):
 
     if cfg.dask_address:
         return DaskTaskRunner(address=cfg.dask_address)
-    return DaskTaskRunner(cluster_kwargs=_local_cluster_kwargs(cfg))
+    return DaskTaskRunner(cluster_class=local_cluster, cluster_kwargs=_local_cluster_kwargs(cfg))
 
 
 def _local_cluster(cfg: RunnerConfig, warm: Callable[[], Any] | None):
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
-    cluster = LocalCluster(**_local_cluster_kwargs(cfg))
+    cluster = local_cluster(**_local_cluster_kwargs(cfg))
     if warm is not None:
         try:
             with Client(cluster) as client:

@@ -115,6 +115,39 @@ def test_workers_start_and_warm_up_beside_the_api_server(tmp_path, monkeypatch):
     assert "PREFECT_API_URL" not in os.environ
 
 
+def _worker_settings() -> tuple[object, str | None]:
+    import os
+
+    import dask.config
+
+    return dask.config.get("distributed.worker.profile.enabled"), os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+@pytest.mark.parametrize("exported", [None, "1048576"])
+def test_the_local_cluster_s_workers_run_without_the_profiler_and_with_glibc_s_own_malloc_trimming(
+    monkeypatch, exported
+):
+    """What the spawned workers themselves read, not what this process exported: a worker takes its
+    nanny's Dask config over its environment. The nanny's own MALLOC_TRIM_THRESHOLD_ is left out,
+    and a value the user exported is passed on. Both of sagegraph's ways to start a cluster use it."""
+    import dask.config
+    from distributed import Client
+
+    from sagegraph.config import RunnerConfig
+    from sagegraph.flows.runtime import dask_runner, local_cluster
+
+    if exported is None:
+        monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    else:
+        monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", exported)
+    before = dask.config.get("distributed")
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            assert list(client.run(_worker_settings).values()) == [(False, exported)]
+    assert dask.config.get("distributed") == before  # this process's own config is as it was
+    assert dask_runner(RunnerConfig()).cluster_class is local_cluster
+
+
 def test_the_build_flow_itself_checks_its_inputs_first(tmp_path):
     """Deployments call the flow directly, without the CLI's check."""
     from sagegraph.config import load_config

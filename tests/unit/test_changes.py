@@ -3,7 +3,6 @@ build from nothing gives), the change set says what changed, an unchanged or res
 reuses what was built, and an unreadable corpus changes nothing."""
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -127,27 +126,6 @@ def test_a_change_fans_out_only_when_it_fills_more_than_a_batch_per_worker():
     assert fans_out(ChangeSet(added={"documents": ["a"]}, first_build=True), runner)
     assert fans_out(None, runner)
     assert fans_out(small, RunnerConfig(dask_address="tcp://127.0.0.1:8786"))
-
-
-def test_the_local_cluster_s_workers_run_without_dask_s_profiler(monkeypatch):
-    """The workers a build starts inherit the setting (the profiler's folding took a core's share
-    from their encoding); a value the user exported is kept."""
-    import dask.config
-
-    from sagegraph.config import RunnerConfig
-    from sagegraph.flows.runtime import _local_cluster_kwargs
-
-    setting = "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"
-    for name in ("SAGEGRAPH_TORCH_THREADS", "OMP_NUM_THREADS"):  # set by the call: restored after the test
-        monkeypatch.setenv(name, "1")
-    monkeypatch.delenv(setting, raising=False)
-    _local_cluster_kwargs(RunnerConfig())
-    assert os.environ[setting] == "False"
-    read = dask.config.collect(env={setting: os.environ[setting]})  # as a spawned worker reads its environment
-    assert read["distributed"]["worker"]["profile"]["enabled"] is False
-    monkeypatch.setenv(setting, "True")
-    _local_cluster_kwargs(RunnerConfig())
-    assert os.environ[setting] == "True"
 
 
 @pytest.mark.parametrize("seed", range(4))
