@@ -5,7 +5,7 @@ worker processes cost the encoding, in a minute instead of a whole build.
     .venv/bin/python -m benchmarks.worker_encoding [--texts 4000] [--kb DIR] [--dask-defaults]
 
 The texts are a KB's node names, names with their type, and descriptions (by default the 0.1x
-PRIME-shaped KB that `../shared/tools/prime_like_kb.py` writes), shuffled with a fixed seed and
+PRIME-shaped KB, written into work/scale/data-0.1 as `benchmarks.scale` writes it), shuffled with a fixed seed and
 split between two workers (two processes) of one thread each, each encoding its half in the
 build's windows. `--dask-defaults` starts the workers with Dask's own settings instead of
 `flows.runtime.WORKER_SETTINGS`, for the comparison. Prints one JSON line: machine, per worker
@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 
 from benchmarks.machine import machine
+from benchmarks.scale import ROOT, write_kb
 
-ROOT = Path(__file__).resolve().parents[1]
-GENERATOR = ROOT.parent / "shared" / "tools" / "prime_like_kb.py"
 WINDOW = 2000  # texts per encode call: about what one build batch of 1,000 KB nodes hands the encoder
 
 
@@ -55,10 +54,10 @@ def encode_texts(texts: list[str]) -> dict[str, float]:
     encoder = SentenceTransformerEncoder(device="cpu")
     encoder.encode(texts[:64])
     encode = encode_reporting(encoder.encode, lambda line: None, "benchmark", encoder.batch_size)
-    started, cpu = time.perf_counter(), time.thread_time()
+    started, started_cpu = time.perf_counter(), time.thread_time()
     for at in range(0, len(texts), WINDOW):
         encode(texts[at : at + WINDOW])
-    wall, cpu = time.perf_counter() - started, time.thread_time() - cpu
+    wall, cpu = time.perf_counter() - started, time.thread_time() - started_cpu
     return {"texts": len(texts), "per_s": round(len(texts) / wall, 1), "per_cpu_s": round(len(texts) / cpu, 1)}
 
 
@@ -104,12 +103,11 @@ def main() -> None:
     parser.add_argument("--kb", type=Path, help="a KB folder (nodes.jsonl); by default the 0.1x PRIME-shaped KB")
     parser.add_argument("--dask-defaults", action="store_true", help="the workers with Dask's own settings")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        kb = args.kb
-        if kb is None:
-            kb = Path(folder)
-            subprocess.run([sys.executable, str(GENERATOR), str(kb), "--scale", "0.1"], check=True, capture_output=True)
-        texts = kb_texts(kb, args.texts)
+    kb = args.kb
+    if kb is None:
+        kb = ROOT / "work" / "scale" / "data-0.1"
+        write_kb(kb, 0.1)
+    texts = kb_texts(kb, args.texts)
     halves = [texts[0::2], texts[1::2]]
     plain = plain_processes(halves)
     workers = cluster_workers(halves, args.dask_defaults)

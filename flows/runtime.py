@@ -150,8 +150,8 @@ WORKER_SETTINGS: dict[str, Any] = {
     "distributed.worker.profile.enabled": False,
     # The nanny exports MALLOC_TRIM_THRESHOLD_=65536 before it spawns a worker, to hand freed memory
     # back to the OS sooner. Setting it at all fixes glibc's mmap threshold at 128 KiB, so each
-    # batch's activations are mapped, faulted in and unmapped again: a worker encoded at 0.7x of a
-    # plain process. None leaves glibc's own thresholds (or the value the user exported).
+    # batch's activations are mapped, faulted in and unmapped again: a worker encoded at 0.6-0.7x of
+    # a plain process (benchmarks.worker_encoding). None leaves glibc's own thresholds (or the value the user exported).
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
 }
 
