@@ -21,7 +21,6 @@ from sagegraph.retrieve.graphraft.labels import (
     read_labels,
     selection_accuracy,
 )
-from sagegraph.retrieve.graphraft.retriever import GraphRAFTRetriever
 from sagegraph.retrieve.graphraft.select import entity_lines, prior_order
 from sagegraph.retrieve.graphraft.templates import enumerate_templates, run_in_store, store_counts
 from sagegraph.retrieve.kb.entities import entity_slots, gazetteer_entities, read_entities, resolve
@@ -711,38 +710,3 @@ def test_chains_walk_on_through_their_start_and_end_without_it(tmp_path):
     ]
     assert (("born_in", True), ("born_in", False), ("member_of", True)) not in drawn
     assert set(drawn) < set(named)
-
-
-def test_a_restatement_in_the_kbs_relation_names_is_read_beside_the_question_and_a_bad_one_is_counted(g, tmp_path):
-    """With `restate`, one more call asks the model to say the question's relations by the KB's
-    names ('helm' as directed); a template then reads against both the question and that
-    restatement, so the DIRECTED template the question's own words never named comes first. The
-    prompt lists the KB's relations from its schema. A reply that is no restatement is counted,
-    the question is read alone, and the reply is not cached: the next run asks again."""
-    restated = {"question": "Which movie was directed by Ana Silva?"}
-
-    def responder(body):
-        if body["messages"][0]["content"].startswith("You restate"):
-            assert "directed (person -> movie)" in body["messages"][1]["content"]
-            return 200, completion(json.dumps(restated) if restated else "I cannot help with that.")
-        return 200, completion(json.dumps({"entities": [{"name": "Ana Silva", "type": "Person"}]}))
-
-    question = "Which film did Ana Silva helm?"
-    with FakeOpenAI(responder) as server:
-        res = open_resources(g, _llm(server, tmp_path))
-        plain = get_retriever("graphraft", res, selector="similar", m=1, fill=False).search(question, 5)
-        read = get_retriever("graphraft", res, selector="similar", restate=True, m=1, fill=False).search(question, 5)
-        assert len(server.requests) == 2  # the entities once (cached), the restatement once
-        first = [r.trace["selection"]["replies"][0].split(" ", 1)[1] for r in (plain, read)]
-        assert first == ["produced by (Studio) of directed (Movie)", "directed (Movie)"]
-        assert "restated" not in plain.trace
-        assert read.trace["restated"] == restated["question"] and read.trace["counters"]["restate_failed"] == 0
-        assert ids(g, read.idx) == {"m1", "m2"}
-        restated = {}
-        for _ in range(2):  # a reply that is no restatement: counted, read without, asked again next time
-            bad = get_retriever("graphraft", res, selector="similar", restate=True, m=1, fill=False).search(
-                "Which film did Ana Silva shoot?", 5
-            )
-            assert bad.trace["restated"] is None and bad.trace["counters"]["restate_failed"] == 1
-        assert len(server.requests) == 5
-    assert GraphRAFTRetriever.Params().selection.restate is False

@@ -55,11 +55,6 @@ class SelectionParams(ParamGroup):
     scorer_model: str | None = Field(
         None, description="score: the GGUF chat model that scores (default: the local model profile's file)"
     )
-    restate: bool = Field(
-        False,
-        description="similar: one more call restates the question in the KB's relation names, and a template reads "
-        "against both the question and its restatement (the mean of the two); not the paper's",
-    )
     m: int = Field(5, ge=1, le=50, description="templates chosen and run in order (the paper's beam width)")
     max_candidates: int = Field(
         300, ge=1, description="templates offered to a model's selector, in the no-model order (the grammar grows)"

@@ -38,7 +38,6 @@ from sagegraph.retrieve.kb.chains import masked_question
 from sagegraph.retrieve.kb.entities import Entity, entity_slots, gazetteer_entities, llm_entities, resolve_all
 from sagegraph.retrieve.kb.metapaths import WalkBudget
 from sagegraph.retrieve.kb.rerank import Reranker
-from sagegraph.retrieve.kb.restate import restate
 from sagegraph.retrieve.kb.unnamed import names_a_node, prepare_unnamed, rank_unnamed
 from sagegraph.retrieve.kb.view import KBView, kb_view
 from sagegraph.retrieve.registry import register
@@ -150,7 +149,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             budget=budget,
         )
 
-    def _similarity(self, query: str, ents: list[Entity], restated: str | None = None):
+    def _similarity(self, query: str, ents: list[Entity]):
         """A template's phrase against the question with its own entities' names taken out (a
         name says which node, not which relation), times those entities' resolution scores (an
         exact name 1.0, a name vector its cosine): a relation word the entity step mistook for a
@@ -166,11 +165,8 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             if not templates:
                 return []
             keys = sorted({t.slots for t in templates})
-            readings = [query] if restated is None else [query, restated]
-            asked = vectors([masked_question(text, [slots[i].name for i in key]) for key in keys for text in readings])
-            question = {
-                key: asked[i * len(readings) : (i + 1) * len(readings)].mean(axis=0) for i, key in enumerate(keys)
-            }
+            asked = vectors([masked_question(query, [slots[i].name for i in key]) for key in keys])
+            question = dict(zip(keys, asked))
             phrases = vectors([t.phrase() for t in templates])
             return [
                 float(v @ question[t.slots]) * float(np.prod([slots[i].score for i in t.slots]))
@@ -206,7 +202,6 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
             "filled": 0,
             "unnamed": 0,
             "unnamed_motifs": 0,
-            "restate_failed": 0,
         }
         timeline = Timeline()
         trace: dict[str, Any] = {"counters": counters, "events": timeline.events}
@@ -235,14 +230,6 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
         def enough(order: list[int]) -> bool:  # the picks so far already give k nodes
             return len(set().union(*(offered[i].rows.tolist() for i in order))) >= k if order else False
 
-        restated = None
-        if self.params.selection.selector == "similar" and self.params.selection.restate and offered:
-            try:
-                restated = restate(self._chat(timeline), self.view, query)
-            except LLMRequestRefused:
-                counters["llm_refused"] += 1
-            counters["restate_failed"] = int(restated is None)
-            trace["restated"] = restated
         try:
             sel = select(
                 self.params.selection.selector,
@@ -254,9 +241,7 @@ class GraphRAFTRetriever(Retriever[GraphRAFTParams]):
                 enough,
                 score=self._scorer(timeline) if self.params.selection.selector == "score" else None,
                 length_norm=self.params.selection.length_norm,
-                similarity=self._similarity(query, ents, restated)
-                if self.params.selection.selector == "similar"
-                else None,
+                similarity=self._similarity(query, ents) if self.params.selection.selector == "similar" else None,
             )
         except LLMRequestRefused:  # most often a listed menu longer than the context: the no-model order
             counters["llm_refused"] += 1
