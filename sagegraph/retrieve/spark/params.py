@@ -65,11 +65,6 @@ class ExecutionParams(ParamGroup):
         "`lengthen_margin` (the graph's encoder), up to three relations, where the longer query finds nodes",
     )
     lengthen_margin: float = Field(0.03, ge=0.0, le=2.0, description="how much closer a longer path must read")
-    lengthen_encoder: str | None = Field(
-        None,
-        description="lengthen: `adapted`, read by the encoder `sagegraph adapt` drew from the KB together with the "
-        "graph's own (the graph's own alone until the graph is adapted); None, the graph's own",
-    )
     max_rows: int = Field(2000, ge=1, description="rows kept from the Cypher result (the store caps them)")
     timeout_ms: int = Field(5000, ge=1, description="Cypher time limit")
 

@@ -29,7 +29,6 @@ from sagegraph.errors import CypherInvalid, QueryStopped, ReadOnlyViolation, Sto
 from sagegraph.llm import LLMRequestRefused, Reply, parse_json_reply, usage_scope
 from sagegraph.retrieve.base import Resources, Retrieval, Retriever
 from sagegraph.retrieve.flat import HybridRetriever
-from sagegraph.retrieve.kb.chain_encoder import adapted_inputs, tuned_encoder
 from sagegraph.retrieve.kb.entities import linked_rows
 from sagegraph.retrieve.kb.feedback import empty_result_feedback
 from sagegraph.retrieve.kb.grounding import (
@@ -170,11 +169,6 @@ def _store_refused(query: str, exc: StoreError, trace: dict, counters: dict) -> 
     trace.setdefault("repair_store_errors", []).append({"query": query, "error": str(exc)[:300]})
 
 
-def _lengthen_encoder(params: SparkParams) -> str | None:
-    execution = params.execution
-    return execution.lengthen_encoder if execution.ground and execution.lengthen else None
-
-
 @register("spark")
 class SparkRetriever(Retriever[SparkParams]):
     uses_llm = True
@@ -205,10 +199,6 @@ class SparkRetriever(Retriever[SparkParams]):
             {"target": gold.get("target_type"), "cypher": gold.get("gold_cypher"), "vector": [], "combine": "intersect"}
         )
 
-    @classmethod
-    def graph_inputs(cls, graph, params: SparkParams) -> str:
-        return adapted_inputs(graph.dir, _lengthen_encoder(params))
-
     def __init__(self, res: Resources, params: SparkParams):
         super().__init__(res, params)
         self.hybrid = HybridRetriever.over(res, alpha=params.answer.alpha)
@@ -216,7 +206,6 @@ class SparkRetriever(Retriever[SparkParams]):
         self._card_lock = threading.Lock()
         self._patterns: set[tuple[str, str, str]] = set()
         self._kb_schema: KBSchema | None = None
-        self.lengthen_encoder = tuned_encoder(self.graph, _lengthen_encoder(params))
 
     @property
     def card(self) -> str:
@@ -455,11 +444,7 @@ class SparkRetriever(Retriever[SparkParams]):
         """The query's nodes, or, where the question says a relation more than the query walks
         (`lengthen`), the nodes of the query lengthened by it, if it finds any."""
         longer, repairs = lengthened(
-            query,
-            self.kb_schema(),
-            question,
-            self.lengthen_encoder.vectors if self.lengthen_encoder is not None else self.graph.exact_vectors,
-            self.params.execution.lengthen_margin,
+            query, self.kb_schema(), question, self.graph.exact_vectors, self.params.execution.lengthen_margin
         )
         if not repairs:
             return found
