@@ -48,7 +48,13 @@ from sagegraph.ownership import mark
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT.parent / "shared" / "tools" / "prime_like_kb.py"
+WORK = ROOT / "work" / "scale"  # where each size's KB, build and figures go, by default
 HUBS = 10
+
+
+def kb_data(work: Path, scale: float) -> Path:
+    """Where the PRIME-shaped KB of one size is written (`write_kb`), shared by every benchmark that reads it."""
+    return work / f"data-{scale:g}"
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
@@ -247,7 +253,7 @@ def timed(graph, retrievers: dict[str, tuple[str, dict]], groups: dict[str, list
 def latency_only(scale: float, work: Path) -> dict:
     """Query latency of a size built before (its build's line, re-measured on a quiet machine)."""
     line = json.loads((work / f"prime-{scale:g}.build.json").read_text())
-    line.update(query_latency(work / f"prime-{scale:g}", work / f"data-{scale:g}" / "questions.jsonl"))
+    line.update(query_latency(work / f"prime-{scale:g}", kb_data(work, scale) / "questions.jsonl"))
     return line
 
 
@@ -280,7 +286,7 @@ def prepare(out: Path, config: Path, scale: float, data: Path, cache: Path | Non
 
 
 def run(scale: float, work: Path, cache: Path | None, latency: bool = True, against_plain: bool = False) -> dict:
-    data = work / f"data-{scale:g}"
+    data = kb_data(work, scale)
     kb = write_kb(data, scale)
     out, config = work / f"prime-{scale:g}", work / f"prime-{scale:g}.yaml"
     prepare(out, config, scale, data, cache)
@@ -360,7 +366,7 @@ def rebuild(scale: float, work: Path, share: float, rounds: int = 2) -> Iterator
     (its embedding cache copied, so only the wall of everything else and the renamed texts'
     encoding differ) is compared with the rebuilt graph, nodes, edges and store. One line per
     round as it ends, then the comparison's."""
-    data, out, config = work / f"data-{scale:g}", work / f"prime-{scale:g}", work / f"prime-{scale:g}.yaml"
+    data, out, config = kb_data(work, scale), work / f"prime-{scale:g}", work / f"prime-{scale:g}.yaml"
     full = json.loads((work / f"prime-{scale:g}.build.json").read_text())
     for round_ in range(1, rounds + 1):
         renamed = rename_share(data, share, seed=round_)
@@ -528,7 +534,7 @@ def plot(lines: list[dict], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scales", default="0.1,0.3,1")
-    parser.add_argument("--work", type=Path, default=ROOT / "work" / "scale")
+    parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--cache", type=Path, help="an embedding cache to copy in first (encoding skipped)")
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--encode-sample", type=int, help="only compare encoding on N texts of each size's build")

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from benchmarks.machine import machine
-from benchmarks.scale import ROOT, build, prepare, rename_share
+from benchmarks.scale import ROOT, WORK, build, kb_data, prepare, rename_share
 
 
 def _free_port() -> int:
@@ -73,7 +73,7 @@ def _configured(config: Path, store_url: str, scheduler: str, workers: int) -> N
 
 
 def run(scale: float, work: Path, cache: Path | None, workers: int) -> dict:
-    data = work / f"data-{scale:g}"
+    data = kb_data(work, scale)
     if not (data / "nodes.jsonl").exists():
         raise SystemExit(f"{data}: write the KB first (python -m benchmarks.scale --scales {scale:g})")
     out, config = work / f"cluster-{scale:g}", work / f"cluster-{scale:g}.yaml"
@@ -118,7 +118,7 @@ def run(scale: float, work: Path, cache: Path | None, workers: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=0.3)
-    parser.add_argument("--work", type=Path, default=ROOT / "work" / "scale")
+    parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--cache", type=Path, help="an embedding cache to copy in first (encoding skipped)")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()

@@ -5,7 +5,7 @@ worker processes cost the encoding, in a minute instead of a whole build.
     .venv/bin/python -m benchmarks.worker_encoding [--texts 4000] [--kb DIR] [--dask-defaults]
 
 The texts are a KB's node names, names with their type, and descriptions (by default the 0.1x
-PRIME-shaped KB, written into work/scale/data-0.1 as `benchmarks.scale` writes it), shuffled with a fixed seed and
+PRIME-shaped KB, where `benchmarks.scale` writes it: work/scale/data-0.1), shuffled with a fixed seed and
 split between two workers (two processes) of one thread each, each encoding its half in the
 build's windows. `--dask-defaults` starts the workers with Dask's own settings instead of
 `flows.runtime.WORKER_SETTINGS`, for the comparison. Prints one JSON line: machine, per worker
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.machine import machine
-from benchmarks.scale import ROOT, write_kb
+from benchmarks.scale import ROOT, WORK, kb_data, write_kb
 
 WINDOW = 2000  # texts per encode call: about what one build batch of 1,000 KB nodes hands the encoder
 
@@ -105,7 +105,7 @@ def main() -> None:
     args = parser.parse_args()
     kb = args.kb
     if kb is None:
-        kb = ROOT / "work" / "scale" / "data-0.1"
+        kb = kb_data(WORK, 0.1)
         write_kb(kb, 0.1)
     texts = kb_texts(kb, args.texts)
     halves = [texts[0::2], texts[1::2]]
