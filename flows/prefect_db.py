@@ -7,21 +7,17 @@ sweep or build directory (and by each end-to-end test). One empty database per P
 migrated once by Prefect's own `prefect server database upgrade`, is kept in the user's cache and
 copied into each new home; the server then finds it at the current revision and starts in ~4 s.
 Anything unusual (a database URL of the user's, a failed migration, a read-only cache) leaves the
-home alone and Prefect migrates as before.
+home alone and Prefect migrates as before (`sagegraph.empty_db`).
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import shutil
-import sqlite3
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-log = logging.getLogger("sagegraph.runtime")
+from sagegraph import empty_db
 
 DB = "prefect.db"
 
@@ -29,53 +25,27 @@ DB = "prefect.db"
 def template_path() -> Path:
     import prefect
 
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "sagegraph" / "prefect" / f"empty-{prefect.__version__}.db"
+    return empty_db.template_path("prefect", prefect.__version__)
 
 
 def seed_home(home: Path) -> bool:
     """Put a copy of the empty migrated database in `home` when it has none; True if it did."""
-    if (Path(home) / DB).exists() or any(
-        k.startswith(("PREFECT_SERVER_DATABASE_", "PREFECT_API_DATABASE_")) for k in os.environ
-    ):
+    if any(k.startswith(("PREFECT_SERVER_DATABASE_", "PREFECT_API_DATABASE_")) for k in os.environ):
         return False
-    try:
-        template = template_path()
-        if not template.exists():
-            _make_template(template)
-        _copy_atomically(template, Path(home) / DB)
-        return True
-    except Exception as exc:  # an optimisation only: the server migrates a missing database itself
-        log.debug("no Prefect database template (%s); the server migrates its own", exc)
-        return False
+    return empty_db.seed(Path(home) / DB, template_path(), _migrate)
 
 
-def _make_template(template: Path) -> None:
-    template.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="prefect-db-") as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-        env.update(PREFECT_HOME=tmp, DO_NOT_TRACK="true", PREFECT_SERVER_ANALYTICS_ENABLED="false")
-        subprocess.run(
-            [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
-            env=env,
-            check=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            timeout=300,
-        )
-        staged = template.with_name(f".{template.name}.{os.getpid()}")
-        src, dst = sqlite3.connect(Path(tmp) / DB), sqlite3.connect(staged)
-        try:
-            src.backup(dst)  # a consistent copy, write-ahead log included
-        finally:
-            src.close()
-            dst.close()
-        os.replace(staged, template)  # two first runs at once each publish a whole file
-
-
-def _copy_atomically(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    staged = dst.with_name(f".{dst.name}.{os.getpid()}")
-    shutil.copyfile(src, staged)
-    os.replace(staged, dst)
+def _migrate(folder: Path) -> Path:
+    """Prefect's own `prefect server database upgrade`, in a home of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(folder), DO_NOT_TRACK="true", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    subprocess.run(
+        [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
+        env=env,
+        check=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=300,
+    )
+    return folder / DB

@@ -199,6 +199,27 @@ def dask_runner(cfg: RunnerConfig):
     return DaskTaskRunner(cluster_class=local_cluster, cluster_kwargs=_local_cluster_kwargs(cfg))
 
 
+# How long a worker process may take to exit once asked to. Nanny.close's own 5 s (of which it
+# waits 4) is less than a worker that held a large KB's tables takes to exit beside other work on
+# a 2-core machine; past it the nanny kills the process and logs a warning, after the run's work
+# was all done and written.
+WORKER_EXIT_S = 30.0
+
+
+def close_cluster(cluster: Any) -> None:
+    """Close a LocalCluster, its workers first, each given `WORKER_EXIT_S` to exit (the cluster's
+    own close would give them 4 s); a worker still there after that is killed as before."""
+    import asyncio
+
+    async def close_workers() -> None:
+        await asyncio.gather(*(worker.close(timeout=WORKER_EXIT_S) for worker in list(cluster.workers.values())))
+
+    try:
+        cluster.sync(close_workers)
+    finally:
+        cluster.close()
+
+
 def _local_cluster(cfg: RunnerConfig, warm: Callable[[], Any] | None):
     from distributed import Client
 
@@ -208,7 +229,7 @@ def _local_cluster(cfg: RunnerConfig, warm: Callable[[], Any] | None):
             with Client(cluster) as client:
                 client.run(warm)
         except Exception:
-            cluster.close()
+            close_cluster(cluster)
             raise
     return cluster
 
@@ -251,12 +272,12 @@ def _flow_runtime(
                 cluster, taken = future.result(), True
                 try:
                     if api != url:  # the server had to move: the workers must know its new address
-                        cluster.close()
+                        close_cluster(cluster)
                         cluster = _local_cluster(cfg, warm)
                     yield api, DaskTaskRunner(address=cluster.scheduler_address)
                 finally:
-                    cluster.close()  # before the API server stops, so no worker logs into the void
+                    close_cluster(cluster)  # before the API server stops, so no worker logs into the void
         finally:
             if starting and not taken:  # the API server failed to start: wait for the workers, then stop them
                 with contextlib.suppress(Exception):
-                    starting[0][1].result().close()
+                    close_cluster(starting[0][1].result())

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, unmapped
-from prefect.futures import as_completed
+from prefect.futures import PrefectFuture, as_completed
 
 from sagegraph.config import BuildConfig
 from sagegraph.construct.variants import base_config_of, label
@@ -54,8 +54,11 @@ def ensure_graph(cfg: SweepConfig, build_cfg: BuildConfig | None = _UNCHECKED, t
 
 
 def warm_up_worker() -> None:
-    """Imports the evaluation code on a Dask worker while the API server starts; the first task
-    would otherwise wait for them."""
+    """Imports the evaluation code and the sentence encoder's libraries on a Dask worker while the
+    API server starts; the first task would otherwise wait for them. The questions are encoded on
+    a worker (`prepare`), so the process that runs the flow never loads the encoder."""
+    import sentence_transformers  # noqa: F401
+
     import sagegraph.tasks.evaluate  # noqa: F401
 
 
@@ -102,15 +105,22 @@ def _sweep(cfg: SweepConfig) -> dict[str, Any]:
                 "llm.cache_mode": llm.cache_mode,
             }
         )
-    tracker = SweepTracker(
-        cfg.mlflow.tracking_uri or default_tracking_uri(out),
-        cfg.mlflow.experiment,
-        out / "mlflow_parent.json",
-        cfg.name,
-        params=params,
-    )
+    # On a worker, whose imports were made while the API server started, and meanwhile the MLflow
+    # store opens here: neither waits for the other.
+    prepared = eval_tasks.prepare.submit(str(graph), str(questions), str(out), [c.record() for c in cfgs])
     try:
-        return _run(cfg, tracker, graph, questions, cfgs, llm_dict, t0)
+        tracker = SweepTracker(
+            cfg.mlflow.tracking_uri or default_tracking_uri(out),
+            cfg.mlflow.experiment,
+            out / "mlflow_parent.json",
+            cfg.name,
+            params=params,
+        )
+    except BaseException:
+        prepared.wait()  # a task left running would outlive the flow's workers
+        raise
+    try:
+        return _run(cfg, tracker, graph, questions, cfgs, llm_dict, t0, prepared)
     except BaseException as exc:
         tracker.fail(exc)
         raise
@@ -124,12 +134,11 @@ def _run(
     cfgs: list[EvalConfig],
     llm_dict: dict[str, Any] | None,
     t0: float,
+    prepared: PrefectFuture[str],
 ) -> dict[str, Any]:
     log = run_log()
     out = Path(cfg.out)
-    qvec = eval_tasks.prepare(
-        str(graph), str(questions), str(out), [c.record() for c in cfgs]
-    )  # BM25 is built before variants link it
+    qvec = prepared.result()  # BM25 is built before variants link it
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
     log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from sagegraph import empty_db
 from sagegraph.construct.variants import parse_label
 from sagegraph.errors import InfraError
 from sagegraph.eval.runner import EvalConfig, run_dir
@@ -91,6 +92,41 @@ def runs_view_url(experiment_id: str, tracking_uri: str = "") -> str:
     return f"{host}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
 
 
+def seed_local_store(tracking_uri: str) -> bool:
+    """A new local tracking database as a copy of an empty one MLflow migrated once for its
+    version (`empty_db`), so a new out dir's first MLflow call does not run every migration; True
+    if it was copied. A server, or a database already there, is left as it is."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return False
+    import sqlite3
+
+    import mlflow
+
+    path = Path(tracking_uri.removeprefix("sqlite:///"))
+    if not empty_db.seed(path, empty_db.template_path("mlflow", mlflow.__version__), _migrate):
+        return False
+    # MLflow puts its Default experiment's artifacts under the folder it was started from: here, beside the database
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as db, db:
+            db.execute(
+                "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                (f"{artifact_location(tracking_uri)}/0",),
+            )
+    except sqlite3.Error:
+        path.unlink(missing_ok=True)  # MLflow makes its own
+        return False
+    return True
+
+
+def _migrate(folder: Path) -> Path:
+    """MLflow's own migrations, run by opening its store on a new database."""
+    from mlflow.tracking import MlflowClient
+
+    made = folder / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{made}").search_experiments()
+    return made
+
+
 @contextlib.contextmanager
 def tracking_store(tracking_uri: str) -> Iterator[None]:
     """MLflow's store failing (a database another process holds locked, a server that does not
@@ -130,6 +166,7 @@ class SweepTracker:
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         from mlflow.tracking import MlflowClient
 
+        seed_local_store(tracking_uri)
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.tracking_uri = tracking_uri
         exp = self.client.get_experiment_by_name(experiment)
