@@ -10,7 +10,7 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-from tests.fixtures import make_kb, make_ottqa
+from tests.fixtures import encoded_once, make_kb, make_ottqa
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +31,7 @@ def encoder():
 
 
 @pytest.fixture(scope="session")
-def graph_dir(ottqa_dir, tmp_path_factory) -> Path:
+def graph_dir(ottqa_dir, tmp_path_factory, session_dir) -> Path:
     """A built graph of the generated OTT-QA-style corpus (stages run directly, no Prefect)."""
     from sagegraph.config import load_config
     from tests.fixtures import run_all, write_config
@@ -40,12 +40,20 @@ def graph_dir(ottqa_dir, tmp_path_factory) -> Path:
     cfg = load_config(
         write_config(tmp / "c.yaml", {"kind": "ottqa", "path": str(ottqa_dir)}, tmp / "out", store={"backend": "none"})
     )
-    run_all(cfg)
+    with encoded_once(session_dir / "graph_dir", cfg.out / "cache"):
+        run_all(cfg)
     return cfg.out / "graph"
 
 
 @pytest.fixture(scope="session")
-def synth_kb(tmp_path_factory) -> dict:
+def session_dir(tmp_path_factory, worker_id) -> Path:
+    """A folder every xdist worker of this test session sees (the session's own without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if worker_id != "master" else base
+
+
+@pytest.fixture(scope="session")
+def synth_kb(tmp_path_factory, session_dir) -> dict:
     """A built 600-node synthetic film KB (with its FalkorDB store) and its questions."""
     import json
 
@@ -68,7 +76,8 @@ def synth_kb(tmp_path_factory) -> dict:
         )
     )
     cfg = load_config(cfg_path)
-    run_all(cfg)
+    with encoded_once(session_dir / "synth_kb", cfg.out / "cache"):
+        run_all(cfg)
     return {"root": root, "graph": cfg.out / "graph", "questions": load_questions(root / "data" / "questions.jsonl")}
 
 

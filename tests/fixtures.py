@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 TOPICS = {
@@ -199,6 +201,34 @@ def write_config(path: Path, corpus: dict, out: Path, **sections) -> Path:
         cfg.setdefault(key, {}).update(value) if isinstance(value, dict) else cfg.__setitem__(key, value)
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def encoded_once(key: Path, cache: Path) -> Iterator[None]:
+    """A fixture's texts encoded once per test session: the xdist workers that build the same
+    fixture take turns, and each after the first starts from the first one's embedding cache (a
+    600-node KB's 1,708 texts took 46 s of its 47 s build on 2 cores)."""
+    import os
+    import sqlite3
+
+    from filelock import FileLock
+
+    shared = key.with_name(f"{key.name}.embeddings.sqlite")
+
+    def copy(src: Path, dst: Path) -> None:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        staged = dst.with_name(f".{dst.name}.{os.getpid()}")
+        with contextlib.closing(sqlite3.connect(src)) as source, contextlib.closing(sqlite3.connect(staged)) as copied:
+            source.backup(copied)  # a consistent copy, write-ahead log included
+        os.replace(staged, dst)
+
+    key.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(key.with_name(f"{key.name}.lock"))):
+        if shared.exists():
+            copy(shared, cache / "embeddings.sqlite")
+        yield
+        if not shared.exists() and (cache / "embeddings.sqlite").exists():
+            copy(cache / "embeddings.sqlite", shared)
 
 
 def run_all(cfg):
