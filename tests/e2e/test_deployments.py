@@ -3,7 +3,6 @@
 import asyncio
 
 import pytest
-from prefect.testing.utilities import prefect_test_harness
 
 from sagegraph.deployments.deploy import ROOT, deploy
 
@@ -11,8 +10,12 @@ from sagegraph.deployments.deploy import ROOT, deploy
 def test_deployments_register_with_schedule_and_process_pool(tmp_path, monkeypatch):
     """Named by the configs they run, with absolute paths (a worker does not run in the directory
     `deploy` ran in); the sweep is optional."""
+    from sagegraph.flows.runtime import prefect_api
+
     monkeypatch.chdir(ROOT)
-    with prefect_test_harness(server_startup_timeout=120):
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "work" / ".prefect"))  # this test's server's database
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    with prefect_api(tmp_path / "work"):  # the server a build or sweep starts, its database copied in
         ids = deploy(
             pool="sagegraph-test", cron="0 4 * * 1", build_config="conf/ottqa.yaml", sweep_file="conf/sweep_ottqa.yaml"
         )
