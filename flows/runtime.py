@@ -214,10 +214,9 @@ def close_cluster(cluster: Any) -> None:
     async def close_workers() -> None:
         await asyncio.gather(*(worker.close(timeout=WORKER_EXIT_S) for worker in list(cluster.workers.values())))
 
-    try:
+    with contextlib.suppress(Exception):  # the cluster's own close below stops whatever this left
         cluster.sync(close_workers)
-    finally:
-        cluster.close()
+    cluster.close()
 
 
 def _local_cluster(cfg: RunnerConfig, warm: Callable[[], Any] | None):
