@@ -11,9 +11,9 @@ cache) leaves the target alone and the tool migrates as before.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable
@@ -37,7 +37,7 @@ def seed(target: Path, template: Path, migrate: Callable[[Path], Path]) -> bool:
     try:
         if not template.exists():
             _make_template(template, migrate)
-        _copy_atomically(template, target)
+        copy_database(template, target)
         return True
     except Exception as exc:  # an optimisation only: the tool migrates a missing database itself
         log.debug("no empty database for %s (%s); the tool migrates its own", target, exc)
@@ -45,21 +45,15 @@ def seed(target: Path, template: Path, migrate: Callable[[Path], Path]) -> bool:
 
 
 def _make_template(template: Path, migrate: Callable[[Path], Path]) -> None:
-    template.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="empty-db-") as tmp:
-        made = migrate(Path(tmp))
-        staged = template.with_name(f".{template.name}.{os.getpid()}")
-        src, dst = sqlite3.connect(made), sqlite3.connect(staged)
-        try:
-            src.backup(dst)  # a consistent copy, write-ahead log included
-        finally:
-            src.close()
-            dst.close()
-        os.replace(staged, template)  # two first runs at once each publish a whole file
+        copy_database(migrate(Path(tmp)), template)  # two first runs at once each publish a whole file
 
 
-def _copy_atomically(src: Path, dst: Path) -> None:
+def copy_database(src: Path, dst: Path) -> None:
+    """A consistent copy of the SQLite database `src` (its write-ahead log included) at `dst`,
+    published whole: a reader of `dst` sees the old file or the whole copy, never a part."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     staged = dst.with_name(f".{dst.name}.{os.getpid()}")
-    shutil.copyfile(src, staged)
+    with contextlib.closing(sqlite3.connect(src)) as source, contextlib.closing(sqlite3.connect(staged)) as copied:
+        source.backup(copied)
     os.replace(staged, dst)

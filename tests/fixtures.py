@@ -208,27 +208,18 @@ def encoded_once(key: Path, cache: Path) -> Iterator[None]:
     """A fixture's texts encoded once per test session: the xdist workers that build the same
     fixture take turns, and each after the first starts from the first one's embedding cache (a
     600-node KB's 1,708 texts took 46 s of its 47 s build on 2 cores)."""
-    import os
-    import sqlite3
-
     from filelock import FileLock
 
+    from sagegraph.empty_db import copy_database
+
     shared = key.with_name(f"{key.name}.embeddings.sqlite")
-
-    def copy(src: Path, dst: Path) -> None:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        staged = dst.with_name(f".{dst.name}.{os.getpid()}")
-        with contextlib.closing(sqlite3.connect(src)) as source, contextlib.closing(sqlite3.connect(staged)) as copied:
-            source.backup(copied)  # a consistent copy, write-ahead log included
-        os.replace(staged, dst)
-
     key.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(key.with_name(f"{key.name}.lock"))):
         if shared.exists():
-            copy(shared, cache / "embeddings.sqlite")
+            copy_database(shared, cache / "embeddings.sqlite")
         yield
         if not shared.exists() and (cache / "embeddings.sqlite").exists():
-            copy(cache / "embeddings.sqlite", shared)
+            copy_database(cache / "embeddings.sqlite", shared)
 
 
 def run_all(cfg):
