@@ -87,8 +87,29 @@ def _sweep(cfg: SweepConfig) -> dict[str, Any]:
         raise FileNotFoundError(f"{graph}: no built graph; run `sagegraph build` or give the sweep a `build:` config")
     questions = sweep_questions(cfg, graph, out)
     cfgs = configurations(cfg)
+    llm_dict = _llm_record(cfg)
+    # On a worker, whose imports were made while the API server started, and meanwhile the MLflow
+    # store opens here: neither waits for the other.
+    prepared = eval_tasks.prepare.submit(str(graph), str(questions), str(out), [c.record() for c in cfgs])
+    try:
+        tracker = _tracker(cfg, graph, questions, cfgs)
+    except BaseException:
+        prepared.wait()  # a task left running would outlive the flow's workers
+        raise
+    try:
+        return _run(cfg, tracker, graph, questions, cfgs, llm_dict, t0, prepared)
+    except BaseException as exc:
+        tracker.fail(exc)
+        raise
+
+
+def _llm_record(cfg: SweepConfig) -> dict[str, Any] | None:
     llm = llm_settings(cfg)
-    llm_dict = llm.model_dump(mode="json") if llm else None
+    return llm.model_dump(mode="json") if llm else None
+
+
+def _tracker(cfg: SweepConfig, graph: Path, questions: Path, cfgs: list[EvalConfig]) -> SweepTracker:
+    """The sweep's parent run, opened (or found again, on a rerun) with the sweep's parameters."""
     params: dict[str, Any] = {
         "graph": graph,
         "questions": questions,
@@ -97,6 +118,7 @@ def _sweep(cfg: SweepConfig) -> dict[str, Any]:
     }
     if cfg.sample:
         params["sample"] = cfg.sample.model_dump()
+    llm = llm_settings(cfg)
     if llm:
         params.update(
             {
@@ -105,22 +127,62 @@ def _sweep(cfg: SweepConfig) -> dict[str, Any]:
                 "llm.cache_mode": llm.cache_mode,
             }
         )
-    # On a worker, whose imports were made while the API server started, and meanwhile the MLflow
-    # store opens here: neither waits for the other.
-    prepared = eval_tasks.prepare.submit(str(graph), str(questions), str(out), [c.record() for c in cfgs])
+    out = Path(cfg.out)
+    return SweepTracker(
+        cfg.mlflow.tracking_uri or default_tracking_uri(out),
+        cfg.mlflow.experiment,
+        out / "mlflow_parent.json",
+        cfg.name,
+        params=params,
+    )
+
+
+def finished_sweep(cfg: SweepConfig) -> dict[str, Any] | None:
+    """The sweep's report when every configuration already ran to the end on these inputs (the
+    rerun of a finished sweep, or of one stopped while it logged or wrote its report): made from
+    the run directories in this process, with no API server or Dask worker. None when a graph, an
+    edge variant or any configuration is still to be built or run: the flow does that.
+
+    A configuration counts as finished by the rule the evaluation itself applies on resume: its
+    metrics.json exists (written only for a complete run) and its recorded inputs are these."""
+    from sagegraph.construct.variants import built_variant
+    from sagegraph.eval.evaluate import read_questions
+    from sagegraph.eval.runner import inputs_stamp, run_dir
+    from sagegraph.retrieve.graph_index import GraphIndex
+
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    graph = graph_dir_of(cfg)
+    if not (out / "runs").is_dir() or not (graph / "edges.parquet").exists():
+        return None
+    graphs = {"": graph}
+    variants = cfg.edge_variants()
+    if variants:
+        base = base_config_of(graph)
+        for overrides in variants:
+            built = built_variant(base, overrides)
+            if built is None:
+                return None
+            graphs[label(overrides)] = built
+    questions = sweep_questions(cfg, graph, out)
+    asked = read_questions(questions)
+    indexes: dict[str, GraphIndex] = {}
+    results: list[tuple[EvalConfig, dict[str, Any]]] = []
+    for c in configurations(cfg):
+        folder = run_dir(out / "runs", c)
+        if not (folder / "metrics.json").exists() or not (folder / "inputs.txt").exists():
+            return None
+        index = indexes.setdefault(c.edges, GraphIndex(graphs[c.edges]))
+        stamp = inputs_stamp(index, asked, c.retriever_class.graph_inputs(index, c.validated()))
+        if (folder / "inputs.txt").read_text().strip() != stamp:
+            return None
+        results.append((c, json.loads((folder / "metrics.json").read_text())))
+    tracker = _tracker(cfg, graph, questions, [c for c, _ in results])
     try:
-        tracker = SweepTracker(
-            cfg.mlflow.tracking_uri or default_tracking_uri(out),
-            cfg.mlflow.experiment,
-            out / "mlflow_parent.json",
-            cfg.name,
-            params=params,
+        logged = tracker.log_as_finished(
+            [lambda: results], out / "runs", llm=_llm_record(cfg), traces=cfg.mlflow_traces
         )
-    except BaseException:
-        prepared.wait()  # a task left running would outlive the flow's workers
-        raise
-    try:
-        return _run(cfg, tracker, graph, questions, cfgs, llm_dict, t0, prepared)
+        return _report(cfg, tracker, graph, graphs, logged, t0)
     except BaseException as exc:
         tracker.fail(exc)
         raise
@@ -159,6 +221,20 @@ def _run(
     results = tracker.log_as_finished(
         (outcome(f) for f in as_completed(futures)), out / "runs", llm=llm_dict, traces=cfg.mlflow_traces
     )
+    return _report(cfg, tracker, graph, graphs, results, t0)
+
+
+def _report(
+    cfg: SweepConfig,
+    tracker: SweepTracker,
+    graph: Path,
+    graphs: dict[str, Path],
+    results: list[tuple[EvalConfig, dict[str, Any]]],
+    t0: float,
+) -> dict[str, Any]:
+    """The sweep's files (summary, Figure 4 rows and plot, side-by-side comparison), its parent
+    run's summary in MLflow, and the result the CLI prints."""
+    out = Path(cfg.out)
     rows = [
         row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)
     ]

@@ -179,8 +179,8 @@ def _sweep(args: argparse.Namespace) -> int:
             require_credentials(cfg.llm)  # no key: one line now, not a failed Dask task later
     from sagegraph.construct.stages import preflight
     from sagegraph.eval.sweep import graph_to_build
-    from sagegraph.flows.runtime import flow_runtime
-    from sagegraph.flows.sweep import ensure_graph, sweep, warm_up_worker
+    from sagegraph.flows.runtime import apply_env_defaults, flow_runtime
+    from sagegraph.flows.sweep import ensure_graph, finished_sweep, sweep, warm_up_worker
 
     if (build_cfg := graph_to_build(cfg)) is not None:
         preflight(build_cfg)  # so are the inputs of a graph that must be built first
@@ -190,10 +190,20 @@ def _sweep(args: argparse.Namespace) -> int:
     runner = RunnerConfig(n_workers=args.workers or 2, dask_address=args.dask_address)
     # The Dask workers start beside the API server (not after it, when the flow's first task asks),
     # and a graph that must be built first is built on the same workers.
-    with hold(cfg.out, "sweep"), flow_runtime(cfg.out, runner, warm=warm_up_worker) as (api, task_runner):
-        print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
-        ensure_graph(cfg, build_cfg, task_runner)  # resolved above: the corpus is read once
-        result = sweep.with_options(task_runner=task_runner)(cfg)
+    with hold(cfg.out, "sweep"):
+        apply_env_defaults(cfg.out)  # MLflow's telemetry off, offline model hub, as in the flow
+        result = finished_sweep(cfg) if build_cfg is None else None
+        if result is not None:  # a rerun with nothing left to run: no server, no workers
+            print(
+                f"sagegraph: sweep {cfg.name} -> {cfg.out}: every configuration finished on these inputs; "
+                "the report is written in this process",
+                flush=True,
+            )
+        else:
+            with flow_runtime(cfg.out, runner, warm=warm_up_worker) as (api, task_runner):
+                print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
+                ensure_graph(cfg, build_cfg, task_runner)  # resolved above: the corpus is read once
+                result = sweep.with_options(task_runner=task_runner)(cfg)
     ml = result["mlflow"]
     print(f"\nsummary table:   {result['summary']}")
     no_plot = "none (no seed-expanding configuration beside its seed retriever at plot_totals)"

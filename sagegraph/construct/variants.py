@@ -92,6 +92,21 @@ def _link_tree(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
+def built_variant(base: BuildConfig, overrides: dict[str, Any]) -> Path | None:
+    """The variant's graph dir when it is built from these settings (or is the base graph itself,
+    built), else None: what `build_variant` would return without building anything."""
+    cfg = variant_config(base, overrides)
+    layout = Layout.of(cfg)
+    graph = variant_graph_dir(base, overrides)
+    if graph == layout.published:
+        return graph if (graph / "edges.parquet").exists() else None
+    manifest = graph / "manifest.json"
+    stats_json = graph.parent / "stats" / "graph_stats.json"
+    if manifest.exists() and stats_json.exists() and read_json(manifest).get("fingerprint") == layout.cfg_fp["edges"]:
+        return graph
+    return None
+
+
 def build_variant(base: BuildConfig, overrides: dict[str, Any]) -> Path:
     """Edges (and stats) of `base` rebuilt with the overridden edge settings; returns the graph dir."""
     from sagegraph.construct import stages  # the build stages import encoders; labels above stay light
@@ -103,9 +118,7 @@ def build_variant(base: BuildConfig, overrides: dict[str, Any]) -> Path:
         if not (graph / "edges.parquet").exists():
             raise ConfigError(f"{graph}: the base graph is not built; run `sagegraph build` first")
         return graph
-    stats_json = graph.parent / "stats" / "graph_stats.json"
-    manifest = graph / "manifest.json"
-    if manifest.exists() and stats_json.exists() and read_json(manifest).get("fingerprint") == layout.cfg_fp["edges"]:
+    if built_variant(base, overrides) is not None:
         return graph
     base_graph = Layout.of(base).graph
     marker = base_graph / "nodes.fingerprint"

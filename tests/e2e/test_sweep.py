@@ -109,11 +109,28 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path,
     assert {"recall_at_2", "hit_at_1", "mrr"} <= set(child.data.metrics) and "retriever" in child.data.params
     assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"per_query.csv", "run.trec", "metrics.json"}
     assert {a.path for a in client.list_artifacts(parent[0].info.run_id)} >= {"summary.csv", "recall_at_k.png"}
-    # a rerun resumes: finished configurations are neither re-evaluated nor logged twice
+    # a rerun resumes: finished configurations are neither re-evaluated nor logged twice; with
+    # nothing left to run, the report is made in the CLI's process, with no server or worker
+    before = {f: (out / f).read_text() for f in ("summary.csv", "comparison.csv", "figure4.json")}
     second = sagegraph("sweep", str(p))
     assert second.returncode == 0, second.stderr[-3000:]
+    assert "every configuration finished on these inputs" in second.stdout and "Prefect API" not in second.stdout
+    assert {f: (out / f).read_text() for f in before} == before
     runs = client.search_runs([exp.experiment_id])
     assert len(runs) == 11
+    from sagegraph.eval.runner import run_dir
+    from sagegraph.eval.sweep import configurations, load_sweep
+    from sagegraph.flows.sweep import finished_sweep
+
+    monkeypatch.syspath_prepend(str(examples))  # the example retriever, imported here as the CLI did
+    cfg = load_sweep(p)
+    bm25 = run_dir(out / "runs", next(c for c in configurations(cfg) if c.retriever == "bm25"))
+    stamp = (bm25 / "inputs.txt").read_text()
+    (bm25 / "inputs.txt").write_text("made-on-other-inputs")
+    assert finished_sweep(cfg) is None  # a run made on other inputs is run again, by the flow
+    (bm25 / "inputs.txt").write_text(stamp)
+    (bm25 / "metrics.json").unlink()
+    assert finished_sweep(cfg) is None  # so is one that did not finish
 
 
 def test_sweep_rebuilds_a_graph_built_from_other_settings(ottqa_dir, tmp_path, monkeypatch):
