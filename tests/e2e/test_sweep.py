@@ -122,8 +122,13 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path,
     from sagegraph.eval.sweep import configurations, load_sweep
     from sagegraph.flows.sweep import finished_sweep
 
-    monkeypatch.syspath_prepend(str(examples))  # the example retriever, imported here as the CLI did
-    cfg = load_sweep(p)
+    # read here without the example retriever (registered in the CLI's processes, not in this one)
+    builtin = tmp_path / "builtin.yaml"
+    builtin.write_text(
+        yaml.safe_dump({**spec, "grid": [g for g in spec["grid"] if g["retriever"] != ["neighbour-vote"]]})
+    )
+    monkeypatch.delenv("SAGEGRAPH_RETRIEVERS")
+    cfg = load_sweep(builtin)
     bm25 = run_dir(out / "runs", next(c for c in configurations(cfg) if c.retriever == "bm25"))
     stamp = (bm25 / "inputs.txt").read_text()
     (bm25 / "inputs.txt").write_text("made-on-other-inputs")
