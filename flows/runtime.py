@@ -189,18 +189,6 @@ def fans_out(changes: ChangeSet | None, cfg: RunnerConfig) -> bool:
     return changes.sources_to_redo() > cfg.n_workers * cfg.batch_size
 
 
-def workers_for(changes: ChangeSet | None, cfg: RunnerConfig) -> RunnerConfig:
-    """The runner settings a build's local cluster starts with: no more workers than it has batches
-    of sources to redo (`batch_size` each). Every worker imports torch and loads the embedding model
-    before its first task (about 10 s of CPU here); one that no batch will reach only competes with
-    the one that works. The other stages (edges per modality pair, the store) are small where the
-    sources fit in one batch. A named scheduler's workers are the user's: unchanged."""
-    if changes is None or cfg.dask_address:
-        return cfg
-    batches = -(-changes.sources_to_redo() // cfg.batch_size)
-    return cfg.model_copy(update={"n_workers": max(1, min(cfg.n_workers, batches))})
-
-
 def dask_runner(cfg: RunnerConfig):
     """DaskTaskRunner on an existing scheduler (runner.dask_address) or a LocalCluster of processes
     that Prefect starts at the flow's first submitted task."""

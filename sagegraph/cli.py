@@ -48,7 +48,7 @@ def _build(args: argparse.Namespace) -> int:
 
     from sagegraph.construct.inprocess import build_in_process
     from sagegraph.construct.stages import corpus_read_once, warm_up
-    from sagegraph.flows.runtime import fans_out, flow_runtime, workers_for
+    from sagegraph.flows.runtime import fans_out, flow_runtime
     from sagegraph.retrieve.kb.adaptation import with_adaptation
     from sagegraph.runlock import hold
 
@@ -77,8 +77,7 @@ def _build(args: argparse.Namespace) -> int:
             stop_encoders()  # the workers encode
             from sagegraph.flows.build_graph import build_graph  # Prefect's import (~1.5 s): only where a flow runs
 
-            runner_cfg = workers_for(changes, cfg.runner)
-            with flow_runtime(cfg.out, runner_cfg, warm=functools.partial(warm_up, cfg)) as (api, runner):
+            with flow_runtime(cfg.out, cfg.runner, warm=functools.partial(warm_up, cfg)) as (api, runner):
                 print(
                     f"sagegraph: building {cfg.name} into {cfg.out} (Prefect API {api}; progress below and in "
                     "the Prefect UI if you run a server)",

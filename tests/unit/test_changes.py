@@ -128,28 +128,6 @@ def test_a_change_fans_out_only_when_it_fills_more_than_a_batch_per_worker():
     assert fans_out(small, RunnerConfig(dask_address="tcp://127.0.0.1:8786"))
 
 
-def test_a_flow_build_starts_no_more_workers_than_batches_to_run():
-    """A worker with no batch to take would only import torch and load the model beside the one
-    that works; a named scheduler's workers and a build with nothing to compare keep the setting."""
-    from sagegraph.config import RunnerConfig
-    from sagegraph.construct.changes import ChangeSet
-    from sagegraph.flows.runtime import workers_for
-
-    runner = RunnerConfig(n_workers=4, batch_size=3)
-
-    def workers(changes):
-        return workers_for(changes, runner).n_workers
-
-    assert workers(ChangeSet(added={"documents": ["a", "b"], "kb_edges": ["x"] * 50}, first_build=True)) == 1
-    assert workers(ChangeSet(added={"documents": list("abcd")}, changed={"tables": ["t"]})) == 2  # 5 sources
-    assert workers(ChangeSet(added={"documents": list("abcdefghijklmnop")}, first_build=True)) == 4
-    assert workers(ChangeSet(removed={"documents": ["a"]})) == 1  # relations and removals: no text work
-    assert workers(None) == 4
-    named = RunnerConfig(n_workers=4, batch_size=3, dask_address="tcp://127.0.0.1:8786")
-    assert workers_for(ChangeSet(added={"documents": ["a"]}), named) is named
-    assert runner.n_workers == 4  # the config given is not changed
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_multiset_difference_takes_out_one_per_occurrence(seed):
     from collections import Counter
