@@ -143,11 +143,10 @@ def finished_sweep(cfg: SweepConfig) -> dict[str, Any] | None:
     the run directories in this process, with no API server or Dask worker. None when a graph, an
     edge variant or any configuration is still to be built or run: the flow does that.
 
-    A configuration counts as finished by the rule the evaluation itself applies on resume: its
-    metrics.json exists (written only for a complete run) and its recorded inputs are these."""
+    A configuration counts as finished by the evaluation's own rule (`runner.finished_summary`)."""
     from sagegraph.construct.variants import built_variant
     from sagegraph.eval.evaluate import read_questions
-    from sagegraph.eval.runner import inputs_stamp, run_dir
+    from sagegraph.eval.runner import finished_summary, inputs_stamp, run_dir
     from sagegraph.retrieve.graph_index import GraphIndex
 
     t0 = time.perf_counter()
@@ -169,14 +168,12 @@ def finished_sweep(cfg: SweepConfig) -> dict[str, Any] | None:
     indexes: dict[str, GraphIndex] = {}
     results: list[tuple[EvalConfig, dict[str, Any]]] = []
     for c in configurations(cfg):
-        folder = run_dir(out / "runs", c)
-        if not (folder / "metrics.json").exists() or not (folder / "inputs.txt").exists():
-            return None
         index = indexes.setdefault(c.edges, GraphIndex(graphs[c.edges]))
         stamp = inputs_stamp(index, asked, c.retriever_class.graph_inputs(index, c.validated()))
-        if (folder / "inputs.txt").read_text().strip() != stamp:
+        summary = finished_summary(run_dir(out / "runs", c), stamp)
+        if summary is None:
             return None
-        results.append((c, json.loads((folder / "metrics.json").read_text())))
+        results.append((c, summary))
     tracker = _tracker(cfg, graph, questions, [c for c, _ in results])
     try:
         logged = tracker.log_as_finished(

@@ -111,15 +111,13 @@ def build_variant(base: BuildConfig, overrides: dict[str, Any]) -> Path:
     """Edges (and stats) of `base` rebuilt with the overridden edge settings; returns the graph dir."""
     from sagegraph.construct import stages  # the build stages import encoders; labels above stay light
 
+    if (built := built_variant(base, overrides)) is not None:
+        return built
     cfg = variant_config(base, overrides)
     layout = Layout.of(cfg)
     graph = variant_graph_dir(base, overrides)
     if graph == layout.published:
-        if not (graph / "edges.parquet").exists():
-            raise ConfigError(f"{graph}: the base graph is not built; run `sagegraph build` first")
-        return graph
-    if built_variant(base, overrides) is not None:
-        return graph
+        raise ConfigError(f"{graph}: the base graph is not built; run `sagegraph build` first")
     base_graph = Layout.of(base).graph
     marker = base_graph / "nodes.fingerprint"
     if not marker.exists() or marker.read_text() != layout.cfg_fp["nodes"]:

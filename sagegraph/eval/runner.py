@@ -210,13 +210,24 @@ def inputs_stamp(g: GraphIndex, questions: list[Question], beside: str = "") -> 
     return hashlib.sha1(f"{graph}|{qs}".encode()).hexdigest()[:12]
 
 
+def _made_on(out_dir: Path, stamp: str) -> bool:
+    seen = out_dir / "inputs.txt"
+    return seen.exists() and seen.read_text().strip() == stamp
+
+
+def finished_summary(out_dir: Path, stamp: str) -> dict[str, Any] | None:
+    """The run's metrics.json where it ran to the end (the file is written only then) on inputs
+    with this stamp: what resuming it would give without running a question. Else None."""
+    metrics = out_dir / "metrics.json"
+    if not metrics.exists() or not _made_on(out_dir, stamp):
+        return None
+    return json.loads(metrics.read_text())
+
+
 def _set_aside_if_stale(out_dir: Path, stamp: str) -> None:
     """Finished questions are reused only if they were run on the same graph and questions; a run
     made on other inputs is moved aside (kept, never deleted) and the configuration starts over."""
-    if not (out_dir / "per_query.jsonl").exists():
-        return
-    seen = out_dir / "inputs.txt"
-    if seen.exists() and seen.read_text().strip() == stamp:
+    if not (out_dir / "per_query.jsonl").exists() or _made_on(out_dir, stamp):
         return
     moved = move_aside(out_dir, "stale")
     log.warning("%s: made on another graph or question set; moved to %s and run again", out_dir, moved.name)
