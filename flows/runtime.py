@@ -116,20 +116,19 @@ def prefect_api(work_dir: Path, on_url: Callable[[str], None] | None = None) -> 
             on_url(os.environ["PREFECT_API_URL"])
         yield os.environ["PREFECT_API_URL"]
         return
-    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    from sagegraph.flows.api_server import LocalAPIServer
     from sagegraph.flows.prefect_db import seed_home
 
     seed_home(Path(os.environ["PREFECT_HOME"]))  # a new home's database without running every migration
-    server = SubprocessASGIServer()
-    server.port = server.port or server.find_available_port()
+    server = LocalAPIServer()
     os.environ["PREFECT_API_URL"] = server.api_url  # inherited by Dask worker processes
     with reaped():
         try:
             if on_url:
                 on_url(server.api_url)
-            server.start(timeout=int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+            server.start(timeout_s=float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
             os.environ["PREFECT_API_URL"] = server.api_url  # start() moves to another port if that one got taken
             with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
                 yield server.api_url

@@ -13,7 +13,11 @@ from tests.fixtures import sagegraph, write_config
 def test_build_flow_end_to_end_and_resume(ottqa_dir, tmp_path):
     corpus = tmp_path / "ottqa"
     shutil.copytree(ottqa_dir, corpus)
-    cfg = write_config(tmp_path / "c.yaml", {"kind": "ottqa", "path": str(corpus)}, tmp_path / "out")
+    # one Dask worker: the flow's path is the same, and a second worker's start-up (about 15 CPU s)
+    # would only slow the rest of the suite on a 2-core runner; test_workers_start... starts two
+    cfg = write_config(
+        tmp_path / "c.yaml", {"kind": "ottqa", "path": str(corpus)}, tmp_path / "out", runner={"n_workers": 1}
+    )
     first = sagegraph("build", str(cfg), "--max-sources", "20")
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
