@@ -422,9 +422,9 @@ class CachedEncoder:
     safe to share between Dask worker processes.
     """
 
-    def __init__(self, inner: Encoder, path: Path):
+    def __init__(self, inner: Encoder, path: Path, name: str | None = None):
         self.inner = inner
-        self.name = inner.name
+        self.name = name or inner.name  # what the vectors are keyed under: one name, one model's numerics
         self.file = SQLiteFile(Path(path), "CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
         self.hits = 0
 
@@ -481,6 +481,18 @@ def _stored_vectors(db: sqlite3.Connection, keys: list[str]) -> dict[str, np.nda
         for key, blob in db.execute(q, part):
             found[key] = np.frombuffer(blob, dtype=np.float32)
     return found
+
+
+def cached_if_writable(inner: Encoder, path: Path, name: str | None = None) -> Encoder:
+    """`inner` behind the on-disk cache at `path`, where its folder can be written; `inner` alone
+    where it cannot (a graph read from a folder its reader may not write to). For the vectors a
+    retriever computes while it answers (relation chains, templates, names), which recur across
+    questions, sweeps and replays: a rerun reads them instead of encoding them again."""
+    folder = Path(path).parent
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is None or not os.access(existing, os.W_OK):
+        return inner
+    return CachedEncoder(inner, path, name)
 
 
 def make_encoder(

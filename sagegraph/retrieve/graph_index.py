@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 import pyarrow.parquet as pq
 
-from sagegraph.embed import Encoder, make_encoder
+from sagegraph.embed import Encoder, cached_if_writable, make_encoder
 from sagegraph.errors import SageGraphError
 from sagegraph.graph import Adjacency
 from sagegraph.index.bm25 import BM25Index
@@ -238,12 +238,19 @@ class GraphIndex:
             for q, v in zip(todo, self.encoder.encode(todo)):
                 self._memo[("vec", q)] = v
 
+    @property
+    def vector_cache(self) -> Path:
+        """The build's embedding cache, where the vectors computed while answering are kept too."""
+        return self.out / "cache" / "embeddings.sqlite"
+
     @cached_property
     def _exact_encoder(self) -> Encoder:
-        """The query encoder in fp32: itself when it already is (or knows no precision, as a test's)."""
+        """The query encoder in fp32 (itself when it already is, or knows no precision, as a
+        test's), behind the build's embedding cache: the chains and names it reads recur in every
+        sweep and replay on this graph, and a process whose texts are all cached loads no model."""
         if getattr(self.encoder, "precision", "fp32") == "fp32":
-            return self.encoder
-        return make_encoder(self.embedding_model, precision="fp32")
+            return cached_if_writable(self.encoder, self.vector_cache)
+        return cached_if_writable(make_encoder(self.embedding_model, precision="fp32"), self.vector_cache)
 
     def exact_vectors(self, texts: list[str]) -> np.ndarray:
         """Vectors for ranking short texts against each other where near ties decide (DGR's chains):

@@ -153,11 +153,15 @@ def test_encoding_reports_progress_in_slices_of_whole_batches_with_the_same_vect
     assert encode_reporting(encode, None, "x") is encode  # no reporter: the plain call
 
 
-def test_exact_vectors_are_fp32_and_keep_a_text_s_vector_whatever_is_batched_beside_it(tmp_path, encoder):
+def test_exact_vectors_are_fp32_and_keep_a_text_s_vector_whatever_is_batched_beside_it(tmp_path, encoder, monkeypatch):
     """DGR ranks chains whose cosines to the question can differ by less than bf16's batch noise:
     through `exact_vectors` a text gets the same vector alone or beside others, whatever the build's
-    numerics (here forced to bf16), and an encoder with no precision (a test's) is used as it is."""
+    numerics (here forced to bf16), and an encoder with no precision (a test's) is used as it is.
+    Checked where the cache cannot be written, so every vector here is the model's own."""
     mini = build_mini(tmp_path / "graph")
+    from sagegraph.retrieve import graph_index
+
+    monkeypatch.setattr(graph_index, "cached_if_writable", lambda inner, path, name=None: inner)
     g = GraphIndex(mini.dir, encoder=SentenceTransformerEncoder(device="cpu", precision="bf16"))
     assert g._exact_encoder.precision == "fp32" and g.encoder.precision == "bf16"
     alone = GraphIndex(mini.dir, encoder=SentenceTransformerEncoder(device="cpu", precision="bf16")).exact_vectors(
@@ -169,6 +173,50 @@ def test_exact_vectors_are_fp32_and_keep_a_text_s_vector_whatever_is_batched_bes
     hashed = GraphIndex(mini.dir, encoder=HashEncoder())
     assert hashed._exact_encoder is hashed.encoder
     assert np.allclose(hashed.exact_vectors(TEXTS), np.stack([hashed.query_vector(t) for t in TEXTS]))
+    assert not g.vector_cache.exists()
+
+
+class CountingEncoder(HashEncoder):
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def encode(self, texts):
+        self.texts += texts
+        return super().encode(texts)
+
+
+def test_a_graph_s_exact_vectors_are_kept_in_its_embedding_cache_for_the_next_process(tmp_path):
+    """Chains and names recur in every sweep and replay on a graph: a second reader (another
+    process, sweep or replay) gets the first one's vectors without encoding them again."""
+    mini = build_mini(tmp_path / "graph")
+    first, second = CountingEncoder(), CountingEncoder()
+    made = GraphIndex(mini.dir, encoder=first).exact_vectors(TEXTS)
+    again = GraphIndex(mini.dir, encoder=second).exact_vectors(TEXTS[::-1])
+    assert first.texts == TEXTS and second.texts == [] and np.array_equal(again, made[::-1])
+    assert GraphIndex(mini.dir).vector_cache == mini.dir.parent / "cache" / "embeddings.sqlite"
+    assert GraphIndex(mini.dir).vector_cache.exists()
+    GraphIndex(mini.dir, encoder=second).exact_vectors(["a text no one read"])
+    assert second.texts == ["a text no one read"]
+
+
+def test_a_tuned_encoder_s_vectors_are_keyed_by_its_training(tmp_path):
+    """A tuned encoder retrained in place reads differently: its cached vectors are keyed by its
+    training record, and one with no record (made elsewhere) is not cached."""
+    from sagegraph.retrieve.kb.chain_encoder import RECORD, SelectorEncoder, encoder_fingerprint
+
+    tuned = tmp_path / "tuned"
+    tuned.mkdir()
+    (tuned / "modules.json").write_text("[]")
+    cache = tmp_path / "cache" / "embeddings.sqlite"
+    assert not isinstance(SelectorEncoder(str(tuned), cache)._inner, CachedEncoder)  # untracked
+    (tuned / RECORD).write_text('{"loss": 0.5}')
+    trained = encoder_fingerprint(str(tuned))
+    before = SelectorEncoder(str(tuned), cache)._inner
+    (tuned / RECORD).write_text('{"loss": 0.4}')
+    after = SelectorEncoder(str(tuned), cache)._inner
+    assert isinstance(before, CachedEncoder) and isinstance(after, CachedEncoder)
+    assert before.name == f"tuned-encoder-{trained}"
+    assert before.name != after.name == f"tuned-encoder-{encoder_fingerprint(str(tuned))}"
 
 
 def test_the_encoder_process_gives_the_in_process_vectors_and_names_a_failed_load():
@@ -213,3 +261,11 @@ def test_a_killed_encoder_process_stops_the_encode_with_one_line_and_close_ends_
     started = time.perf_counter()
     loading.close()  # at once, not after the model's load
     assert loading._process.returncode is not None and time.perf_counter() - started < 5
+
+
+def test_a_cache_folder_that_cannot_be_written_leaves_the_encoder_uncached(tmp_path, monkeypatch):
+    inner = HashEncoder()
+    assert isinstance(embed.cached_if_writable(inner, tmp_path / "new" / "cache" / "e.sqlite"), CachedEncoder)
+    monkeypatch.setattr(embed.os, "access", lambda path, mode: False)  # as for a reader of another user's folder
+    assert embed.cached_if_writable(inner, tmp_path / "new" / "cache" / "e.sqlite") is inner
+    assert not (tmp_path / "new").exists()

@@ -219,11 +219,14 @@ class SelectorEncoder:
     project's CPUs, fp32's by ~1e-7), enough to swap two chains that read alike: a question's
     answer would depend on which questions ran before it in the process."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, cache: Path | None = None):
         _require_encoder(path)
-        from sagegraph.embed import SentenceTransformerEncoder
+        from sagegraph.embed import Encoder, SentenceTransformerEncoder, cached_if_writable
 
-        self._inner = SentenceTransformerEncoder(path, precision="fp32")
+        self._inner: Encoder = SentenceTransformerEncoder(path, precision="fp32")
+        fingerprint = encoder_fingerprint(path)
+        if cache is not None and fingerprint != "untracked":  # keyed by its training: one retrained in place misses
+            self._inner = cached_if_writable(self._inner, cache, name=f"tuned-encoder-{fingerprint}")
         self._memo: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -238,8 +241,9 @@ class SelectorEncoder:
 
 
 @functools.cache
-def selector_encoder(path: str) -> SelectorEncoder:
-    return SelectorEncoder(path)
+def selector_encoder(path: str, cache: Path | None = None) -> SelectorEncoder:
+    """One encoder a process and path; `cache`: an embedding cache its vectors are kept in."""
+    return SelectorEncoder(path, cache)
 
 
 def encoder_fingerprint(path: str) -> str:
@@ -296,8 +300,8 @@ def tuned_encoder(graph: Any, value: str | None) -> SelectorEncoder | ReadTogeth
     `graph`: the open GraphIndex."""
     if value == ADAPTED:
         path = _adapted_encoder(graph.dir)
-        return ReadTogether(graph.exact_vectors, selector_encoder(str(path))) if path else None
-    return selector_encoder(value) if value else None
+        return ReadTogether(graph.exact_vectors, selector_encoder(str(path), graph.vector_cache)) if path else None
+    return selector_encoder(value, graph.vector_cache) if value else None
 
 
 def adapted_inputs(graph_dir: Path, value: str | None) -> str:
