@@ -14,6 +14,7 @@ from prefect.futures import PrefectFuture, as_completed
 
 from sagegraph.config import BuildConfig
 from sagegraph.construct.variants import base_config_of, label
+from sagegraph.errors import InfraError
 from sagegraph.eval.compare import compare_files, ordered
 from sagegraph.eval.runner import EvalConfig, failed_questions
 from sagegraph.eval.sweep import (
@@ -78,15 +79,21 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
         return _sweep(cfg)
 
 
-def _sweep(cfg: SweepConfig) -> dict[str, Any]:
-    t0 = time.perf_counter()
+def _inputs(cfg: SweepConfig) -> tuple[Path, Path, list[EvalConfig]]:
+    """The built graph, the sweep's questions file (its sample written in the out dir) and its
+    configurations."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     graph = graph_dir_of(cfg)
     if not (graph / "edges.parquet").exists():
         raise FileNotFoundError(f"{graph}: no built graph; run `sagegraph build` or give the sweep a `build:` config")
-    questions = sweep_questions(cfg, graph, out)
-    cfgs = configurations(cfg)
+    return graph, sweep_questions(cfg, graph, out), configurations(cfg)
+
+
+def _sweep(cfg: SweepConfig) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    graph, questions, cfgs = _inputs(cfg)
     llm_dict = _llm_record(cfg)
     # On a worker, whose imports were made while the API server started, and meanwhile the MLflow
     # store opens here: neither waits for the other.
@@ -195,12 +202,11 @@ def _run(
     t0: float,
     prepared: PrefectFuture[str],
 ) -> dict[str, Any]:
-    log = run_log()
     out = Path(cfg.out)
     qvec = prepared.result()  # BM25 is built before variants link it
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
-    log.info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
+    _log_plan(cfgs, grouped, graphs)
     futures = eval_tasks.evaluate_configs.map(
         [str(graphs[grp[0].edges]) for grp in grouped],
         unmapped(str(questions)),
@@ -213,12 +219,86 @@ def _run(
     )
 
     def outcome(future):
-        return lambda: [(EvalConfig.from_record(r["config"]), r["metrics"]) for r in future.result()]
+        return lambda: _outcomes(future.result())
 
     results = tracker.log_as_finished(
         (outcome(f) for f in as_completed(futures)), out / "runs", llm=llm_dict, traces=cfg.mlflow_traces
     )
     return _report(cfg, tracker, graph, graphs, results, t0)
+
+
+def _log_plan(cfgs: list[EvalConfig], grouped: list[list[EvalConfig]], graphs: dict[str, Path]) -> None:
+    run_log().info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
+
+
+def _outcomes(records: list[dict[str, Any]]) -> list[tuple[EvalConfig, dict[str, Any]]]:
+    return [(EvalConfig.from_record(r["config"]), r["metrics"]) for r in records]
+
+
+# A sweep of at most this many question-configuration evaluations (and nothing to build) runs in the
+# CLI's process: starting the API server and the Dask workers costs 25-35 s of wall time on 2 cores,
+# more than such a sweep's work, and two workers at most halve the rest.
+IN_PROCESS_EVALUATIONS = 500
+
+
+def evaluations(cfg: SweepConfig) -> int:
+    """Questions times configurations: the sweep's size, finished runs included."""
+    from sagegraph.eval.evaluate import read_questions
+
+    _, questions, cfgs = _inputs(cfg)
+    return len(read_questions(questions)) * len(cfgs)
+
+
+def sweep_in_process(cfg: SweepConfig) -> dict[str, Any]:
+    """The sweep run in this process, its configuration groups in turn, with no API server and no
+    Dask worker: the same run directories, MLflow runs and report as the `sweep` flow, so each
+    resumes the other's work. Edge variants not built yet are built here first."""
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    graph, questions, cfgs = _inputs(cfg)
+    llm_dict = _llm_record(cfg)
+    qvec = eval_tasks.prepare.fn(str(graph), str(questions), str(out), [c.record() for c in cfgs])
+    tracker = _tracker(cfg, graph, questions, cfgs)
+    try:
+        graphs = {"": graph}
+        if variants := cfg.edge_variants():
+            base = base_config_of(graph)
+            graphs.update({label(v): Path(build_tasks.edge_variant.fn(base, v)) for v in variants})
+        grouped = groups(cfgs)
+        _log_plan(cfgs, grouped, graphs)
+
+        stopped: list[InfraError] = []
+
+        def outcome(group: list[EvalConfig]):
+            def run() -> list[tuple[EvalConfig, dict[str, Any]]]:
+                try:
+                    records = eval_tasks.evaluate_configs.fn(
+                        str(graphs[group[0].edges]),
+                        str(questions),
+                        qvec,
+                        [c.record() for c in group],
+                        str(out / "runs"),
+                        llm_dict,
+                        cfg.concurrency,
+                        cfg.timeout_s,
+                    )
+                except InfraError as exc:  # the endpoint or the store is down: no later group would fare better
+                    stopped.append(exc)
+                    raise
+                return _outcomes(records)
+
+            return run
+
+        results = tracker.log_as_finished(
+            (outcome(group) for group in grouped if not stopped),
+            out / "runs",
+            llm=llm_dict,
+            traces=cfg.mlflow_traces,
+        )
+        return _report(cfg, tracker, graph, graphs, results, t0)
+    except BaseException as exc:
+        tracker.fail(exc)
+        raise
 
 
 def _report(

@@ -180,7 +180,15 @@ def _sweep(args: argparse.Namespace) -> int:
     from sagegraph.construct.stages import preflight
     from sagegraph.eval.sweep import graph_to_build
     from sagegraph.flows.runtime import apply_env_defaults, flow_runtime
-    from sagegraph.flows.sweep import ensure_graph, finished_sweep, sweep, warm_up_worker
+    from sagegraph.flows.sweep import (
+        IN_PROCESS_EVALUATIONS,
+        ensure_graph,
+        evaluations,
+        finished_sweep,
+        sweep,
+        sweep_in_process,
+        warm_up_worker,
+    )
 
     if (build_cfg := graph_to_build(cfg)) is not None:
         preflight(build_cfg)  # so are the inputs of a graph that must be built first
@@ -199,6 +207,17 @@ def _sweep(args: argparse.Namespace) -> int:
                 "the report is written in this process",
                 flush=True,
             )
+        elif (
+            build_cfg is None
+            and not (args.flow or args.dask_address or os.environ.get("PREFECT_API_URL"))
+            and (size := evaluations(cfg)) <= IN_PROCESS_EVALUATIONS
+        ):  # a small sweep: starting a server and workers would cost more than its work
+            print(
+                f"sagegraph: sweep {cfg.name} -> {cfg.out} in this process ({size} question-configuration "
+                f"evaluations, at most {IN_PROCESS_EVALUATIONS}; --flow runs it on Prefect and Dask)",
+                flush=True,
+            )
+            result = sweep_in_process(cfg)
         else:
             with flow_runtime(cfg.out, runner, warm=warm_up_worker) as (api, task_runner):
                 print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
@@ -667,8 +686,13 @@ def parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("sweep", help="run a parameter sweep (Prefect flow on Dask, tracked in MLflow)")
     w.add_argument("sweep", type=Path, help="sweep YAML, e.g. conf/sweep_ottqa.yaml")
-    w.add_argument("--workers", type=int)
+    w.add_argument("--workers", type=int, help="Dask LocalCluster workers")
     w.add_argument("--dask-address")
+    w.add_argument(
+        "--flow",
+        action="store_true",
+        help="run as a Prefect flow on Dask even when the sweep is small enough to run in this process",
+    )
     w.add_argument("--llm", type=Path, help="LLM settings YAML (overrides the sweep's `llm:`)")
     w.add_argument(
         "--cache-mode",

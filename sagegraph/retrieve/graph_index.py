@@ -205,7 +205,7 @@ class GraphIndex:
         return hit
 
     def query_vector(self, query: str) -> np.ndarray:
-        vec = self._memoised("vec", query, lambda: self.encoder.encode([query])[0])
+        vec = self._memoised("vec", query, lambda: self._query_encoder.encode([query])[0])
         if vec.shape[0] != self.vectors.shape[1]:
             raise SageGraphError(
                 f"query encoder gives {vec.shape[0]}-d vectors, the graph was built with {self.vectors.shape[1]}-d"
@@ -235,13 +235,20 @@ class GraphIndex:
         """Batch-encode questions up front (one model call instead of one per question)."""
         todo = [q for q in dict.fromkeys(queries) if ("vec", q) not in self._memo]
         if todo:
-            for q, v in zip(todo, self.encoder.encode(todo)):
+            for q, v in zip(todo, self._query_encoder.encode(todo)):
                 self._memo[("vec", q)] = v
 
     @property
     def vector_cache(self) -> Path:
         """The build's embedding cache, where the vectors computed while answering are kept too."""
         return self.out / "cache" / "embeddings.sqlite"
+
+    @cached_property
+    def _query_encoder(self) -> Encoder:
+        """The query encoder behind the build's embedding cache: the questions of a run and the
+        texts retrievers read beside them (mentions, type names, plan steps) recur in every rerun,
+        replay and sweep on the graph, which then loads no model for them."""
+        return cached_if_writable(self.encoder, self.vector_cache)
 
     @cached_property
     def _exact_encoder(self) -> Encoder:

@@ -335,7 +335,7 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
             ],
         }
         (tmp_path / "live.yaml").write_text(yaml.safe_dump(spec))
-        live = sagegraph("sweep", str(tmp_path / "live.yaml"), "--workers", "1")
+        live = sagegraph("sweep", str(tmp_path / "live.yaml"), "--flow", "--workers", "1")
         assert live.returncode == 0, live.stderr[-3000:]
         # SPARK's sentence vectors (semantic_text, also SAGE's seeds') were ready before the fan-out, not built
         # inside a question
@@ -349,14 +349,21 @@ def test_kb_sweep_with_llm_retrievers_then_a_replay_rerun_pays_nothing(kb, tmp_p
         )  # spark and both sage policies share one plan per question; af's 2 calls are shared by both alphas
         spec["out"] = str(tmp_path / "replay")
         (tmp_path / "replay.yaml").write_text(yaml.safe_dump(spec))
-        again = sagegraph("sweep", str(tmp_path / "replay.yaml"), "--workers", "1", "--cache-mode", "replay")
+        # small enough to run in the CLI's process: the same runs, files and MLflow records as the flow's
+        again = sagegraph("sweep", str(tmp_path / "replay.yaml"), "--cache-mode", "replay")
         assert again.returncode == 0, again.stderr[-3000:]
+        assert "in this process (42 question-configuration evaluations" in again.stdout
+        assert "Prefect API" not in again.stdout and "Prefect API" in live.stdout
         assert len(server.requests) == sent
     rows = {r["config"]: r for r in csv.DictReader((tmp_path / "live" / "summary.csv").open())}
     replay = {r["config"]: r for r in csv.DictReader((tmp_path / "replay" / "summary.csv").open())}
     assert {c: r["recall@10"] for c, r in rows.items()} == {c: r["recall@10"] for c, r in replay.items()} and len(
         rows
     ) == 6
+    for out in ("live", "replay"):  # the flow and this process log alike: a parent and a child per configuration
+        store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / out / 'mlflow.db'}")
+        runs = store.search_runs([store.get_experiment_by_name("kb").experiment_id])
+        assert len(runs) == 7 and (tmp_path / out / "comparison.csv").exists()
     spark = next(r for c, r in rows.items() if c.startswith("spark"))
     assert (
         float(spark["questions"]) == 7

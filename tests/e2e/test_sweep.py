@@ -66,7 +66,7 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path,
     spec["grid"][2]["retriever"] = ["bm25"]
     p = tmp_path / "sweep.yaml"
     p.write_text(yaml.safe_dump(spec))
-    first = sagegraph("sweep", str(p), "--workers", "1")  # the flow's path; a second worker only costs CPU
+    first = sagegraph("sweep", str(p), "--flow", "--workers", "1")  # the flow's path; a second worker only costs CPU
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.strip().splitlines()[-1])
     assert (

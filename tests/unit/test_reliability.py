@@ -484,3 +484,52 @@ def test_a_directory_is_listed_for_dead_temporaries_once_per_process(tmp_path, m
     for k in range(50):  # a stage's batch files
         write_text_whole(tmp_path / f"batch-{k}.json", "{}")
     assert listed == [tmp_path] and len(list(tmp_path.iterdir())) == 50
+
+
+def test_a_sweep_in_this_process_stops_at_a_fault_outside_the_model_and_keeps_what_finished(
+    graph_dir, ottqa_dir, tmp_path, monkeypatch
+):
+    """Run in the CLI's process, a sweep's groups run in turn: an endpoint or store fault stops it
+    (no later group would fare better), the finished group stays in its run dir and in MLflow,
+    and the parent run says why."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    from sagegraph.errors import InfraError
+    from sagegraph.eval.sweep import load_sweep
+    from sagegraph.flows import sweep as sweep_flow
+    from sagegraph.tasks import evaluate as eval_tasks
+
+    spec = {
+        "name": "faulty",
+        "graph": str(graph_dir),
+        "questions": str(ottqa_dir / "questions.jsonl"),
+        "out": str(tmp_path / "sweep"),
+        "grid": [{"retriever": ["hybrid", "bm25", "dense"], "k": [2]}],
+    }
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    cfg = load_sweep(tmp_path / "s.yaml")
+    assert sweep_flow.evaluations(cfg) == 3 * 12
+    real = eval_tasks.evaluate_configs.fn
+    groups_run: list[str] = []
+
+    def second_fails(graph, questions, qvec, records, *rest):
+        groups_run.append(records[0]["retriever"])
+        if len(groups_run) == 2:
+            raise InfraError("the store stopped answering")
+        return real(graph, questions, qvec, records, *rest)
+
+    monkeypatch.setattr(eval_tasks.evaluate_configs, "fn", second_fails)
+    with pytest.raises(InfraError, match="the store stopped answering"):
+        sweep_flow.sweep_in_process(cfg)
+    assert len(groups_run) == 2  # the third group was not started
+    client = MlflowClient(f"sqlite:///{tmp_path / 'sweep' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("sagegraph").experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("sagegraph.kind") == "sweep")
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert parent.info.status == "FAILED" and "the store stopped answering" in parent.data.tags["sagegraph.failure"]
+    assert [c.data.params["retriever"] for c in children] == [groups_run[0]]
+    monkeypatch.setattr(eval_tasks.evaluate_configs, "fn", real)
+    result = sweep_flow.sweep_in_process(cfg)  # resumed: the finished group is read back, not run or logged again
+    assert result["configurations"] == 3
+    assert len(client.search_runs([client.get_experiment_by_name("sagegraph").experiment_id])) == 4
