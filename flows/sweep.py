@@ -4,7 +4,6 @@ child per configuration, a summary table and the Recall@k plot (SAGE Fig. 4)."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -14,27 +13,19 @@ from prefect.futures import PrefectFuture, as_completed
 
 from sagegraph.config import BuildConfig
 from sagegraph.construct.variants import base_config_of, label
-from sagegraph.errors import InfraError
-from sagegraph.eval.compare import compare_files, ordered
-from sagegraph.eval.runner import EvalConfig, failed_questions
+from sagegraph.eval.runner import EvalConfig
 from sagegraph.eval.sweep import (
     SweepConfig,
-    configurations,
-    figure4,
     graph_dir_of,
     graph_to_build,
     groups,
-    llm_settings,
-    plot_figure4,
-    sweep_questions,
 )
-from sagegraph.eval.sweep_report import brief_table, plain_lines, variant_summary, write_summary
-from sagegraph.llm import resolved_base_url
 from sagegraph.runlock import hold
+from sagegraph.sweeps import inputs, llm_record, outcomes, plan_line, report, tracker_for
 from sagegraph.tasks import build as build_tasks
 from sagegraph.tasks import evaluate as eval_tasks
 from sagegraph.tasks.console import run_log
-from sagegraph.tracking import SweepTracker, default_tracking_uri, view_columns
+from sagegraph.tracking import SweepTracker
 
 _UNCHECKED: Any = object()
 
@@ -79,114 +70,21 @@ def sweep(cfg: SweepConfig) -> dict[str, Any]:
         return _sweep(cfg)
 
 
-def _inputs(cfg: SweepConfig) -> tuple[Path, Path, list[EvalConfig]]:
-    """The built graph, the sweep's questions file (its sample written in the out dir) and its
-    configurations."""
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    graph = graph_dir_of(cfg)
-    if not (graph / "edges.parquet").exists():
-        raise FileNotFoundError(f"{graph}: no built graph; run `sagegraph build` or give the sweep a `build:` config")
-    return graph, sweep_questions(cfg, graph, out), configurations(cfg)
-
-
 def _sweep(cfg: SweepConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     out = Path(cfg.out)
-    graph, questions, cfgs = _inputs(cfg)
-    llm_dict = _llm_record(cfg)
+    graph, questions, cfgs = inputs(cfg)
+    llm_dict = llm_record(cfg)
     # On a worker, whose imports were made while the API server started, and meanwhile the MLflow
     # store opens here: neither waits for the other.
     prepared = eval_tasks.prepare.submit(str(graph), str(questions), str(out), [c.record() for c in cfgs])
     try:
-        tracker = _tracker(cfg, graph, questions, cfgs)
+        tracker = tracker_for(cfg, graph, questions, cfgs)
     except BaseException:
         prepared.wait()  # a task left running would outlive the flow's workers
         raise
     try:
         return _run(cfg, tracker, graph, questions, cfgs, llm_dict, t0, prepared)
-    except BaseException as exc:
-        tracker.fail(exc)
-        raise
-
-
-def _llm_record(cfg: SweepConfig) -> dict[str, Any] | None:
-    llm = llm_settings(cfg)
-    return llm.model_dump(mode="json") if llm else None
-
-
-def _tracker(cfg: SweepConfig, graph: Path, questions: Path, cfgs: list[EvalConfig]) -> SweepTracker:
-    """The sweep's parent run, opened (or found again, on a rerun) with the sweep's parameters."""
-    params: dict[str, Any] = {
-        "graph": graph,
-        "questions": questions,
-        "configurations": len(cfgs),
-        "concurrency": cfg.concurrency,
-    }
-    if cfg.sample:
-        params["sample"] = cfg.sample.model_dump()
-    llm = llm_settings(cfg)
-    if llm:
-        params.update(
-            {
-                "llm.model": llm.model,
-                "llm.base_url": resolved_base_url(llm) or "(openai default)",
-                "llm.cache_mode": llm.cache_mode,
-            }
-        )
-    out = Path(cfg.out)
-    return SweepTracker(
-        cfg.mlflow.tracking_uri or default_tracking_uri(out),
-        cfg.mlflow.experiment,
-        out / "mlflow_parent.json",
-        cfg.name,
-        params=params,
-    )
-
-
-def finished_sweep(cfg: SweepConfig) -> dict[str, Any] | None:
-    """The sweep's report when every configuration already ran to the end on these inputs (the
-    rerun of a finished sweep, or of one stopped while it logged or wrote its report): made from
-    the run directories in this process, with no API server or Dask worker. None when a graph, an
-    edge variant or any configuration is still to be built or run: the flow does that.
-
-    A configuration counts as finished by the evaluation's own rule (`runner.finished_summary`)."""
-    from sagegraph.construct.variants import built_variant
-    from sagegraph.eval.evaluate import read_questions
-    from sagegraph.eval.runner import finished_summary, inputs_stamp, run_dir
-    from sagegraph.retrieve.graph_index import GraphIndex
-
-    t0 = time.perf_counter()
-    out = Path(cfg.out)
-    graph = graph_dir_of(cfg)
-    if not (out / "runs").is_dir() or not (graph / "edges.parquet").exists():
-        return None
-    graphs = {"": graph}
-    variants = cfg.edge_variants()
-    if variants:
-        base = base_config_of(graph)
-        for overrides in variants:
-            built = built_variant(base, overrides)
-            if built is None:
-                return None
-            graphs[label(overrides)] = built
-    questions = sweep_questions(cfg, graph, out)
-    asked = read_questions(questions)
-    indexes: dict[str, GraphIndex] = {}
-    results: list[tuple[EvalConfig, dict[str, Any]]] = []
-    for c in configurations(cfg):
-        index = indexes.setdefault(c.edges, GraphIndex(graphs[c.edges]))
-        stamp = inputs_stamp(index, asked, c.retriever_class.graph_inputs(index, c.validated()))
-        summary = finished_summary(run_dir(out / "runs", c), stamp)
-        if summary is None:
-            return None
-        results.append((c, summary))
-    tracker = _tracker(cfg, graph, questions, [c for c, _ in results])
-    try:
-        logged = tracker.log_as_finished(
-            [lambda: results], out / "runs", llm=_llm_record(cfg), traces=cfg.mlflow_traces
-        )
-        return _report(cfg, tracker, graph, graphs, logged, t0)
     except BaseException as exc:
         tracker.fail(exc)
         raise
@@ -206,7 +104,7 @@ def _run(
     qvec = prepared.result()  # BM25 is built before variants link it
     graphs = edge_variant_graphs(cfg, graph)
     grouped = groups(cfgs)
-    _log_plan(cfgs, grouped, graphs)
+    run_log().info("%s", plan_line(cfgs, grouped, graphs))
     futures = eval_tasks.evaluate_configs.map(
         [str(graphs[grp[0].edges]) for grp in grouped],
         unmapped(str(questions)),
@@ -219,136 +117,9 @@ def _run(
     )
 
     def outcome(future):
-        return lambda: _outcomes(future.result())
+        return lambda: outcomes(future.result())
 
     results = tracker.log_as_finished(
         (outcome(f) for f in as_completed(futures)), out / "runs", llm=llm_dict, traces=cfg.mlflow_traces
     )
-    return _report(cfg, tracker, graph, graphs, results, t0)
-
-
-def _log_plan(cfgs: list[EvalConfig], grouped: list[list[EvalConfig]], graphs: dict[str, Path]) -> None:
-    run_log().info("%d configurations in %d seed groups on %d graph(s)", len(cfgs), len(grouped), len(graphs))
-
-
-def _outcomes(records: list[dict[str, Any]]) -> list[tuple[EvalConfig, dict[str, Any]]]:
-    return [(EvalConfig.from_record(r["config"]), r["metrics"]) for r in records]
-
-
-# A sweep of at most this many question-configuration evaluations (and nothing to build) runs in the
-# CLI's process: starting the API server and the Dask workers costs 25-35 s of wall time on 2 cores,
-# more than such a sweep's work, and two workers at most halve the rest.
-IN_PROCESS_EVALUATIONS = 500
-
-
-def evaluations(cfg: SweepConfig) -> int:
-    """Questions times configurations: the sweep's size, finished runs included."""
-    from sagegraph.eval.evaluate import read_questions
-
-    _, questions, cfgs = _inputs(cfg)
-    return len(read_questions(questions)) * len(cfgs)
-
-
-def sweep_in_process(cfg: SweepConfig) -> dict[str, Any]:
-    """The sweep run in this process, its configuration groups in turn, with no API server and no
-    Dask worker: the same run directories, MLflow runs and report as the `sweep` flow, so each
-    resumes the other's work. Edge variants not built yet are built here first."""
-    t0 = time.perf_counter()
-    out = Path(cfg.out)
-    graph, questions, cfgs = _inputs(cfg)
-    llm_dict = _llm_record(cfg)
-    qvec = eval_tasks.prepare.fn(str(graph), str(questions), str(out), [c.record() for c in cfgs])
-    tracker = _tracker(cfg, graph, questions, cfgs)
-    try:
-        graphs = {"": graph}
-        if variants := cfg.edge_variants():
-            base = base_config_of(graph)
-            graphs.update({label(v): Path(build_tasks.edge_variant.fn(base, v)) for v in variants})
-        grouped = groups(cfgs)
-        _log_plan(cfgs, grouped, graphs)
-
-        stopped: list[InfraError] = []
-
-        def outcome(group: list[EvalConfig]):
-            def run() -> list[tuple[EvalConfig, dict[str, Any]]]:
-                try:
-                    records = eval_tasks.evaluate_configs.fn(
-                        str(graphs[group[0].edges]),
-                        str(questions),
-                        qvec,
-                        [c.record() for c in group],
-                        str(out / "runs"),
-                        llm_dict,
-                        cfg.concurrency,
-                        cfg.timeout_s,
-                    )
-                except InfraError as exc:  # the endpoint or the store is down: no later group would fare better
-                    stopped.append(exc)
-                    raise
-                return _outcomes(records)
-
-            return run
-
-        results = tracker.log_as_finished(
-            (outcome(group) for group in grouped if not stopped),
-            out / "runs",
-            llm=llm_dict,
-            traces=cfg.mlflow_traces,
-        )
-        return _report(cfg, tracker, graph, graphs, results, t0)
-    except BaseException as exc:
-        tracker.fail(exc)
-        raise
-
-
-def _report(
-    cfg: SweepConfig,
-    tracker: SweepTracker,
-    graph: Path,
-    graphs: dict[str, Path],
-    results: list[tuple[EvalConfig, dict[str, Any]]],
-    t0: float,
-) -> dict[str, Any]:
-    """The sweep's files (summary, Figure 4 rows and plot, side-by-side comparison), its parent
-    run's summary in MLflow, and the result the CLI prints."""
-    out = Path(cfg.out)
-    rows = [
-        row for variant in sorted({c.edges for c, _ in results}) for row in figure4(results, cfg.plot_totals, variant)
-    ]
-    rows = [r for r in rows if r["edges"] or not cfg.edges] or rows
-    (out / "figure4.json").write_text(json.dumps(rows, indent=1))
-    plot = plot_figure4(rows, out / "recall_at_k.png")
-    table = write_summary(out / "summary.csv", results)
-    files = [table, *([plot] if plot else []), out / "figure4.json", graph.parent / "stats" / "graph_stats.json"]
-    files += compare_files(
-        ordered(results), out / "runs", out
-    )  # several retrievers: side by side, CIs against the default baseline
-    if cfg.edges:
-        files.append(out / "edge_variants.json")
-        (out / "edge_variants.json").write_text(json.dumps(variant_summary(graphs), indent=1))
-    gains = {
-        f"bl_graph_gain@{r['k']}" + (f"/{r['edges']}" if r["edges"] else ""): r["gain"]
-        for r in rows
-        if r.get("gain") is not None
-    }
-    tracker.log_summary(files, gains)
-    view = tracker.share_view(view_columns(results, cfg.plot_totals))
-    tracker.finish()
-    errored = {c.label(): failed_questions(m) for c, m in ordered(results) if failed_questions(m)}
-    asked = max((int(m.get("questions", 0)) for _, m in results), default=0)
-    return {
-        "configurations": len(results),
-        "summary": str(table),
-        "table": brief_table(results),
-        "errors": errored,
-        "plot": str(plot) if plot else None,
-        "figure4": rows,
-        "lines": plain_lines(rows, graph, asked),
-        "seconds": round(time.perf_counter() - t0, 1),
-        "mlflow": {
-            "tracking_uri": tracker.tracking_uri,
-            "experiment": cfg.mlflow.experiment,
-            "parent_run_id": tracker.parent_id,
-            "view": view,
-        },
-    }
+    return report(cfg, tracker, graph, graphs, results, t0)

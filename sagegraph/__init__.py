@@ -8,10 +8,10 @@ wrap them for Prefect. From Python: `sagegraph.open(path).retrieve(question, ret
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "Hit", "build", "open"]
+__all__ = ["Graph", "Hit", "build", "open", "sweep"]
 
 if TYPE_CHECKING:
-    from sagegraph.api import Graph, Hit, build, open
+    from sagegraph.api import Graph, Hit, build, open, sweep
 
 
 def __getattr__(name: str) -> Any:

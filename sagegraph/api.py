@@ -6,6 +6,8 @@
         for hit in graph.retrieve("who is the father of Bill Clinton?", retriever="hybrid", k=5):
             print(f"{hit.score:.3f} {hit.source_id} {hit.title}")
 
+    report = sagegraph.sweep("conf/sweep_ottqa.yaml")  # a sweep file, run here; its summary and MLflow runs
+
 No Prefect server or Dask cluster is involved: the graph's indexes load in this process, once, and
 the graph store (for the Cypher-writing retrievers) starts on first use. One `Graph` serves
 concurrent `retrieve` calls from threads, each retriever made once per name and parameters. An LLM retriever
@@ -19,7 +21,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from sagegraph.config import LLMConfig, load_llm_config
 from sagegraph.corpus.questions import checked_question_text
@@ -131,6 +133,31 @@ def build(config: str | Path, out: str | Path | None = None, max_sources: int | 
     cfg = load_config(config, out=Path(out) if out is not None else None, max_sources=max_sources)
     with hold(cfg.out, "build"):  # the adaptation (`adapt.enabled`) under the build's lock, as the flow's
         return with_adaptation(cfg, build_in_process(cfg))
+
+
+def sweep(
+    path: str | Path, llm: str | Path | None = None, cache_mode: Literal["live", "replay"] | None = None
+) -> dict[str, Any]:
+    """Runs a sweep file in this process (no Prefect, no Dask; `sagegraph sweep` fans a large one
+    out over workers), building its graph first where its `build:` config asks, and resuming the
+    configurations that finished: the same run directories, MLflow runs and report as the CLI's.
+    `llm`: an LLM profile file that overrides the sweep's; `cache_mode`: `replay` makes a request
+    with no recorded reply an error. Returns the report (`summary`, `table`, `figure4`, `mlflow`)."""
+    from sagegraph.eval.sweep import graph_to_build, llm_settings, load_sweep
+    from sagegraph.sweeps import finished_sweep, sweep_in_process
+
+    cfg = load_sweep(Path(path))
+    cfg.llm = llm_settings(cfg, Path(llm) if llm is not None else None)
+    if cfg.llm is not None and cache_mode is not None:
+        cfg.llm.cache_mode = cache_mode
+    if (build_cfg := graph_to_build(cfg)) is not None:
+        from sagegraph.construct.inprocess import build_in_process
+        from sagegraph.retrieve.kb.adaptation import with_adaptation
+        from sagegraph.runlock import hold
+
+        with hold(build_cfg.out, "build"):
+            with_adaptation(build_cfg, build_in_process(build_cfg))
+    return finished_sweep(cfg) or sweep_in_process(cfg)
 
 
 def open(path: str | Path, llm: LLMConfig | str | Path | None = None) -> Graph:

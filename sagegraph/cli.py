@@ -180,15 +180,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from sagegraph.construct.stages import preflight
     from sagegraph.eval.sweep import graph_to_build
     from sagegraph.flows.runtime import apply_env_defaults, flow_runtime
-    from sagegraph.flows.sweep import (
-        IN_PROCESS_EVALUATIONS,
-        ensure_graph,
-        evaluations,
-        finished_sweep,
-        sweep,
-        sweep_in_process,
-        warm_up_worker,
-    )
+    from sagegraph.sweeps import IN_PROCESS_EVALUATIONS, evaluations, finished_sweep, sweep_in_process
 
     if (build_cfg := graph_to_build(cfg)) is not None:
         preflight(build_cfg)  # so are the inputs of a graph that must be built first
@@ -219,6 +211,8 @@ def _sweep(args: argparse.Namespace) -> int:
             )
             result = sweep_in_process(cfg)
         else:
+            from sagegraph.flows.sweep import ensure_graph, sweep, warm_up_worker
+
             with flow_runtime(cfg.out, runner, warm=warm_up_worker) as (api, task_runner):
                 print(f"sagegraph: sweep {cfg.name} -> {cfg.out} (Prefect API {api})", flush=True)
                 ensure_graph(cfg, build_cfg, task_runner)  # resolved above: the corpus is read once

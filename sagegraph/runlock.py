@@ -52,15 +52,16 @@ def hold(directory: Path, what: str = "run", owned: bool = True) -> Iterator[Non
     holder. Threads and child processes of the holder are not locked out. `owned`: the directory
     is one sagegraph writes as a whole, so it must be sagegraph's (`ownership.claim`), checked
     before the lock file is made beside it."""
-    if owned:
-        claim(directory, what)
+    given = directory
     directory = Path(directory).expanduser().resolve()
-    directory.parent.mkdir(parents=True, exist_ok=True)
     path = lock_path(directory)
     key = str(path.resolve())
-    if key in _HELD:
+    if key in _HELD:  # the outer hold claimed it, and marks what was made meanwhile when it ends
         yield
         return
+    if owned:
+        claim(given, what)
+    directory.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:

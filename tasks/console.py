@@ -17,36 +17,20 @@ from sagegraph.progress import live_terminal, quiet, show, write
 
 
 class RunLog:
-    """The run's Prefect logger, its lines echoed to the terminal when Prefect's console is quiet.
-    Outside a flow or task run (a sweep run in the CLI's process) the lines go to the terminal only."""
+    """The run's Prefect logger, its lines echoed to the terminal when Prefect's console is quiet."""
 
     def info(self, msg: str, *args: Any) -> None:
-        logger = _run_logger()
-        if logger is not None:
-            logger.info(msg, *args)
-        # written, not printed: the flows log their prints (log_prints), which would swallow it
-        if quiet() or logger is None:
+        get_run_logger().info(msg, *args)
+        if quiet():  # written, not printed: the flows log their prints (log_prints), which would swallow it
             write((msg % args if args else msg) + "\n")
 
     def progress(self, line: str) -> None:
         """A progress line: live at a terminal (rewritten by the next one, kept when `final`)."""
-        logger = _run_logger()
         if not live_terminal():
             self.info("%s", line)
             return
-        if logger is not None:
-            logger.debug("%s", line)
+        get_run_logger().debug("%s", line)
         show(line)
-
-
-def _run_logger() -> Any:
-    """The logger of the flow or task run this code runs in; None outside one."""
-    from prefect.exceptions import MissingContextError
-
-    try:
-        return get_run_logger()
-    except MissingContextError:
-        return None
 
 
 def run_log() -> RunLog:

@@ -120,7 +120,7 @@ def test_sweep_end_to_end_with_mlflow_and_resume(graph_dir, ottqa_dir, tmp_path,
     assert len(runs) == 11
     from sagegraph.eval.runner import run_dir
     from sagegraph.eval.sweep import configurations, load_sweep
-    from sagegraph.flows.sweep import finished_sweep
+    from sagegraph.sweeps import finished_sweep
 
     # read here without the example retriever (registered in the CLI's processes, not in this one)
     builtin = tmp_path / "builtin.yaml"

@@ -53,3 +53,28 @@ def test_build_in_process_then_open_then_a_rebuild_finds_it_up_to_date(kb_dir, t
     assert hits[0].source_id == "p2"
     again = sagegraph.build(config, out=tmp_path / "out")
     assert again["up_to_date"] and again["published"]["current"] == report["published"]["current"]
+
+
+def test_a_sweep_file_runs_from_python_and_a_second_call_resumes_it(graph_dir, ottqa_dir, tmp_path):
+    """`sagegraph.sweep` runs a sweep in this process (no Prefect, no Dask): the CLI's files and
+    MLflow runs; called again, it finds every configuration finished and runs nothing."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    spec = {
+        "name": "py",
+        "graph": str(graph_dir),
+        "questions": str(ottqa_dir / "questions.jsonl"),
+        "out": str(tmp_path / "sweep"),
+        "grid": [{"retriever": ["hybrid", "bm25"], "k": [2]}],
+    }
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    first = sagegraph.sweep(tmp_path / "s.yaml")
+    assert first["configurations"] == 2 and Path(first["summary"]).read_text().count("\n") == 3
+    assert {row["config"] for row in first["table"]} == {"hybrid[k=2,a=0.6]", "bm25[k=2]"}
+    client = MlflowClient(first["mlflow"]["tracking_uri"])
+    assert len(client.search_runs([client.get_experiment_by_name("sagegraph").experiment_id])) == 3
+    before = (tmp_path / "sweep" / "summary.csv").read_text()
+    again = sagegraph.sweep(tmp_path / "s.yaml")
+    assert again["table"] == first["table"] and (tmp_path / "sweep" / "summary.csv").read_text() == before
+    assert len(client.search_runs([client.get_experiment_by_name("sagegraph").experiment_id])) == 3

@@ -51,6 +51,21 @@ def test_a_second_writer_is_refused_naming_the_first_and_a_dead_ones_lock_is_tak
     assert "taking over the lock of pid" in caplog.text and str(child.pid) in caplog.text
 
 
+def test_a_folder_made_while_held_is_the_holders_in_a_nested_hold_and_marked_when_it_ends(tmp_path):
+    """The CLI holds a sweep's new folder and writes its question sample there before the sweep
+    takes the lock again in the same process: the nested hold lets it through (the outer one
+    claimed it), and the folder is marked as sagegraph's when the outer hold ends."""
+    out = tmp_path / "sweep"
+    with hold(out, "sweep"):
+        out.mkdir()
+        (out / "questions.sample.jsonl").write_text("{}\n")
+        with hold(out, "sweep"):
+            pass
+    assert (out / ".sagegraph").is_file()
+    with hold(out, "sweep"):  # and a later run takes it as its own
+        pass
+
+
 def test_a_deployment_sweep_into_a_directory_in_use_is_refused(tmp_path):
     """A deployment's sweep (no CLI around it to take the lock) refuses a directory another sweep
     is writing, before it reads or writes anything there."""
@@ -495,10 +510,10 @@ def test_a_sweep_in_this_process_stops_at_a_fault_outside_the_model_and_keeps_wh
     import yaml
     from mlflow.tracking import MlflowClient
 
+    from sagegraph import sweeps
     from sagegraph.errors import InfraError
+    from sagegraph.eval import sweep_steps
     from sagegraph.eval.sweep import load_sweep
-    from sagegraph.flows import sweep as sweep_flow
-    from sagegraph.tasks import evaluate as eval_tasks
 
     spec = {
         "name": "faulty",
@@ -509,19 +524,19 @@ def test_a_sweep_in_this_process_stops_at_a_fault_outside_the_model_and_keeps_wh
     }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     cfg = load_sweep(tmp_path / "s.yaml")
-    assert sweep_flow.evaluations(cfg) == 3 * 12
-    real = eval_tasks.evaluate_configs.fn
+    assert sweeps.evaluations(cfg) == 3 * 12
+    real = sweep_steps.evaluate_configs
     groups_run: list[str] = []
 
-    def second_fails(graph, questions, qvec, records, *rest):
+    def second_fails(graph, questions, qvec, records, *rest, **named):
         groups_run.append(records[0]["retriever"])
         if len(groups_run) == 2:
             raise InfraError("the store stopped answering")
-        return real(graph, questions, qvec, records, *rest)
+        return real(graph, questions, qvec, records, *rest, **named)
 
-    monkeypatch.setattr(eval_tasks.evaluate_configs, "fn", second_fails)
+    monkeypatch.setattr(sweep_steps, "evaluate_configs", second_fails)
     with pytest.raises(InfraError, match="the store stopped answering"):
-        sweep_flow.sweep_in_process(cfg)
+        sweeps.sweep_in_process(cfg)
     assert len(groups_run) == 2  # the third group was not started
     client = MlflowClient(f"sqlite:///{tmp_path / 'sweep' / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("sagegraph").experiment_id])
@@ -529,7 +544,7 @@ def test_a_sweep_in_this_process_stops_at_a_fault_outside_the_model_and_keeps_wh
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert parent.info.status == "FAILED" and "the store stopped answering" in parent.data.tags["sagegraph.failure"]
     assert [c.data.params["retriever"] for c in children] == [groups_run[0]]
-    monkeypatch.setattr(eval_tasks.evaluate_configs, "fn", real)
-    result = sweep_flow.sweep_in_process(cfg)  # resumed: the finished group is read back, not run or logged again
+    monkeypatch.setattr(sweep_steps, "evaluate_configs", real)
+    result = sweeps.sweep_in_process(cfg)  # resumed: the finished group is read back, not run or logged again
     assert result["configurations"] == 3
     assert len(client.search_runs([client.get_experiment_by_name("sagegraph").experiment_id])) == 4
