@@ -1,10 +1,10 @@
 """Time a sweep of the shared OTT-QA questions x N configurations through the real sweep flow
-(Prefect + Dask + MLflow), from a built graph.
+(Prefect + Dask + MLflow), or in this process as a small `sagegraph sweep` runs it, from a built graph.
 
-    .venv/bin/python -m benchmarks.sweep [--sweep conf/sweep_ottqa.yaml] [--graph DIR] [--fresh]
+    .venv/bin/python -m benchmarks.sweep [--sweep conf/sweep_ottqa.yaml] [--graph DIR] [--fresh] [--in-process]
 
-Prints one JSON line: configurations, questions, wall seconds (including Prefect and Dask start),
-and the Fig. 4 rows.
+Prints one JSON line: the mode, configurations, questions, wall seconds (including Prefect and
+Dask start for the flow), and the Fig. 4 rows.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="delete previous sweep output first (no resume)")
     ap.add_argument("--graph", type=Path, help="a built graph to sweep (default: the sweep file's)")
     ap.add_argument("--out", type=Path, default=Path("work/sweeps/bench"))
+    ap.add_argument("--in-process", action="store_true", help="no Prefect server or Dask worker (sagegraph.sweeps)")
     args = ap.parse_args()
 
     from sagegraph.config import RunnerConfig
@@ -39,21 +40,21 @@ def main() -> None:
         shutil.rmtree(cfg.out)
     n = len(configurations(cfg))
     t0 = time.perf_counter()
-    with prefect_api(cfg.out):
-        result = sweep.with_options(task_runner=dask_runner(RunnerConfig()))(cfg)
+    if args.in_process:
+        from sagegraph.sweeps import sweep_in_process
+
+        result = sweep_in_process(cfg)
+    else:
+        with prefect_api(cfg.out):
+            result = sweep.with_options(task_runner=dask_runner(RunnerConfig()))(cfg)
     wall = time.perf_counter() - t0
-    metrics = json.loads(
-        (
-            Path(cfg.out)
-            / "runs"
-            / next(iter(sorted(p.name for p in (Path(cfg.out) / "runs").iterdir())))
-            / "metrics.json"
-        ).read_text()
-    )
+    first_run = min(p for p in (Path(cfg.out) / "runs").glob("*/metrics.json"))  # run dirs, not their locks
+    metrics = json.loads(first_run.read_text())
     print(
         json.dumps(
             {
                 "benchmark": "sweep",
+                "mode": "in-process" if args.in_process else "flow",
                 "machine": machine(),
                 "configurations": n,
                 "questions": metrics["questions"],
