@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from sagegraph.config import LLMConfig, load_llm_config
+from sagegraph.config import BuildConfig, LLMConfig, load_llm_config
 from sagegraph.corpus.questions import checked_question_text
 from sagegraph.errors import SageGraphError
 from sagegraph.retrieve.base import Resources, Retriever
@@ -126,11 +126,15 @@ def build(config: str | Path, out: str | Path | None = None, max_sources: int | 
     what is built and publishing the result. Returns the build's report; `open(report["graph"])`
     reads it."""
     from sagegraph.config import load_config
+
+    return _build_here(load_config(config, out=Path(out) if out is not None else None, max_sources=max_sources))
+
+
+def _build_here(cfg: BuildConfig) -> dict[str, Any]:
     from sagegraph.construct.inprocess import build_in_process
     from sagegraph.retrieve.kb.adaptation import with_adaptation
     from sagegraph.runlock import hold
 
-    cfg = load_config(config, out=Path(out) if out is not None else None, max_sources=max_sources)
     with hold(cfg.out, "build"):  # the adaptation (`adapt.enabled`) under the build's lock, as the flow's
         return with_adaptation(cfg, build_in_process(cfg))
 
@@ -151,12 +155,7 @@ def sweep(
     if cfg.llm is not None and cache_mode is not None:
         cfg.llm.cache_mode = cache_mode
     if (build_cfg := graph_to_build(cfg)) is not None:
-        from sagegraph.construct.inprocess import build_in_process
-        from sagegraph.retrieve.kb.adaptation import with_adaptation
-        from sagegraph.runlock import hold
-
-        with hold(build_cfg.out, "build"):
-            with_adaptation(build_cfg, build_in_process(build_cfg))
+        _build_here(build_cfg)
     return finished_sweep(cfg) or sweep_in_process(cfg)
 
 

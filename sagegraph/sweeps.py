@@ -84,7 +84,14 @@ def finished_sweep(cfg: SweepConfig) -> dict[str, Any] | None:
     the run directories in this process, with no API server or Dask worker. None when a graph, an
     edge variant or any configuration is still to be built or run: the flow does that.
 
-    A configuration counts as finished by the evaluation's own rule (`runner.finished_summary`)."""
+    A configuration counts as finished by the evaluation's own rule (`runner.finished_summary`).
+    Under the sweep folder's lock, as the flow and `sweep_in_process` are (re-entrant: the CLI
+    holds it already): the report and the MLflow runs it logs are the folder's."""
+    with hold(Path(cfg.out), "sweep"):
+        return _finished_sweep(cfg)
+
+
+def _finished_sweep(cfg: SweepConfig) -> dict[str, Any] | None:
     from sagegraph.construct.variants import built_variant
     from sagegraph.eval.evaluate import read_questions
     from sagegraph.eval.runner import finished_summary, inputs_stamp, run_dir

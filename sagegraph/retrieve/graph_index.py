@@ -252,11 +252,12 @@ class GraphIndex:
 
     @cached_property
     def _exact_encoder(self) -> Encoder:
-        """The query encoder in fp32 (itself when it already is, or knows no precision, as a
-        test's), behind the build's embedding cache: the chains and names it reads recur in every
-        sweep and replay on this graph, and a process whose texts are all cached loads no model."""
+        """The query encoder in fp32 (the query encoder itself when it already is, or knows no
+        precision, as a test's), behind the build's embedding cache: the chains and names it reads
+        recur in every sweep and replay on this graph, and a process whose texts are all cached
+        loads no model."""
         if getattr(self.encoder, "precision", "fp32") == "fp32":
-            return cached_if_writable(self.encoder, self.vector_cache)
+            return self._query_encoder
         return cached_if_writable(make_encoder(self.embedding_model, precision="fp32"), self.vector_cache)
 
     def exact_vectors(self, texts: list[str]) -> np.ndarray:
