@@ -217,6 +217,20 @@ class SweepTracker:
         )
         return {f"{r.data.tags.get('sagegraph.config_key')}:{r.data.tags.get('sagegraph.inputs')}" for r in runs}
 
+    def drop_interrupted_children(self) -> int:
+        """Child runs a killed sweep left RUNNING while it logged them (their traces half written):
+        deleted, as MLflow deletes (kept in its trash), so the rerun's complete child is the
+        configuration's only one in the view. None can be another process's: a sweep folder, and
+        so its parent run, is written by one process at a time (`runlock.hold`)."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'",
+            max_results=5000,
+        )
+        for run in runs:
+            self.client.delete_run(run.info.run_id)
+        return len(runs)
+
     def log_child(
         self,
         cfg: EvalConfig,
@@ -335,6 +349,7 @@ class SweepTracker:
         at the end of the sweep: a sweep that stopped used to leave only its parent run). A group
         that raised does not stop the others from being logged; the first such error is raised
         once every group is done."""
+        self.drop_interrupted_children()
         logged = self.finished_children()
         results: list[tuple[EvalConfig, dict[str, Any]]] = []
         failure: BaseException | None = None

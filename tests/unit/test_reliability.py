@@ -486,6 +486,17 @@ def test_finished_configurations_reach_mlflow_before_a_later_one_fails_and_the_p
     assert again.parent_id == tracker.parent_id and client.get_run(again.parent_id).info.status == "RUNNING"
     assert again.log_as_finished([lambda: done], runs) == done
     assert len(client.search_runs([again.experiment_id], "tags.mlflow.parentRunId != ''")) == 2
+    # a sweep killed while it logged a child leaves that child RUNNING: the rerun logs the
+    # configuration whole and the half-logged child goes to MLflow's trash, not beside it
+    c = EvalConfig("hybrid", k=7)
+    half = client.create_run(
+        again.experiment_id, run_name=c.label(), tags={"mlflow.parentRunId": again.parent_id}
+    ).info.run_id
+    whole = (c, run_eval(g, qs, c, lambda q: _first_rows(g, q), runs / c.key()))
+    assert again.log_as_finished([lambda: [whole]], runs) == [whole]
+    children = client.search_runs([again.experiment_id], "tags.mlflow.parentRunId != ''")
+    assert len(children) == 3 and half not in {r.info.run_id for r in children}
+    assert client.get_run(half).info.lifecycle_stage == "deleted"
 
 
 def test_a_directory_is_listed_for_dead_temporaries_once_per_process(tmp_path, monkeypatch):
